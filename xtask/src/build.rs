@@ -1,0 +1,2 @@
+//! Builds this workspace's static binaries (kubelet-wrapper, the test
+//! stand-in) for a target architecture.

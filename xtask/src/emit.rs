@@ -1,0 +1,1 @@
+//! The artifact writers: deb, rpm, tarball.

@@ -1,0 +1,64 @@
+//! `cargo xtask`: the kubedist workflow. This file only parses the command
+//! line; each subcommand lives in its own module (see ARCHITECTURE.md).
+
+mod build;
+mod dist;
+mod emit;
+mod fetch;
+mod fixtures;
+mod spec;
+mod stage;
+mod test;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+
+/// Build, test and publish the kubedist packages.
+#[derive(Parser)]
+#[command(name = "cargo xtask", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Build every artifact (deb, rpm, air-gapped tarball) plus SHA256SUMS.
+    Dist(dist::Args),
+    /// Download and verify the upstream binaries into the cache.
+    Fetch(fetch::Args),
+    /// Write an offline `--from` directory: Debian's real kubectl and CNI
+    /// plugins, recorder stand-ins for the rest.
+    Fixtures(fixtures::Args),
+    /// Run the whole test suite: cargo tests, then the real install tests.
+    Test(test::Args),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    if let Err(e) = run(cli) {
+        // One line an operator can act on; the chain says which file and why.
+        eprintln!("error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
+    let root = repo_root();
+    match cli.cmd {
+        Cmd::Dist(args) => dist::run(&spec::Spec::load(&root)?, &args),
+        Cmd::Fetch(args) => fetch::run(&spec::Spec::load(&root)?, &args),
+        Cmd::Fixtures(args) => fixtures::run(&spec::Spec::load(&root)?, &args),
+        Cmd::Test(args) => test::run(&root, &args),
+    }
+}
+
+/// The workspace root: the xtask always works on the checkout it was built from.
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives one level below the workspace root")
+        .to_path_buf()
+}

@@ -1,0 +1,619 @@
+//! The declarative description of what we ship, read from `pkg/`:
+//! `release.toml` (pinned upstream versions and where their files live),
+//! `families.toml` (what differs between deb and rpm hosts) and one
+//! `<package>.toml` per package. Everything else builds on these types; this
+//! module reads and validates, and never touches the network or the output.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use serde::Deserialize;
+
+/// Everything in `pkg/`, validated.
+#[derive(Debug)]
+pub struct Spec {
+    /// The repository root; `src` paths of files are relative to it.
+    pub root: PathBuf,
+    pub release: Release,
+    pub families: Families,
+    /// Sorted by name.
+    pub packages: Vec<Package>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Release {
+    /// Package revision (deb) / release (rpm).
+    pub revision: u32,
+    pub sources: BTreeMap<String, Source>,
+}
+
+/// One upstream project and the files of it we package.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Source {
+    pub version: String,
+    /// Where the official files live; FILE.sha256 sits beside each.
+    pub base: String,
+    /// Paths under `base`, with `{version}` and `{arch}` placeholders.
+    pub files: Vec<String>,
+}
+
+impl Source {
+    /// The relative paths of this source's files for one build.
+    pub fn paths(&self, arch: Arch) -> Vec<String> {
+        self.files
+            .iter()
+            .map(|f| {
+                f.replace("{version}", &self.version)
+                    .replace("{arch}", arch.go_name())
+            })
+            .collect()
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Families {
+    pub deb: FamilyConf,
+    pub rpm: FamilyConf,
+}
+
+impl Families {
+    pub fn get(&self, family: Family) -> &FamilyConf {
+        match family {
+            Family::Deb => &self.deb,
+            Family::Rpm => &self.rpm,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FamilyConf {
+    /// The file holding KUBELET_EXTRA_ARGS.
+    pub env_file: String,
+    /// Where vendor systemd units go.
+    pub unitdir: String,
+    pub config: ConfigStyle,
+    /// Our architecture names (Go's) → this family's.
+    pub arch: BTreeMap<String, String>,
+}
+
+impl FamilyConf {
+    pub fn arch_name(&self, arch: Arch) -> Result<&str> {
+        self.arch
+            .get(arch.go_name())
+            .map(String::as_str)
+            .with_context(|| format!("pkg/families.toml: no name for architecture {arch}"))
+    }
+}
+
+/// How an admin-editable file (`config = true`) is shipped; see families.toml.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ConfigStyle {
+    Seed,
+    Noreplace,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Family {
+    Deb,
+    Rpm,
+}
+
+impl Family {
+    pub const ALL: [Family; 2] = [Family::Deb, Family::Rpm];
+    pub fn name(self) -> &'static str {
+        match self {
+            Family::Deb => "deb",
+            Family::Rpm => "rpm",
+        }
+    }
+}
+
+impl fmt::Display for Family {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A CPU architecture, by its Go/Kubernetes name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Arch {
+    Amd64,
+    Arm64,
+    Ppc64le,
+    S390x,
+}
+
+impl Arch {
+    pub const ALL: [Arch; 4] = [Arch::Amd64, Arch::Arm64, Arch::Ppc64le, Arch::S390x];
+
+    pub fn go_name(self) -> &'static str {
+        match self {
+            Arch::Amd64 => "amd64",
+            Arch::Arm64 => "arm64",
+            Arch::Ppc64le => "ppc64le",
+            Arch::S390x => "s390x",
+        }
+    }
+
+    /// The Rust target that builds our static binaries for this architecture.
+    pub fn musl_target(self) -> &'static str {
+        match self {
+            Arch::Amd64 => "x86_64-unknown-linux-musl",
+            Arch::Arm64 => "aarch64-unknown-linux-musl",
+            Arch::Ppc64le => "powerpc64le-unknown-linux-musl",
+            Arch::S390x => "s390x-unknown-linux-musl",
+        }
+    }
+}
+
+impl fmt::Display for Arch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.go_name())
+    }
+}
+
+impl std::str::FromStr for Arch {
+    type Err = anyhow::Error;
+    fn from_str(s: &str) -> Result<Self> {
+        // Accept the deb and rpm spellings too: operators type what they know.
+        Ok(match s {
+            "amd64" | "x86_64" => Arch::Amd64,
+            "arm64" | "aarch64" => Arch::Arm64,
+            "ppc64le" | "ppc64el" => Arch::Ppc64le,
+            "s390x" => Arch::S390x,
+            _ => bail!("unknown architecture {s:?} (known: amd64, arm64, ppc64le, s390x)"),
+        })
+    }
+}
+
+/// Which init system a file is for; files without one are for every host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Init {
+    Systemd,
+    Openrc,
+    Runit,
+}
+
+impl Init {
+    pub fn name(self) -> &'static str {
+        match self {
+            Init::Systemd => "systemd",
+            Init::Openrc => "openrc",
+            Init::Runit => "runit",
+        }
+    }
+}
+
+/// One `pkg/<name>.toml`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Package {
+    pub name: String,
+    /// The `[sources.*]` entry whose version this package carries.
+    pub version_from: String,
+    pub summary: String,
+    pub description: String,
+    /// Dependencies for both families, as `name`, or `name OP version`.
+    #[serde(default)]
+    pub depends: Vec<Dep>,
+    #[serde(default)]
+    pub recommends: Vec<Dep>,
+    /// systemd units (shipped among `files`) to enable on install.
+    #[serde(default)]
+    pub systemd_units: Vec<String>,
+    #[serde(default)]
+    pub deb: FamilyOverride,
+    #[serde(default)]
+    pub rpm: FamilyOverride,
+    #[serde(default)]
+    pub files: Vec<FileEntry>,
+    #[serde(default)]
+    pub dirs: Vec<DirEntry>,
+}
+
+/// What one family adds to a package.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FamilyOverride {
+    #[serde(default)]
+    pub depends: Vec<Dep>,
+    #[serde(default)]
+    pub recommends: Vec<Dep>,
+}
+
+/// A file of a package. Exactly one of `upstream`, `src`, `build` says where
+/// its content comes from.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileEntry {
+    /// `<source>/<file>`: a verified upstream file, or a member of an
+    /// upstream archive; `<source>/*` is every member (then `dest` ends in `/`).
+    pub upstream: Option<String>,
+    /// A path in this repository.
+    pub src: Option<String>,
+    /// A binary of this workspace, built static for the target architecture.
+    pub build: Option<String>,
+    /// Absolute path on the host; may use `{unitdir}` and `{env_file}`.
+    pub dest: String,
+    pub mode: Mode,
+    /// Admin-editable: never overwritten once edited (see `ConfigStyle`).
+    #[serde(default)]
+    pub config: bool,
+    /// Replace `@ENV_FILE@`, `@FAMILY@` and `@VERSION@` in the content.
+    #[serde(default)]
+    pub template: bool,
+    /// Only for hosts running this init system.
+    pub init: Option<Init>,
+}
+
+/// Where a file's content comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Content<'a> {
+    Upstream { source: &'a str, member: &'a str },
+    Repo(&'a str),
+    Build(&'a str),
+}
+
+impl FileEntry {
+    pub fn content(&self) -> Content<'_> {
+        match (&self.upstream, &self.src, &self.build) {
+            (Some(u), None, None) => {
+                let (source, member) = u.split_once('/').unwrap_or((u, ""));
+                Content::Upstream { source, member }
+            }
+            (None, Some(s), None) => Content::Repo(s),
+            (None, None, Some(b)) => Content::Build(b),
+            // `Spec::load` has rejected every other combination.
+            _ => unreachable!("validated in Spec::load"),
+        }
+    }
+
+    /// `dest` for one family.
+    pub fn dest_for(&self, family: &FamilyConf) -> String {
+        expand_dest(&self.dest, family)
+    }
+
+    /// Whether deb and rpm packages carry this file (the tarball carries all).
+    pub fn in_packages(&self) -> bool {
+        matches!(self.init, None | Some(Init::Systemd))
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DirEntry {
+    pub path: String,
+    pub mode: Mode,
+}
+
+fn expand_dest(dest: &str, family: &FamilyConf) -> String {
+    dest.replace("{unitdir}", &family.unitdir)
+        .replace("{env_file}", &family.env_file)
+}
+
+/// A file mode, written as an octal string ("0755") in `pkg/`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Mode(pub u32);
+
+impl<'de> Deserialize<'de> for Mode {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        match u32::from_str_radix(&s, 8) {
+            Ok(m) if s.len() == 4 && m <= 0o7777 => Ok(Mode(m)),
+            _ => Err(serde::de::Error::custom(format!(
+                "mode {s:?} is not a four-digit octal mode like \"0644\""
+            ))),
+        }
+    }
+}
+
+/// A dependency: `name` or `name OP version`, OP one of `>= <= = > <`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dep {
+    pub name: String,
+    pub constraint: Option<(String, String)>,
+}
+
+impl Dep {
+    /// `iptables (>= 1.4.21)`
+    pub fn deb(&self) -> String {
+        match &self.constraint {
+            None => self.name.clone(),
+            Some((op, v)) => {
+                // dpkg spells strict comparisons << and >>.
+                let op = match op.as_str() {
+                    "<" => "<<",
+                    ">" => ">>",
+                    o => o,
+                };
+                format!("{} ({op} {v})", self.name)
+            }
+        }
+    }
+
+    /// `iptables >= 1.4.21`
+    pub fn rpm(&self) -> String {
+        match &self.constraint {
+            None => self.name.clone(),
+            Some((op, v)) => format!("{} {op} {v}", self.name),
+        }
+    }
+}
+
+impl std::str::FromStr for Dep {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let words: Vec<&str> = s.split_whitespace().collect();
+        let valid_name = |n: &str| {
+            !n.is_empty()
+                && n.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "+-._".contains(c))
+        };
+        match words.as_slice() {
+            [name] if valid_name(name) => Ok(Dep {
+                name: name.to_string(),
+                constraint: None,
+            }),
+            [name, op, version]
+                if valid_name(name) && [">=", "<=", "=", ">", "<"].contains(op) =>
+            {
+                Ok(Dep {
+                    name: name.to_string(),
+                    constraint: Some((op.to_string(), version.to_string())),
+                })
+            }
+            _ => Err(format!(
+                "dependency {s:?} is not `name` or `name OP version` (OP: >= <= = > <)"
+            )),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Dep {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d)?
+            .parse()
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+impl Spec {
+    /// Reads and validates everything under `root/pkg`.
+    pub fn load(root: &Path) -> Result<Spec> {
+        let pkg = root.join("pkg");
+        let release: Release = read_toml(&pkg.join("release.toml"))?;
+        let families: Families = read_toml(&pkg.join("families.toml"))?;
+        for (name, fam) in [("deb", &families.deb), ("rpm", &families.rpm)] {
+            for arch in Arch::ALL {
+                fam.arch_name(arch)
+                    .with_context(|| format!("[{name}.arch]"))?;
+            }
+        }
+
+        let mut packages = Vec::new();
+        let mut entries: Vec<_> = std::fs::read_dir(&pkg)
+            .with_context(|| format!("reading {}", pkg.display()))?
+            .collect::<Result<_, _>>()?;
+        entries.sort_by_key(|e| e.file_name());
+        for entry in entries {
+            let path = entry.path();
+            let fname = entry.file_name().to_string_lossy().into_owned();
+            if !fname.ends_with(".toml") || fname == "release.toml" || fname == "families.toml" {
+                continue;
+            }
+            let package: Package = read_toml(&path)?;
+            validate_package(&package, &release, &families, root)
+                .with_context(|| format!("{}", rel(root, &path)))?;
+            packages.push(package);
+        }
+        if packages.is_empty() {
+            bail!("{}: no package descriptions (*.toml)", pkg.display());
+        }
+        packages.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(Spec {
+            root: root.to_path_buf(),
+            release,
+            families,
+            packages,
+        })
+    }
+
+    pub fn source(&self, name: &str) -> &Source {
+        // Every `version_from` and `upstream` was checked against the sources.
+        &self.release.sources[name]
+    }
+
+    /// The package version as both formats spell it: `X.Y.Z-R`, with an
+    /// upstream pre-release's `-` turned into `~` so that it sorts before the
+    /// release (`1.35.0~rc.1-1` < `1.35.0-1`).
+    pub fn package_version(&self, package: &Package) -> String {
+        format!(
+            "{}-{}",
+            self.source(&package.version_from).version.replace('-', "~"),
+            self.release.revision
+        )
+    }
+
+    pub fn package(&self, name: &str) -> Option<&Package> {
+        self.packages.iter().find(|p| p.name == name)
+    }
+}
+
+fn rel(root: &Path, path: &Path) -> String {
+    path.strip_prefix(root).unwrap_or(path).display().to_string()
+}
+
+fn read_toml<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    toml::from_str(&text).map_err(|e| {
+        // toml's message names the key and shows the line; prefix the file.
+        anyhow::anyhow!("{}: {}", path.display(), e.to_string().trim_end())
+    })
+}
+
+fn validate_package(
+    p: &Package,
+    release: &Release,
+    families: &Families,
+    root: &Path,
+) -> Result<()> {
+    if !release.sources.contains_key(&p.version_from) {
+        bail!(
+            "version_from = {:?} names no [sources.*] entry of pkg/release.toml",
+            p.version_from
+        );
+    }
+    let mut dests = std::collections::BTreeSet::new();
+    for (i, f) in p.files.iter().enumerate() {
+        let at = format!("files[{i}] (dest {:?})", f.dest);
+        let set = [&f.upstream, &f.src, &f.build]
+            .iter()
+            .filter(|o| o.is_some())
+            .count();
+        if set != 1 {
+            bail!("{at}: exactly one of `upstream`, `src`, `build` must be set");
+        }
+        for family in Family::ALL {
+            let dest = f.dest_for(families.get(family));
+            if !dest.starts_with('/') || dest.contains('{') {
+                bail!("{at}: `dest` must be an absolute path ({family}: {dest:?})");
+            }
+            if dest.split('/').any(|c| c == ".." || c == ".") {
+                bail!("{at}: `dest` must not contain . or .. components");
+            }
+            if f.config && !dest.starts_with("/etc/") {
+                bail!("{at}: `config = true` is only for files under /etc");
+            }
+        }
+        match f.content() {
+            Content::Upstream { source, member } => {
+                if !release.sources.contains_key(source) {
+                    bail!("{at}: upstream = {:?} names no [sources.*] entry", f.upstream);
+                }
+                if member.is_empty() {
+                    bail!("{at}: upstream must be `<source>/<file>` or `<source>/*`");
+                }
+                if (member == "*") != f.dest.ends_with('/') {
+                    bail!("{at}: `<source>/*` goes with a `dest` ending in `/`, and only then");
+                }
+            }
+            Content::Repo(src) => {
+                if !root.join(src).is_file() {
+                    bail!("{at}: src = {src:?} does not exist in the repository");
+                }
+            }
+            Content::Build(_) => {}
+        }
+        if !dests.insert((f.dest.clone(), f.init)) {
+            bail!("{at}: two files have the same dest");
+        }
+    }
+    for unit in &p.systemd_units {
+        if !p
+            .files
+            .iter()
+            .any(|f| f.dest.ends_with(&format!("/{unit}")))
+        {
+            bail!("systemd_units: {unit:?} is not among this package's files");
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn repo_root() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().into()
+    }
+
+    #[test]
+    fn the_repository_spec_loads() {
+        let spec = Spec::load(&repo_root()).unwrap();
+        let names: Vec<_> = spec.packages.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["cri-tools", "kubeadm", "kubectl", "kubelet", "kubernetes-cni"]
+        );
+    }
+
+    #[test]
+    fn dependencies_render_per_format() {
+        let d: Dep = "iptables >= 1.4.21".parse().unwrap();
+        assert_eq!(d.deb(), "iptables (>= 1.4.21)");
+        assert_eq!(d.rpm(), "iptables >= 1.4.21");
+        let d: Dep = "foo < 2".parse().unwrap();
+        assert_eq!(d.deb(), "foo (<< 2)");
+        assert!("iptables >=".parse::<Dep>().is_err());
+        assert!("ip tables".parse::<Dep>().is_err());
+    }
+
+    #[test]
+    fn pre_releases_sort_before_releases() {
+        let mut spec = Spec::load(&repo_root()).unwrap();
+        spec.release
+            .sources
+            .get_mut("kubernetes")
+            .unwrap()
+            .version = "1.35.0-rc.1".into();
+        let kubelet = spec.package("kubelet").unwrap();
+        assert_eq!(spec.package_version(kubelet), format!("1.35.0~rc.1-{}", spec.release.revision));
+    }
+
+    /// A copy of pkg/ with one file replaced, for the error tests.
+    fn broken_root(file: &str, content: &str) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        let pkg = dir.path().join("pkg");
+        std::fs::create_dir_all(&pkg).unwrap();
+        for e in std::fs::read_dir(repo_root().join("pkg")).unwrap() {
+            let e = e.unwrap();
+            if e.path().extension().is_some_and(|x| x == "toml") {
+                std::fs::copy(e.path(), pkg.join(e.file_name())).unwrap();
+            }
+        }
+        for shared in ["units", "env-defaults"] {
+            std::os::unix::fs::symlink(repo_root().join(shared), dir.path().join(shared)).unwrap();
+        }
+        std::fs::write(pkg.join(file), content).unwrap();
+        dir
+    }
+
+    #[test]
+    fn malformed_package_names_file_and_key() {
+        let dir = broken_root(
+            "kubectl.toml",
+            "name = \"kubectl\"\nversion_from = \"kubernetes\"\nsummary = \"s\"\ndescription = \"d\"\n\n[[files]]\nupstream = \"kubernetes/kubectl\"\ndest = \"/usr/bin/kubectl\"\nmode = \"755\"\n",
+        );
+        let err = format!("{:#}", Spec::load(dir.path()).unwrap_err());
+        assert!(err.contains("kubectl.toml"), "{err}");
+        assert!(err.contains("mode"), "{err}");
+        assert!(err.contains("line 9"), "{err}");
+
+        let dir = broken_root(
+            "kubectl.toml",
+            "name = \"kubectl\"\nversion_from = \"kubernetes\"\nsumary = \"s\"\ndescription = \"d\"\n",
+        );
+        let err = format!("{:#}", Spec::load(dir.path()).unwrap_err());
+        assert!(err.contains("kubectl.toml") && err.contains("sumary"), "{err}");
+    }
+
+    #[test]
+    fn unknown_source_is_named() {
+        let dir = broken_root(
+            "kubectl.toml",
+            "name = \"kubectl\"\nversion_from = \"kubernetes\"\nsummary = \"s\"\ndescription = \"d\"\n\n[[files]]\nupstream = \"kubernets/kubectl\"\ndest = \"/usr/bin/kubectl\"\nmode = \"0755\"\n",
+        );
+        let err = format!("{:#}", Spec::load(dir.path()).unwrap_err());
+        assert!(err.contains("kubectl.toml") && err.contains("kubernets"), "{err}");
+    }
+}

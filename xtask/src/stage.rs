@@ -1,0 +1,1 @@
+//! One staged tree per (package, family).
