@@ -1,10 +1,211 @@
-//! `cargo xtask test`: cargo's tests, then the real install suites in ci/.
-use anyhow::Result;
-use std::path::Path;
+//! `cargo xtask test`: the one command that runs every test.
+//!
+//! 1. installs what the suites need when it is missing and we are root
+//!    (`ci/install-deps`), so a fresh machine needs no other step;
+//! 2. `cargo test --workspace`;
+//! 3. builds the fixture inputs and two releases from them, N-1 and N (same
+//!    inputs, package revision bumped), with the real `dist`;
+//! 4. runs every `ci/t-*.sh` suite against them (real dpkg/apt, rpm/dnf,
+//!    OpenRC, runit, the tarball installer, linters), each in clean roots;
+//! 5. prints one closing line for the suites: `suites: N passed, N failed`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+
+/// Tools the suites run; `ci/install-deps` installs them.
+const TOOLS: &[&str] = &[
+    "mmdebstrap",
+    "dpkg-deb",
+    "rpm",
+    "rpmbuild",
+    "dnf",
+    "createrepo_c",
+    "lintian",
+    "rpmlint",
+    "shellcheck",
+    "systemd-analyze",
+    "busybox",
+    "qemu-aarch64-static",
+    "unshare",
+];
+
+/// The SOURCE_DATE_EPOCH of test builds: any fixed value will do.
+const TEST_EPOCH: &str = "1700000000";
 
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Run only the suites whose name contains one of these (e.g. `deb`,
+    /// `openrc`); `cargo` selects cargo's own tests.
+    #[arg(value_name = "SUITE")]
+    only: Vec<String>,
+    /// Never run ci/install-deps, even as root with tools missing.
+    #[arg(long)]
+    no_install: bool,
+}
 
-pub fn run(_root: &Path, _args: &Args) -> Result<()> {
-    anyhow::bail!("not yet implemented")
+pub fn run(root: &Path, args: &Args) -> Result<()> {
+    let selected = |name: &str| args.only.is_empty() || args.only.iter().any(|o| name.contains(o));
+    let ci = std::env::var("CI").is_ok_and(|v| v == "true");
+
+    let missing: Vec<_> = TOOLS.iter().filter(|t| !on_path(t)).collect();
+    if !missing.is_empty() {
+        if !args.no_install && is_root() {
+            eprintln!("==> installing missing test tools ({missing:?}) with ci/install-deps");
+            status(Command::new("sh").arg(root.join("ci/install-deps")), "ci/install-deps")?;
+        } else if ci {
+            bail!("missing tools {missing:?}: run `sudo ci/install-deps`");
+        } else {
+            eprintln!("warning: missing tools {missing:?}; suites needing them will be skipped (sudo ci/install-deps installs them)");
+        }
+    }
+
+    if selected("cargo") {
+        eprintln!("==> cargo test --workspace");
+        status(
+            Command::new(cargo()).args(["test", "--workspace"]).current_dir(root),
+            "cargo test",
+        )?;
+    }
+
+    let mut suites: Vec<PathBuf> = std::fs::read_dir(root.join("ci"))
+        .context("reading ci/")?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("t-") && n.ends_with(".sh"))
+        })
+        .filter(|p| selected(&suite_name(p)))
+        .collect();
+    suites.sort();
+    if suites.is_empty() {
+        return Ok(());
+    }
+
+    let (prev, cur) = build_releases(root)?;
+    let mut passed = 0u32;
+    let mut failed = 0u32;
+    let mut report = Vec::new();
+    for suite in &suites {
+        let name = suite_name(suite);
+        eprintln!("==> {name}");
+        let started = Instant::now();
+        let output = Command::new("sh")
+            .arg(suite)
+            .current_dir(root)
+            .env("KD_DIST_PREV", &prev)
+            .env("KD_DIST", &cur)
+            .stderr(Stdio::inherit())
+            .output()
+            .with_context(|| format!("running {}", suite.display()))?;
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        print!("{stdout}");
+        let counts = stdout.lines().rev().find_map(parse_counts);
+        let (p, f) = match (counts, output.status.success()) {
+            (Some((p, f)), true) => (p, f),
+            // A suite that died without its closing line, or exited non-zero
+            // with none failed, counts as one failure: never as a pass.
+            (Some((p, f)), false) => (p, f.max(1)),
+            (None, ok) => (0, if ok { 0 } else { 1 }),
+        };
+        passed += p;
+        failed += f;
+        report.push(format!(
+            "  {name:<12} {p:>3} passed {f:>3} failed  {:>5.0} s",
+            started.elapsed().as_secs_f64()
+        ));
+    }
+    println!("\nsuite results:\n{}", report.join("\n"));
+    println!("suites: {passed} passed, {failed} failed");
+    if failed > 0 {
+        bail!("{failed} test(s) failed");
+    }
+    Ok(())
+}
+
+/// Builds the fixture inputs, then releases N-1 and N for amd64 with the real
+/// `dist`, and returns their output directories.
+fn build_releases(root: &Path) -> Result<(PathBuf, PathBuf)> {
+    let work = root.join("target/ci-dist");
+    let fixtures = work.join("fixtures");
+    let xtask = std::env::current_exe().context("locating the xtask binary")?;
+    if !fixtures.join("STANDINS").exists() {
+        eprintln!("==> cargo xtask fixtures");
+        status(
+            Command::new(&xtask).arg("fixtures").arg(&fixtures).args(["--arch", "amd64"]),
+            "cargo xtask fixtures",
+        )?;
+    }
+    let mut outs = Vec::new();
+    for (label, revision) in [("prev", "1"), ("cur", "2")] {
+        let out = work.join(label);
+        eprintln!("==> cargo xtask dist (release {label}, revision {revision})");
+        status(
+            Command::new(&xtask)
+                .arg("dist")
+                .args(["--arch", "amd64", "--revision", revision, "--from"])
+                .arg(&fixtures)
+                .arg("--out")
+                .arg(&out)
+                .env("SOURCE_DATE_EPOCH", TEST_EPOCH),
+            "cargo xtask dist",
+        )?;
+        outs.push(out);
+    }
+    let cur = outs.pop().expect("two releases");
+    let prev = outs.pop().expect("two releases");
+    Ok((prev, cur))
+}
+
+fn suite_name(path: &Path) -> String {
+    let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("?");
+    stem.trim_start_matches("t-").to_string()
+}
+
+/// Parses a closing line `N passed, N failed`.
+fn parse_counts(line: &str) -> Option<(u32, u32)> {
+    let (p, rest) = line.trim().split_once(" passed, ")?;
+    let f = rest.strip_suffix(" failed")?;
+    Some((p.parse().ok()?, f.parse().ok()?))
+}
+
+fn status(cmd: &mut Command, what: &str) -> Result<()> {
+    let st = cmd.status().with_context(|| format!("starting {what}"))?;
+    if !st.success() {
+        bail!("{what} failed ({st})");
+    }
+    Ok(())
+}
+
+fn cargo() -> String {
+    std::env::var("CARGO").unwrap_or_else(|_| "cargo".into())
+}
+
+fn on_path(tool: &str) -> bool {
+    std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()))
+        .unwrap_or(false)
+}
+
+fn is_root() -> bool {
+    // The uid of /proc/self is ours; no libc call needed.
+    std::fs::metadata("/proc/self")
+        .map(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0)
+        .unwrap_or(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_counts;
+
+    #[test]
+    fn closing_lines_parse() {
+        assert_eq!(parse_counts("12 passed, 0 failed"), Some((12, 0)));
+        assert_eq!(parse_counts("  3 passed, 2 failed "), Some((3, 2)));
+        assert_eq!(parse_counts("ok   t-deb::install (3 s)"), None);
+        assert_eq!(parse_counts("x passed, 1 failed"), None);
+    }
 }

@@ -1,0 +1,172 @@
+# Shared helpers for the install suites in ci/t-*.sh (sourced, POSIX sh).
+#
+# Each suite builds clean Debian roots from a cached mmdebstrap tarball,
+# runs the real tools inside them in throwaway namespaces (nothing leaks:
+# mounts, processes and, with kd_run_offline, the network stay inside), and
+# reports one line per test plus a closing "N passed, N failed" line.
+#
+# Environment:
+#   KD_DIST_PREV, KD_DIST   dist output dirs of release N-1 and N (set by
+#                           `cargo xtask test`; suites that need them fail
+#                           without them)
+#   CI=true                 a missing tool fails the suite instead of skipping it
+
+set -eu
+
+KD_REPO=$(cd "$(dirname "$0")/.." && pwd)
+KD_CACHE=${KD_CACHE:-$KD_REPO/target/ci-cache}
+KD_WORK=${KD_WORK:-$KD_REPO/target/ci-work}
+KD_SUITE=$(basename "$0" .sh)
+KD_SUITE_CODENAME=bookworm
+KD_MIRROR=${KD_MIRROR:-http://deb.debian.org/debian}
+kd_passed=0
+kd_failed=0
+kd_failures=
+
+mkdir -p "$KD_CACHE" "$KD_WORK"
+
+kd_log() { printf '%s: %s\n' "$KD_SUITE" "$*" >&2; }
+
+# kd_require TOOL... : every tool must be on PATH. Under CI=true a missing
+# tool fails the suite; elsewhere the suite is skipped, loudly.
+kd_require() {
+    missing=
+    for tool in "$@"; do
+        command -v "$tool" >/dev/null 2>&1 || missing="$missing $tool"
+    done
+    [ -z "$missing" ] && return 0
+    if [ "${CI:-}" = true ]; then
+        echo "$KD_SUITE: FAIL: required tools missing:$missing" >&2
+        echo "0 passed, 1 failed"
+        exit 1
+    fi
+    echo "$KD_SUITE: SKIPPED: tools missing:$missing (ci/install-deps installs them)" >&2
+    exit 0
+}
+
+# kd_require_dist : the artifacts of releases N-1 and N must exist.
+kd_require_dist() {
+    for d in "${KD_DIST_PREV:-}" "${KD_DIST:-}"; do
+        if [ -z "$d" ] || [ ! -f "$d/SHA256SUMS" ]; then
+            echo "$KD_SUITE: FAIL: KD_DIST_PREV and KD_DIST must name dist outputs (run through 'cargo xtask test')" >&2
+            echo "0 passed, 1 failed"
+            exit 1
+        fi
+    done
+}
+
+# kd_base_tarball NAME [PACKAGE...] : prints the path of a cached bookworm
+# root tarball with PACKAGEs installed, building it once (mmdebstrap, ~15-30 s).
+# The cache key includes the package list, so changing it rebuilds.
+kd_base_tarball() {
+    name=$1
+    shift
+    key=$(printf '%s\n' "$KD_SUITE_CODENAME" "$@" | sha256sum | cut -c1-12)
+    tarball=$KD_CACHE/$KD_SUITE_CODENAME-$name-$key.tar
+    if [ ! -f "$tarball" ]; then
+        include=$(printf '%s,' "$@")
+        kd_log "building base root '$name' (${include%,}) with mmdebstrap"
+        # Package lists are kept so apt-get in the root can resolve real
+        # dependencies from the archive without an update of its own.
+        mmdebstrap --quiet --variant=apt --skip=cleanup/apt/lists \
+            ${include:+--include="${include%,}"} \
+            "$KD_SUITE_CODENAME" "$tarball.tmp.tar" "$KD_MIRROR" >&2
+        mv "$tarball.tmp.tar" "$tarball"
+    fi
+    printf '%s\n' "$tarball"
+}
+
+# kd_new_root TARBALL : unpacks a fresh root and prints its path. Roots live
+# under target/ci-work and are removed when the suite exits.
+kd_new_root() {
+    root=$(mktemp -d "$KD_WORK/root.XXXXXX")
+    tar -xf "$1" -C "$root" --numeric-owner
+    # A copy of the host's resolver, so apt inside can reach the archive.
+    cp -L /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
+    kd_roots="${kd_roots:-} $root"
+    printf '%s\n' "$root"
+}
+
+kd_cleanup() {
+    for r in ${kd_roots:-}; do
+        rm -rf "$r"
+    done
+}
+trap kd_cleanup EXIT
+
+# kd_run ROOT CMD... : runs CMD chrooted into ROOT, in new mount and PID
+# namespaces with /proc, /sys, /dev and a tmpfs /run. When CMD exits, every
+# process it started is killed and every mount disappears.
+kd_run() {
+    _kd_run "" "$@"
+}
+
+# kd_run_offline ROOT CMD... : kd_run with no network at all (an air-gapped host).
+kd_run_offline() {
+    _kd_run --net "$@"
+}
+
+_kd_run() {
+    netflag=$1
+    shift
+    # shellcheck disable=SC2016 # expanded by the inner shell
+    unshare --mount --pid --fork --kill-child ${netflag:+"$netflag"} -- sh -c '
+        root=$1; shift
+        mount -t proc proc "$root/proc"
+        mount -t sysfs sysfs "$root/sys"
+        mount --rbind /dev "$root/dev"
+        mount -t tmpfs tmpfs "$root/run"
+        [ -n "$(ip link show lo 2>/dev/null)" ] && ip link set lo up 2>/dev/null
+        exec chroot "$root" /usr/bin/env -i \
+            PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+            HOME=/root LANG=C.UTF-8 DEBIAN_FRONTEND=noninteractive "$@"
+    ' kd_run "$@"
+}
+
+# kd_script ROOT : runs the shell script on stdin inside ROOT (kd_run). The
+# script runs with `set -eu`, so its first failing command fails the test.
+kd_script() {
+    root=$1
+    script=$(mktemp "$root/tmp/kd-test.XXXXXX")
+    { echo 'set -eu'; cat; } >"$script"
+    kd_run "$root" sh "/tmp/$(basename "$script")"
+}
+
+# kd_test NAME FUNCTION : runs FUNCTION in a subshell; it passes when it exits 0.
+kd_test() {
+    name=$1
+    log=$KD_WORK/$KD_SUITE.$name.log
+    start=$(date +%s)
+    # Not `if ( ... )`: set -e is ignored inside a tested subshell.
+    set +e
+    ( set -e; "$2" ) >"$log" 2>&1
+    rc=$?
+    set -e
+    if [ "$rc" -eq 0 ]; then
+        kd_passed=$((kd_passed + 1))
+        echo "ok   $KD_SUITE::$name ($(($(date +%s) - start)) s)"
+    else
+        kd_failed=$((kd_failed + 1))
+        kd_failures="$kd_failures $name"
+        echo "FAIL $KD_SUITE::$name ($(($(date +%s) - start)) s); last lines of $log:"
+        tail -n 25 "$log" | sed 's/^/    /'
+    fi
+}
+
+# kd_summary : the closing line; exits non-zero when a test failed.
+kd_summary() {
+    echo "$kd_passed passed, $kd_failed failed"
+    [ "$kd_failed" -eq 0 ]
+}
+
+# Assertions for test functions. Each prints what it expected on failure.
+assert_eq() { # EXPECTED ACTUAL WHAT
+    [ "$1" = "$2" ] && return 0
+    printf 'assertion failed: %s\n  expected: %s\n  actual:   %s\n' "$3" "$1" "$2" >&2
+    return 1
+}
+assert_file() { [ -f "$1" ] || { echo "assertion failed: missing file $1" >&2; return 1; }; }
+assert_no_file() { [ ! -e "$1" ] || { echo "assertion failed: $1 should not exist" >&2; return 1; }; }
+assert_grep() { # PATTERN FILE
+    grep -q -- "$1" "$2" || { echo "assertion failed: '$1' not in $2:" >&2; sed 's/^/  | /' "$2" >&2; return 1; }
+}
