@@ -6,6 +6,7 @@ mod dist;
 mod emit;
 mod fetch;
 mod fixtures;
+mod repo;
 mod spec;
 mod stage;
 mod test;
@@ -32,6 +33,8 @@ enum Cmd {
     /// Write an offline `--from` directory: Debian's real kubectl and CNI
     /// plugins, recorder stand-ins for the rest.
     Fixtures(fixtures::Args),
+    /// Turn dist output into signed apt and yum/dnf repositories.
+    Repo(repo::Args),
     /// Run the whole test suite: cargo tests, then the real install tests.
     Test(test::Args),
 }
@@ -51,6 +54,7 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Dist(args) => dist::run(&spec::Spec::load(&root)?, &args),
         Cmd::Fetch(args) => fetch::run(&spec::Spec::load(&root)?, &args),
         Cmd::Fixtures(args) => fixtures::run(&spec::Spec::load(&root)?, &args),
+        Cmd::Repo(args) => repo::run(&root, &args),
         Cmd::Test(args) => test::run(&root, &args),
     }
 }
