@@ -1,0 +1,357 @@
+//! Builds the kubelet's argv and environment the way systemd builds them
+//! from kubeadm's drop-in `10-kubeadm.conf`:
+//!
+//! ```text
+//! Environment="KUBELET_KUBECONFIG_ARGS=--bootstrap-kubeconfig=… --kubeconfig=…"
+//! Environment="KUBELET_CONFIG_ARGS=--config=/var/lib/kubelet/config.yaml"
+//! EnvironmentFile=-/var/lib/kubelet/kubeadm-flags.env
+//! EnvironmentFile=-/etc/default/kubelet        (rpm: /etc/sysconfig/kubelet)
+//! ExecStart=/usr/bin/kubelet $KUBELET_KUBECONFIG_ARGS $KUBELET_CONFIG_ARGS $KUBELET_KUBEADM_ARGS $KUBELET_EXTRA_ARGS
+//! ```
+//!
+//! followed by the wrapper's own command-line arguments.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use crate::{envfile, rooted, split, version, wait, Error};
+
+/// The drop-in's two `Environment=` lines.
+pub const DROP_IN_ENVIRONMENT: [(&str, &str); 2] = [
+    (
+        "KUBELET_KUBECONFIG_ARGS",
+        "--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf --kubeconfig=/etc/kubernetes/kubelet.conf",
+    ),
+    ("KUBELET_CONFIG_ARGS", "--config=/var/lib/kubelet/config.yaml"),
+];
+
+/// Written by `kubeadm init` / `kubeadm join`; sets `KUBELET_KUBEADM_ARGS`.
+pub const KUBEADM_FLAGS_ENV: &str = "/var/lib/kubelet/kubeadm-flags.env";
+
+/// The drop-in's `ExecStart=` after the binary.
+pub const EXEC_START_ARGS: [&str; 4] = [
+    "$KUBELET_KUBECONFIG_ARGS",
+    "$KUBELET_CONFIG_ARGS",
+    "$KUBELET_KUBEADM_ARGS",
+    "$KUBELET_EXTRA_ARGS",
+];
+
+/// Which distribution family's env file holds `KUBELET_EXTRA_ARGS`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    Deb,
+    Rpm,
+}
+
+impl Family {
+    pub fn env_file(self) -> &'static str {
+        match self {
+            Family::Deb => "/etc/default/kubelet",
+            Family::Rpm => "/etc/sysconfig/kubelet",
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Family::Deb => "deb",
+            Family::Rpm => "rpm",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Family> {
+        match s {
+            "deb" => Some(Family::Deb),
+            "rpm" => Some(Family::Rpm),
+            _ => None,
+        }
+    }
+}
+
+/// Where a variable's value came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    DropIn,
+    File { path: PathBuf, line: usize },
+    Process,
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        match self {
+            Origin::DropIn => write!(f, "drop-in Environment="),
+            Origin::File { path, .. } => write!(f, "{}", path.display()),
+            Origin::Process => write!(f, "process environment"),
+        }
+    }
+}
+
+impl Origin {
+    /// `FILE:LINE` for a file, else the same as `Display`.
+    pub fn location(&self) -> String {
+        match self {
+            Origin::File { path, line } => format!("{}:{line}", path.display()),
+            other => other.to_string(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Value {
+    pub value: String,
+    pub origin: Origin,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileStatus {
+    Read,
+    Missing,
+    /// The other family's file, present but not read.
+    Ignored,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileRecord {
+    pub path: PathBuf,
+    pub role: &'static str,
+    pub status: FileStatus,
+}
+
+/// One element of the kubelet's argv and where it came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Arg {
+    pub value: String,
+    pub source: String,
+}
+
+/// Everything the chain depends on besides the files it reads.
+#[derive(Debug, Clone)]
+pub struct Inputs {
+    /// Every path is read under this directory (`/` normally).
+    pub root: PathBuf,
+    /// The family when chosen explicitly, with what chose it.
+    pub family: Option<(Family, String)>,
+    /// The wrapper's own environment (what systemd's manager environment is
+    /// to a unit): the base that the drop-in and the files add to.
+    pub process_env: BTreeMap<String, String>,
+    /// `KUBELET_VERSION` from the `--settings` file, the weakest source.
+    pub settings_version: Option<(String, String)>,
+    /// The `--settings` file, listed among the files read.
+    pub settings_file: Option<PathBuf>,
+    /// The wrapper's command-line arguments for the kubelet.
+    pub kubelet_args: Vec<String>,
+}
+
+/// What the wrapper will exec, and why.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub family: Family,
+    pub family_source: String,
+    pub files: Vec<FileRecord>,
+    /// The variables the drop-in and the files add to the environment.
+    pub env: BTreeMap<String, Value>,
+    pub kubelet: PathBuf,
+    pub kubelet_version: Option<String>,
+    pub kubelet_source: String,
+    /// argv[0] is the kubelet path.
+    pub argv: Vec<Arg>,
+    /// The `--config` file the kubelet will read, under the root.
+    pub config: Option<PathBuf>,
+    pub warnings: Vec<String>,
+}
+
+impl Plan {
+    /// The `--config` file, if the kubelet would be started without it.
+    pub fn missing_config(&self) -> Option<&Path> {
+        self.config.as_deref().filter(|p| !p.exists())
+    }
+}
+
+/// Reads the files and builds the plan.
+pub fn build(inputs: &Inputs) -> Result<Plan, Error> {
+    let root = inputs.root.as_path();
+    let mut warnings = Vec::new();
+    let mut files = Vec::new();
+    let (family, family_source, ignored) = choose_family(root, inputs, &mut warnings);
+
+    // As in systemd: Environment= first, then each EnvironmentFile= in order,
+    // later assignments winning.
+    let mut env: BTreeMap<String, Value> = DROP_IN_ENVIRONMENT
+        .iter()
+        .map(|(k, v)| {
+            let value = Value {
+                value: v.to_string(),
+                origin: Origin::DropIn,
+            };
+            (k.to_string(), value)
+        })
+        .collect();
+    for (path, role) in [
+        (KUBEADM_FLAGS_ENV, "kubeadm flags"),
+        (family.env_file(), "family env file"),
+    ] {
+        let path = rooted(root, Path::new(path));
+        let Some(assignments) = envfile::load(&path)? else {
+            files.push(FileRecord {
+                path,
+                role,
+                status: FileStatus::Missing,
+            });
+            continue;
+        };
+        for a in assignments {
+            if !envfile::is_valid_name(&a.key) {
+                warnings.push(format!(
+                    "{}:{}: ignoring {:?}: not a valid variable name (systemd ignores it too)",
+                    path.display(),
+                    a.line,
+                    a.key
+                ));
+                continue;
+            }
+            let origin = Origin::File {
+                path: path.clone(),
+                line: a.line,
+            };
+            env.insert(
+                a.key,
+                Value {
+                    value: a.value,
+                    origin,
+                },
+            );
+        }
+        files.push(FileRecord {
+            path,
+            role,
+            status: FileStatus::Read,
+        });
+    }
+    if let Some(path) = ignored {
+        files.push(FileRecord {
+            path,
+            role: "family env file (other family)",
+            status: FileStatus::Ignored,
+        });
+    }
+    if let Some(path) = &inputs.settings_file {
+        files.push(FileRecord {
+            path: path.clone(),
+            role: "wrapper settings",
+            status: FileStatus::Read,
+        });
+    }
+
+    let lookup = |name: &str| lookup_var(&env, &inputs.process_env, name);
+
+    // KUBELET_VERSION: the files win, then the process (empty counts as
+    // unset there), then --settings.
+    let pinned = match lookup("KUBELET_VERSION") {
+        Some(("", Origin::Process)) => inputs.settings_version.clone(),
+        Some((v, origin)) => Some((v.to_string(), origin.location())),
+        None => inputs.settings_version.clone(),
+    };
+    let kubelet_version = match &pinned {
+        Some((raw, at)) => {
+            version::normalize(raw).map_err(|e| Error::input(format!("{at}: {e}")))?
+        }
+        None => None,
+    };
+    let kubelet = version::kubelet_path(root, kubelet_version.as_deref());
+    let kubelet_source = match (&kubelet_version, &pinned) {
+        (Some(v), Some((_, at))) => format!("KUBELET_VERSION={v} ({at})"),
+        _ => format!("default {}", version::DEFAULT_KUBELET),
+    };
+
+    let mut argv = vec![Arg {
+        value: kubelet.display().to_string(),
+        source: kubelet_source.clone(),
+    }];
+    for word in EXEC_START_ARGS {
+        let name = &word[1..];
+        let source = match lookup(name) {
+            Some((_, origin)) => format!("{name} ({origin})"),
+            None => format!("{name} (unset)"),
+        };
+        for value in split::expand_word(word, |n| lookup(n).map(|(v, _)| v)) {
+            argv.push(Arg {
+                value,
+                source: source.clone(),
+            });
+        }
+    }
+    argv.extend(inputs.kubelet_args.iter().map(|a| Arg {
+        value: a.clone(),
+        source: "command line".to_string(),
+    }));
+
+    let values: Vec<&str> = argv[1..].iter().map(|a| a.value.as_str()).collect();
+    let config = wait::config_flag(&values)
+        .filter(|p| !p.is_empty())
+        .map(|p| rooted(root, Path::new(p)));
+
+    Ok(Plan {
+        family,
+        family_source,
+        files,
+        env,
+        kubelet,
+        kubelet_version,
+        kubelet_source,
+        argv,
+        config,
+        warnings,
+    })
+}
+
+/// A variable as the kubelet will see it: from the drop-in or the files,
+/// else from the wrapper's own environment.
+fn lookup_var<'a>(
+    env: &'a BTreeMap<String, Value>,
+    process_env: &'a BTreeMap<String, String>,
+    name: &str,
+) -> Option<(&'a str, Origin)> {
+    match env.get(name) {
+        Some(v) => Some((v.value.as_str(), v.origin.clone())),
+        None => process_env.get(name).map(|v| (v.as_str(), Origin::Process)),
+    }
+}
+
+/// The explicit family, else the one whose file exists, else the host's
+/// convention when both exist (returning the ignored file), else deb.
+fn choose_family(
+    root: &Path,
+    inputs: &Inputs,
+    warnings: &mut Vec<String>,
+) -> (Family, String, Option<PathBuf>) {
+    if let Some((family, source)) = &inputs.family {
+        return (*family, source.clone(), None);
+    }
+    let exists = |f: Family| rooted(root, Path::new(f.env_file())).exists();
+    let only = |family: Family, why: &str| (family, why.to_string(), None);
+    match (exists(Family::Deb), exists(Family::Rpm)) {
+        (true, false) => only(Family::Deb, "auto: only /etc/default/kubelet exists"),
+        (false, true) => only(Family::Rpm, "auto: only /etc/sysconfig/kubelet exists"),
+        (false, false) => only(Family::Deb, "auto: neither family file exists"),
+        (true, true) => {
+            let debian = rooted(root, Path::new("/etc/debian_version")).exists();
+            let (family, ignored, why) = if debian {
+                (Family::Deb, Family::Rpm, "/etc/debian_version exists")
+            } else {
+                (
+                    Family::Rpm,
+                    Family::Deb,
+                    "/etc/debian_version does not exist",
+                )
+            };
+            let ignored_path = rooted(root, Path::new(ignored.env_file()));
+            warnings.push(format!(
+                "both /etc/default/kubelet and /etc/sysconfig/kubelet exist; reading the {} one because {why}; ignoring {} (set KUBELET_WRAPPER_FAMILY to choose)",
+                family.name(),
+                ignored_path.display()
+            ));
+            let source = format!("auto: both family files exist and {why}");
+            (family, source, Some(ignored_path))
+        }
+    }
+}

@@ -1,0 +1,137 @@
+//! Waiting for kubeadm's config instead of crash-looping.
+//!
+//! Before `kubeadm init`/`join` has run, `/var/lib/kubelet/config.yaml` does
+//! not exist and a kubelet started with `--config` exits at once; under a
+//! supervisor that is a restart loop every few seconds. The wrapper waits
+//! (bounded, with a log line now and then) and starts the kubelet as soon as
+//! the file appears.
+
+use std::path::{Path, PathBuf};
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+use crate::{log, Error};
+
+/// How often to look for the file.
+pub const POLL: Duration = Duration::from_secs(1);
+
+/// The value of the last `--config` flag (`--config=PATH` or `--config
+/// PATH`), as the kubelet's flag parser reads it: nothing after `--` is a
+/// flag.
+pub fn config_flag<'a>(args: &[&'a str]) -> Option<&'a str> {
+    let mut found = None;
+    let mut args = args.iter();
+    while let Some(&arg) = args.next() {
+        if arg == "--" {
+            break;
+        } else if arg == "--config" {
+            found = args.next().copied();
+        } else if let Some(path) = arg.strip_prefix("--config=") {
+            found = Some(path);
+        }
+    }
+    found
+}
+
+/// One bounded wait, possibly for several paths in turn (the files are read
+/// again when the config appears, and may name another one).
+pub struct Waiter {
+    started: Instant,
+    limit: Duration,
+    log_every: Duration,
+    next_log: Duration,
+    announced: Option<PathBuf>,
+}
+
+impl Waiter {
+    pub fn new(limit: Duration, log_every: Duration) -> Waiter {
+        Waiter {
+            started: Instant::now(),
+            limit,
+            log_every,
+            next_log: log_every,
+            announced: None,
+        }
+    }
+
+    /// Returns once `path` exists, or fails when the limit is reached.
+    pub fn until_exists(&mut self, path: &Path) -> Result<(), Error> {
+        let shown = path.display();
+        if self.announced.as_deref() != Some(path) {
+            log(&format!(
+                "waiting for {shown} (written by kubeadm init/join) before starting the kubelet; giving up after {} s",
+                self.limit.as_secs()
+            ));
+            self.announced = Some(path.to_path_buf());
+        }
+        loop {
+            if path.exists() {
+                log(&format!(
+                    "{shown} appeared after {} s; starting the kubelet",
+                    self.started.elapsed().as_secs()
+                ));
+                return Ok(());
+            }
+            let elapsed = self.started.elapsed();
+            if elapsed >= self.limit {
+                return Err(Error::gave_up(format!(
+                    "gave up after {} s: {shown} still does not exist (run kubeadm init or kubeadm join; when restarted, the wrapper waits again)",
+                    self.limit.as_secs()
+                )));
+            }
+            if elapsed >= self.next_log {
+                log(&format!(
+                    "still waiting for {shown} ({} s of {} s)",
+                    elapsed.as_secs(),
+                    self.limit.as_secs()
+                ));
+                self.next_log = elapsed + self.log_every;
+            }
+            sleep(POLL.min(self.limit - elapsed));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_flag_forms_and_last_wins() {
+        assert_eq!(config_flag(&["--config=/a"]), Some("/a"));
+        assert_eq!(config_flag(&["--config", "/a"]), Some("/a"));
+        assert_eq!(
+            config_flag(&["--config=/a", "--v=2", "--config", "/b"]),
+            Some("/b")
+        );
+        assert_eq!(config_flag(&["--config", "/a", "--config=/c"]), Some("/c"));
+        assert_eq!(config_flag(&["--config"]), None);
+        assert_eq!(config_flag(&["--configx=/a", "--kubeconfig=/k"]), None);
+        assert_eq!(
+            config_flag(&["--config=/a", "--", "--config=/b"]),
+            Some("/a")
+        );
+        assert_eq!(config_flag(&["--config="]), Some(""));
+    }
+
+    #[test]
+    fn gives_up_at_the_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("config.yaml");
+        let mut waiter = Waiter::new(Duration::from_millis(300), Duration::from_secs(60));
+        let start = Instant::now();
+        let err = waiter.until_exists(&missing).unwrap_err();
+        assert_eq!(err.code(), 1);
+        assert!(err.to_string().contains("gave up after 0 s"), "{err}");
+        assert!(start.elapsed() < Duration::from_secs(2));
+    }
+
+    #[test]
+    fn returns_at_once_when_present() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut waiter = Waiter::new(Duration::from_secs(10), Duration::from_secs(60));
+        let start = Instant::now();
+        waiter.until_exists(dir.path()).unwrap();
+        assert!(start.elapsed() < Duration::from_millis(500));
+    }
+}
