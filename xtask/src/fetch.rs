@@ -1,16 +1,138 @@
 //! Upstream inputs: download, verify, cache (or read from `--from DIR`).
-//! INTERFACE STUB: the signatures below are the contract used by `dist`.
+//!
+//! Every file listed in `pkg/release.toml` is checked against the checksum
+//! published beside it before anything uses it. Network downloads are also
+//! pinned in `pkg/upstream.lock` (see `lock.rs`); `--from` directories are
+//! checked against their own `.sha256` files only.
+mod archive;
+pub mod digest;
+mod http;
+mod lock;
+#[cfg(test)]
+mod tests;
+
+pub use archive::is_archive;
+
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
-use anyhow::Result;
+use anyhow::{bail, Context, Result};
 
-use crate::spec::{Arch, Spec};
+use crate::spec::{Arch, Source, Spec};
+use digest::{Algo, Published};
+use http::Client;
+use lock::{Key, Lock};
 
-#[derive(clap::Args)]
-pub struct Args {}
+/// Download and verify the upstream files of pkg/release.toml.
+///
+/// Each file is checked against the checksum published beside it
+/// (FILE.sha256, or FILE.sha512 where there is no .sha256) and against its
+/// pin in pkg/upstream.lock; newly verified digests are added to the lock.
+/// Verified files are kept in the cache and re-verified on every use.
+#[derive(clap::Args, Debug)]
+#[command(after_long_help = "\
+Examples:
+  cargo xtask fetch                          # this host's architecture, official URLs
+  cargo xtask fetch --arch amd64,arm64
+  cargo xtask fetch --mirror https://mirror.example/kubedist
+  cargo xtask fetch --from /srv/kubedist-inputs --arch arm64")]
+pub struct Args {
+    /// Architectures to fetch, comma-separated: amd64, arm64, ppc64le,
+    /// s390x (deb and rpm spellings such as x86_64 are accepted too).
+    /// Default: this host's architecture.
+    #[arg(long, value_name = "ARCH[,ARCH...]", value_delimiter = ',')]
+    pub arch: Vec<Arch>,
+    #[command(flatten)]
+    pub origin: OriginArgs,
+}
 
-pub fn run(_spec: &Spec, _args: &Args) -> Result<()> {
-    anyhow::bail!("not yet implemented")
+/// Where upstream files come from, as command-line flags (shared with
+/// `dist`).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct OriginArgs {
+    /// Use the files in DIR instead of downloading: DIR/<source>/<path> for
+    /// every path of pkg/release.toml, each with a DIR/<source>/<path>.sha256
+    /// beside it (`hex` or `hex  name`). A DIR/STANDINS file lists
+    /// `<source>/<member>` names that are test stand-ins, not the real
+    /// program. `cargo xtask fixtures DIR` writes such a directory.
+    #[arg(long, value_name = "DIR", conflicts_with = "mirror")]
+    pub from: Option<PathBuf>,
+    /// Download from a mirror instead of each source's official URL: files
+    /// at URL/<source>/<path>, with their .sha256 (or .sha512) beside them.
+    /// Digests are still checked against pkg/upstream.lock.
+    #[arg(long, value_name = "URL")]
+    pub mirror: Option<String>,
+    /// Where downloaded files and extracted archives are kept.
+    /// Default: target/upstream in the repository.
+    #[arg(long, value_name = "DIR")]
+    pub cache: Option<PathBuf>,
+}
+
+impl OriginArgs {
+    pub fn origin(&self) -> Result<Origin> {
+        Ok(match (&self.from, &self.mirror) {
+            (Some(dir), _) => Origin::Dir(
+                std::path::absolute(dir).with_context(|| format!("--from {}", dir.display()))?,
+            ),
+            (None, Some(url)) => Origin::Mirror(url.trim_end_matches('/').to_string()),
+            (None, None) => Origin::Official,
+        })
+    }
+
+    pub fn cache(&self, spec: &Spec) -> PathBuf {
+        self.cache
+            .clone()
+            .unwrap_or_else(|| default_cache(&spec.root))
+    }
+}
+
+/// `target/upstream` of the checkout.
+pub fn default_cache(root: &Path) -> PathBuf {
+    root.join("target/upstream")
+}
+
+/// The architecture of the machine we run on.
+pub fn host_arch() -> Result<Arch> {
+    Ok(match std::env::consts::ARCH {
+        "x86_64" => Arch::Amd64,
+        "aarch64" => Arch::Arm64,
+        "powerpc64" if cfg!(target_endian = "little") => Arch::Ppc64le,
+        "s390x" => Arch::S390x,
+        other => bail!("this host's architecture {other:?} has no Kubernetes build; pass --arch"),
+    })
+}
+
+/// The architectures an `--arch` list names, or the host's.
+pub fn arches_or_host(arches: &[Arch]) -> Result<Vec<Arch>> {
+    if arches.is_empty() {
+        return Ok(vec![host_arch()?]);
+    }
+    let mut out = arches.to_vec();
+    out.sort();
+    out.dedup();
+    Ok(out)
+}
+
+pub fn run(spec: &Spec, args: &Args) -> Result<()> {
+    let origin = args.origin.origin()?;
+    let cache = args.origin.cache(spec);
+    for arch in arches_or_host(&args.arch)? {
+        let upstream = ensure(spec, arch, &origin, &cache)?;
+        for f in upstream.files() {
+            println!(
+                "{}  {}/{}  ({})",
+                f.sha256,
+                f.source,
+                f.path,
+                f.how.describe()
+            );
+        }
+        for s in upstream.standins() {
+            println!("stand-in (not the real program): {s} ({arch})");
+        }
+    }
+    Ok(())
 }
 
 /// Where upstream files come from.
@@ -24,13 +146,121 @@ pub enum Origin {
     Dir(PathBuf),
 }
 
+/// One verified upstream file.
+#[derive(Debug, Clone)]
+pub struct Verified {
+    /// The `[sources.*]` name.
+    pub source: String,
+    /// The path from release.toml, expanded.
+    pub path: String,
+    /// Where the verified content is.
+    pub file: PathBuf,
+    pub sha256: String,
+    pub how: How,
+    /// For archives: the regular files inside, `(name, extracted path)`,
+    /// sorted by name.
+    pub members: Option<Vec<(String, PathBuf)>>,
+}
+
+impl Verified {
+    fn base_name(&self) -> &str {
+        self.path.rsplit('/').next().unwrap_or(&self.path)
+    }
+}
+
+/// How a file came to be verified.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum How {
+    Downloaded,
+    Cached,
+    FromDir,
+}
+
+impl How {
+    fn describe(&self) -> &'static str {
+        match self {
+            How::Downloaded => "downloaded",
+            How::Cached => "cached",
+            How::FromDir => "from --from directory",
+        }
+    }
+}
+
 /// The verified upstream files for one architecture.
-pub struct Upstream {}
+pub struct Upstream {
+    arch: Arch,
+    files: Vec<Verified>,
+    standins: Vec<String>,
+}
 
 /// Makes sure every upstream file of `spec` for `arch` is present and
 /// verified (downloading into `cache` what is missing), and returns them.
-pub fn ensure(_spec: &Spec, _arch: Arch, _origin: &Origin, _cache: &Path) -> Result<Upstream> {
-    todo!()
+pub fn ensure(spec: &Spec, arch: Arch, origin: &Origin, cache: &Path) -> Result<Upstream> {
+    let (files, standins) = match origin {
+        // A --from directory holds the operator's own vetted inputs (or our
+        // fixtures, whose stand-ins differ from every real release): it is
+        // checked against the checksum files it carries, never against the
+        // lock, which pins what the official servers published.
+        Origin::Dir(dir) => {
+            let mut files = Vec::new();
+            for (name, source) in &spec.release.sources {
+                for path in source.paths(arch) {
+                    files.push(verify_in_dir(dir, name, &path)?);
+                }
+            }
+            (files, read_standins(dir, spec)?)
+        }
+        Origin::Official | Origin::Mirror(_) => {
+            let mut lock = Lock::load(&lock_path(spec))?;
+            let client = Client::new();
+            let mut files = Vec::new();
+            let mut result = Ok(());
+            'all: for (name, source) in &spec.release.sources {
+                for path in source.paths(arch) {
+                    let base = match origin {
+                        Origin::Mirror(url) => format!("{}/{name}", url.trim_end_matches('/')),
+                        _ => source.base.trim_end_matches('/').to_string(),
+                    };
+                    let file = Remote {
+                        client: &client,
+                        cache,
+                        name,
+                        source,
+                        arch,
+                        path: &path,
+                        url: format!("{base}/{path}"),
+                    };
+                    match file.fetch(&mut lock) {
+                        Ok(v) => files.push(v),
+                        Err(e) => {
+                            result = Err(e);
+                            break 'all;
+                        }
+                    }
+                }
+            }
+            // Pins of the files verified before a failure are kept.
+            lock.save()?;
+            result?;
+            (files, Vec::new())
+        }
+    };
+    let mut files = files;
+    for f in &mut files {
+        if archive::is_archive(f.base_name()) {
+            f.members = Some(archive::extract(&f.file, &f.sha256, cache)?);
+        }
+    }
+    Ok(Upstream {
+        arch,
+        files,
+        standins,
+    })
+}
+
+/// `pkg/upstream.lock` of the checkout.
+pub fn lock_path(spec: &Spec) -> PathBuf {
+    spec.root.join("pkg/upstream.lock")
 }
 
 impl Upstream {
@@ -38,13 +268,361 @@ impl Upstream {
     /// the verified content)`. A member is a file's base name or a regular
     /// file inside one of the source's archives; `*` is every member of the
     /// source's archives, sorted by name.
-    pub fn resolve(&self, _source: &str, _member: &str) -> Result<Vec<(String, PathBuf)>> {
-        todo!()
+    pub fn resolve(&self, source: &str, member: &str) -> Result<Vec<(String, PathBuf)>> {
+        let files: Vec<&Verified> = self.files.iter().filter(|f| f.source == source).collect();
+        if files.is_empty() {
+            let known: Vec<&str> = self.files.iter().map(|f| f.source.as_str()).collect();
+            bail!(
+                "upstream {source:?}: no such source (known: {})",
+                dedup_join(known)
+            );
+        }
+        let archived = || files.iter().filter_map(|f| f.members.as_ref()).flatten();
+        if member == "*" {
+            let mut all: Vec<(String, PathBuf)> = archived().cloned().collect();
+            if all.is_empty() {
+                bail!(
+                    "{source}/*: {source} has no archive members ({})",
+                    self.arch
+                );
+            }
+            all.sort();
+            if let Some(w) = all.windows(2).find(|w| w[0].0 == w[1].0) {
+                bail!("{source}/*: {:?} is in more than one archive", w[0].0);
+            }
+            return Ok(all);
+        }
+        if let Some(f) = files.iter().find(|f| f.base_name() == member) {
+            return Ok(vec![(member.to_string(), f.file.clone())]);
+        }
+        if let Some((name, path)) = archived().find(|(name, _)| name == member) {
+            return Ok(vec![(name.clone(), path.clone())]);
+        }
+        let mut known: Vec<&str> = files.iter().map(|f| f.base_name()).collect();
+        known.extend(archived().map(|(n, _)| n.as_str()));
+        bail!(
+            "{source}/{member}: no such file or archive member for {} (there are: {})",
+            self.arch,
+            dedup_join(known)
+        )
     }
 
     /// `<source>/<member>` names that are recorder stand-ins, not the real
     /// program (listed in the `--from` directory's STANDINS file).
     pub fn standins(&self) -> &[String] {
-        todo!()
+        &self.standins
     }
+
+    /// Every verified file, in release.toml order per source.
+    pub fn files(&self) -> &[Verified] {
+        &self.files
+    }
+
+    pub fn arch(&self) -> Arch {
+        self.arch
+    }
+}
+
+fn dedup_join(mut names: Vec<&str>) -> String {
+    names.sort_unstable();
+    names.dedup();
+    names.join(", ")
+}
+
+/// `<file>.<ext>`, the checksum file beside `file`.
+fn beside(file: &Path, ext: &str) -> PathBuf {
+    let mut s = OsString::from(file.as_os_str());
+    s.push(".");
+    s.push(ext);
+    PathBuf::from(s)
+}
+
+fn verify_in_dir(dir: &Path, source: &str, path: &str) -> Result<Verified> {
+    let file = dir.join(source).join(path);
+    let name = path.rsplit('/').next().unwrap_or(path);
+    if !file.is_file() {
+        bail!("{}: missing from the --from directory", file.display());
+    }
+    let sum_file = beside(&file, "sha256");
+    let text = match std::fs::read_to_string(&sum_file) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => bail!(
+            "{}: missing (every file of a --from directory needs a .sha256 beside it)",
+            sum_file.display()
+        ),
+        Err(e) => return Err(e).with_context(|| format!("reading {}", sum_file.display())),
+    };
+    let published = Published::parse(&text, Algo::Sha256, name)
+        .with_context(|| sum_file.display().to_string())?;
+    let digests = digest::file_digests(&file, Algo::Sha256)?;
+    if !published.matches(&digests) {
+        bail!(
+            "{}: sha256 is {}, but {} says {}",
+            file.display(),
+            digests.sha256,
+            sum_file.display(),
+            published.hex
+        );
+    }
+    Ok(Verified {
+        source: source.to_string(),
+        path: path.to_string(),
+        file,
+        sha256: digests.sha256,
+        how: How::FromDir,
+        members: None,
+    })
+}
+
+/// The STANDINS file of a `--from` directory: one `<source>/<member>` a line,
+/// `#` comments. No file means every input is the real program.
+fn read_standins(dir: &Path, spec: &Spec) -> Result<Vec<String>> {
+    let path = dir.join("STANDINS");
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+    };
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        match line.split_once('/') {
+            Some((source, member))
+                if spec.release.sources.contains_key(source) && !member.is_empty() => {}
+            _ => bail!(
+                "{}:{}: {line:?} is not <source>/<member> with a source of pkg/release.toml",
+                path.display(),
+                i + 1
+            ),
+        }
+        out.push(line.to_string());
+    }
+    Ok(out)
+}
+
+/// One file to get over the network.
+struct Remote<'a> {
+    client: &'a Client,
+    cache: &'a Path,
+    name: &'a str,
+    source: &'a Source,
+    arch: Arch,
+    path: &'a str,
+    url: String,
+}
+
+impl Remote<'_> {
+    fn key(&self) -> Key<'_> {
+        Key {
+            source: self.name,
+            version: &self.source.version,
+            arch: self.arch,
+            path: self.path,
+        }
+    }
+
+    fn file_name(&self) -> &str {
+        self.path.rsplit('/').next().unwrap_or(self.path)
+    }
+
+    fn verified(&self, file: PathBuf, sha256: String, how: How) -> Verified {
+        Verified {
+            source: self.name.to_string(),
+            path: self.path.to_string(),
+            file,
+            sha256,
+            how,
+            members: None,
+        }
+    }
+
+    /// The cached file, re-verified, or a fresh verified download.
+    fn fetch(&self, lock: &mut Lock) -> Result<Verified> {
+        let dest = self.cache.join(self.name).join(self.path);
+        if let Some(sha256) = self.cached(&dest, lock)? {
+            lock.insert(self.key(), &sha256);
+            return Ok(self.verified(dest, sha256, How::Cached));
+        }
+
+        let pinned = lock.get(self.key()).map(str::to_owned);
+        let (published, text) = self.published_checksum()?;
+        eprintln!("fetch: {}", self.url);
+        let dir = dest.parent().context("cache path has no parent")?;
+        let (temp, digests) =
+            self.client
+                .download(&self.url, dir, self.file_name(), published.algo)?;
+        if !published.matches(&digests) {
+            bail!(
+                "{}: checksum mismatch: {} is {}, but {}.{} says {}",
+                self.url,
+                published.algo.ext(),
+                published.actual(&digests),
+                self.url,
+                published.algo.ext(),
+                published.hex
+            );
+        }
+        if let Some(pin) = &pinned {
+            if *pin != digests.sha256 {
+                bail!(
+                    "{}: sha256 {} differs from {} in {} (pinned {}); refusing a changed upstream file",
+                    self.url,
+                    digests.sha256,
+                    self.path,
+                    lock.path().display(),
+                    pin
+                );
+            }
+        }
+        // The checksum first: a file in the cache always has one beside it.
+        write_atomic(&beside(&dest, published.algo.ext()), text.as_bytes(), 0o644)?;
+        temp.persist(&dest)?;
+        lock.insert(self.key(), &digests.sha256);
+        Ok(self.verified(dest, digests.sha256, How::Downloaded))
+    }
+
+    /// Re-verifies a cached file against the checksum stored beside it and
+    /// the lock; returns its sha256, or `None` (and clears it) if it must be
+    /// downloaded again.
+    fn cached(&self, dest: &Path, lock: &Lock) -> Result<Option<String>> {
+        if !dest.is_file() {
+            return Ok(None);
+        }
+        for algo in [Algo::Sha256, Algo::Sha512] {
+            let sum_file = beside(dest, algo.ext());
+            let Ok(text) = std::fs::read_to_string(&sum_file) else {
+                continue;
+            };
+            let Ok(published) = Published::parse(&text, algo, self.file_name()) else {
+                break;
+            };
+            let digests = digest::file_digests(dest, algo)?;
+            if !published.matches(&digests) {
+                eprintln!(
+                    "fetch: cached {} does not match its checksum; downloading it again",
+                    dest.display()
+                );
+                break;
+            }
+            if let Some(pin) = lock.get(self.key()) {
+                if pin != digests.sha256 {
+                    remove_cached(dest);
+                    bail!(
+                        "{}: sha256 {} differs from {} in {} (pinned {}); removed it from the cache",
+                        dest.display(),
+                        digests.sha256,
+                        self.path,
+                        lock.path().display(),
+                        pin
+                    );
+                }
+            }
+            return Ok(Some(digests.sha256));
+        }
+        remove_cached(dest);
+        Ok(None)
+    }
+
+    /// The checksum published beside the file: `.sha256`, or `.sha512` when
+    /// there is no `.sha256`. Returns it parsed and as a line to cache.
+    fn published_checksum(&self) -> Result<(Published, String)> {
+        for algo in [Algo::Sha256, Algo::Sha512] {
+            let url = format!("{}.{}", self.url, algo.ext());
+            if let Some(text) = self.client.get_text(&url)? {
+                let published =
+                    Published::parse(&text, algo, self.file_name()).with_context(|| url.clone())?;
+                let line = format!("{}  {}\n", published.hex, self.file_name());
+                return Ok((published, line));
+            }
+        }
+        bail!(
+            "{}: no checksum published beside it (neither .sha256 nor .sha512)",
+            self.url
+        )
+    }
+}
+
+/// Removes a cached file and its checksum files; a later run downloads it anew.
+fn remove_cached(dest: &Path) {
+    let _ = std::fs::remove_file(dest);
+    for algo in [Algo::Sha256, Algo::Sha512] {
+        let _ = std::fs::remove_file(beside(dest, algo.ext()));
+    }
+}
+
+/// A file being written; removed when dropped unless renamed into place.
+pub(crate) struct TempFile {
+    path: PathBuf,
+    kept: bool,
+}
+
+impl TempFile {
+    /// A new empty file `.<name>.part-<pid>-<n>` in `dir`, mode 0644.
+    pub fn create(dir: &Path, name: &str) -> Result<(TempFile, std::fs::File)> {
+        let path = temp_path(dir, name);
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .with_context(|| format!("creating {}", path.display()))?;
+        let temp = TempFile { path, kept: false };
+        set_mode(&temp.path, 0o644)?;
+        Ok((temp, file))
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Renames the file to `dest` (same directory, so atomic).
+    pub fn persist(mut self, dest: &Path) -> Result<()> {
+        std::fs::rename(&self.path, dest)
+            .with_context(|| format!("renaming {} to {}", self.path.display(), dest.display()))?;
+        self.kept = true;
+        Ok(())
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        if !self.kept {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+pub(crate) fn set_mode(path: &Path, mode: u32) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+        .with_context(|| format!("setting the mode of {}", path.display()))
+}
+
+/// A fresh temp path in `dir` for `name`: hidden, unique per process and call.
+pub(crate) fn temp_path(dir: &Path, name: &str) -> PathBuf {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    dir.join(format!(".{name}.tmp-{}-{n}", std::process::id()))
+}
+
+/// Writes `bytes` to `path` with `mode` through a temp file in the same
+/// directory and a rename, so readers never see a partial file.
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
+    use std::io::Write;
+    let dir = path
+        .parent()
+        .with_context(|| format!("{} has no parent directory", path.display()))?;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let (temp, mut file) = TempFile::create(dir, &name)?;
+    file.write_all(bytes)
+        .and_then(|()| file.sync_all())
+        .with_context(|| format!("writing {}", temp.path().display()))?;
+    set_mode(temp.path(), mode)?;
+    temp.persist(path)
 }

@@ -1,10 +1,352 @@
-//! Writes an offline `--from` directory for trials and tests.
-use crate::spec::Spec;
-use anyhow::Result;
+//! `cargo xtask fixtures DIR`: writes an offline `--from` directory for
+//! trials and tests, laid out like the official downloads for the versions
+//! of `pkg/release.toml`. What Debian ships is real (kubectl from
+//! `kubernetes-client`, the CNI plugins from `containernetworking-plugins`);
+//! kubelet, kubeadm and crictl, which Debian does not ship, are the
+//! `kubedist-standin` recorder, listed in `DIR/STANDINS`.
+mod debian;
 
-#[derive(clap::Args)]
-pub struct Args {}
+use std::io::Write;
+use std::path::{Path, PathBuf};
 
-pub fn run(_spec: &Spec, _args: &Args) -> Result<()> {
-    anyhow::bail!("not yet implemented")
+use anyhow::{bail, Context, Result};
+
+use crate::build;
+use crate::fetch::{self, digest::sha256_bytes, is_archive};
+use crate::spec::{Arch, Spec};
+
+/// Write an offline `--from` directory: Debian's real kubectl and CNI
+/// plugins, recorder stand-ins for kubelet, kubeadm and crictl.
+///
+/// DIR is laid out like the official downloads (DIR/<source>/<path> for
+/// every path of pkg/release.toml, each with a .sha256 beside it), plus
+/// DIR/STANDINS and DIR/README. DIR is written as a whole (built beside it,
+/// then renamed), and the same inputs give the same bytes (archive mtimes
+/// from SOURCE_DATE_EPOCH, else 0).
+#[derive(clap::Args, Debug)]
+#[command(after_long_help = "\
+Examples:
+  cargo xtask fixtures target/fixtures --arch amd64,arm64
+  cargo xtask dist --from target/fixtures --arch amd64
+
+arm64 fixtures need Debian's arm64 packages on an amd64 host:
+  dpkg --add-architecture arm64 && apt-get update")]
+pub struct Args {
+    /// The directory to write. An existing fixtures directory there is
+    /// replaced; any other existing, non-empty directory is refused.
+    pub dir: PathBuf,
+    /// Architectures, comma-separated: amd64, arm64 (Debian ships the real
+    /// binaries for these). Default: this host's architecture.
+    #[arg(long, value_name = "ARCH[,ARCH...]", value_delimiter = ',')]
+    pub arch: Vec<Arch>,
+    /// Where downloaded Debian packages are kept.
+    /// Default: target/debian-debs in the repository.
+    #[arg(long, value_name = "DIR")]
+    pub debs: Option<PathBuf>,
 }
+
+/// The inputs that are recorder stand-ins, one `<source>/<member>` a line.
+pub const STANDINS: [&str; 3] = [
+    "kubernetes/kubelet",
+    "kubernetes/kubeadm",
+    "cri-tools/crictl",
+];
+
+pub fn run(spec: &Spec, args: &Args) -> Result<()> {
+    let arches = fetch::arches_or_host(&args.arch)?;
+    let debs = args
+        .debs
+        .clone()
+        .unwrap_or_else(|| spec.root.join("target/debian-debs"));
+    write(spec, &args.dir, &arches, &debs)?;
+    println!("fixtures: wrote {}", args.dir.display());
+    Ok(())
+}
+
+/// Writes the fixtures directory `dir` for `arches`.
+pub fn write(spec: &Spec, dir: &Path, arches: &[Arch], debs: &Path) -> Result<()> {
+    let dir = std::path::absolute(dir).with_context(|| dir.display().to_string())?;
+    refuse_foreign(&dir)?;
+    let epoch = source_date_epoch()?;
+    let name = dir
+        .file_name()
+        .with_context(|| format!("{}: not a directory name", dir.display()))?
+        .to_string_lossy()
+        .into_owned();
+    let parent = dir.parent().unwrap_or(Path::new("/"));
+    std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
+    let temp = TempTree(parent.join(format!("{name}.tmp-{}", std::process::id())));
+    let _ = std::fs::remove_dir_all(&temp.0);
+    mkdir(&temp.0)?;
+
+    let mut notes = Vec::new();
+    for &arch in arches {
+        notes.extend(write_arch(spec, &temp.0, arch, debs, epoch)?);
+    }
+    put(&temp.0, "STANDINS", standins_file().as_bytes(), 0o644)?;
+    put(&temp.0, "README", readme(arches, &notes).as_bytes(), 0o644)?;
+    replace_dir(&temp, &dir)
+}
+
+/// What went into one architecture's files, for the README.
+fn write_arch(spec: &Spec, top: &Path, arch: Arch, debs: &Path, epoch: u64) -> Result<Vec<String>> {
+    let debarch = spec.families.deb.arch_name(arch)?;
+    debian::require_arch(debarch)?;
+    eprintln!("fixtures: {arch}: Debian packages");
+    let client = debian::download("kubernetes-client", debarch, debs)?;
+    let plugins = debian::download("containernetworking-plugins", debarch, debs)?;
+    eprintln!("fixtures: {arch}: kubedist-standin (static)");
+    let standin_path =
+        build::static_binary(&spec.root, "kubedist-standin", "kubedist-standin", arch)?;
+    let standin = std::fs::read(&standin_path)
+        .with_context(|| format!("reading {}", standin_path.display()))?;
+
+    let mut notes = Vec::new();
+    for (source_name, source) in &spec.release.sources {
+        for path in source.paths(arch) {
+            let file_name = path.rsplit('/').next().unwrap_or(&path);
+            let rel = format!("{source_name}/{path}");
+            let (bytes, mode, note) = match fixture_for(source_name, file_name) {
+                Some(Fixture::DebianKubectl) => {
+                    let bin = only(debian::files_in(&client.path, "usr/bin")?, "kubectl")
+                        .with_context(|| client.path.display().to_string())?;
+                    let note = format!(
+                        "REAL: kubectl of Debian's kubernetes-client {}",
+                        client.version
+                    );
+                    (bin, 0o755, note)
+                }
+                Some(Fixture::Standin) => (
+                    standin.clone(),
+                    0o755,
+                    "STAND-IN: kubedist-standin".to_string(),
+                ),
+                Some(Fixture::CniTarball) => {
+                    let files = debian::files_in(&plugins.path, "usr/lib/cni")?;
+                    if files.is_empty() {
+                        bail!("{}: no files in /usr/lib/cni", plugins.path.display());
+                    }
+                    let members: Vec<(String, &[u8])> = files
+                        .iter()
+                        .map(|(n, d)| (format!("./{n}"), d.as_slice()))
+                        .collect();
+                    let note = format!(
+                        "REAL: /usr/lib/cni/* of Debian's containernetworking-plugins {}, repacked flat",
+                        plugins.version
+                    );
+                    (tgz(&members, true, epoch)?, 0o644, note)
+                }
+                Some(Fixture::CrictlTarball) => {
+                    let members = [("crictl".to_string(), standin.as_slice())];
+                    let note = "STAND-IN: member crictl is kubedist-standin".to_string();
+                    (tgz(&members, false, epoch)?, 0o644, note)
+                }
+                None => {
+                    bail!("pkg/release.toml lists {rel}, which fixtures do not know how to make")
+                }
+            };
+            eprintln!("fixtures: {arch}: {rel} ({note})");
+            put(top, &rel, &bytes, mode)?;
+            let sum = format!("{}  {file_name}\n", sha256_bytes(&bytes));
+            put(top, &format!("{rel}.sha256"), sum.as_bytes(), 0o644)?;
+            notes.push(format!("  {rel}\n      {note}"));
+        }
+    }
+    Ok(notes)
+}
+
+/// What a file of the release is made of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fixture {
+    DebianKubectl,
+    Standin,
+    CniTarball,
+    CrictlTarball,
+}
+
+fn fixture_for(source: &str, file_name: &str) -> Option<Fixture> {
+    Some(match (source, file_name) {
+        ("kubernetes", "kubectl") => Fixture::DebianKubectl,
+        ("kubernetes", "kubelet" | "kubeadm") => Fixture::Standin,
+        ("cni-plugins", f) if is_archive(f) => Fixture::CniTarball,
+        ("cri-tools", f) if f.starts_with("crictl-") && is_archive(f) => Fixture::CrictlTarball,
+        _ => return None,
+    })
+}
+
+fn only(files: Vec<(String, Vec<u8>)>, name: &str) -> Result<Vec<u8>> {
+    files
+        .into_iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, d)| d)
+        .with_context(|| format!("no {name} in the package"))
+}
+
+/// A gzip'd tar of `members` as release tarballs are made: in the order
+/// given, root-owned, mode 0755, one mtime; optionally led by a `./` entry
+/// like the upstream CNI tarball.
+fn tgz(members: &[(String, &[u8])], dot_dir: bool, mtime: u64) -> Result<Vec<u8>> {
+    let gz = flate2::GzBuilder::new()
+        .mtime(0)
+        .write(Vec::new(), flate2::Compression::default());
+    let mut tar = tar::Builder::new(gz);
+    if dot_dir {
+        let h = tar_header("./", tar::EntryType::Directory, 0, mtime)?;
+        tar.append(&h, std::io::empty())
+            .context("writing a tar entry")?;
+    }
+    for (name, data) in members {
+        let h = tar_header(name, tar::EntryType::Regular, data.len() as u64, mtime)?;
+        tar.append(&h, *data)
+            .with_context(|| format!("adding {name} to a tarball"))?;
+    }
+    let gz = tar.into_inner().context("finishing a tarball")?;
+    gz.finish().context("finishing a tarball")
+}
+
+/// A header whose name is stored verbatim: the tar crate's path setters
+/// drop a leading `./`, which upstream's CNI tarball has on every member.
+fn tar_header(name: &str, kind: tar::EntryType, size: u64, mtime: u64) -> Result<tar::Header> {
+    let mut h = tar::Header::new_gnu();
+    let field = &mut h.as_old_mut().name;
+    if name.len() >= field.len() {
+        bail!(
+            "tar member name {name:?} is longer than {} bytes",
+            field.len() - 1
+        );
+    }
+    field[..name.len()].copy_from_slice(name.as_bytes());
+    h.set_entry_type(kind);
+    h.set_size(size);
+    h.set_mode(0o755);
+    h.set_uid(0);
+    h.set_gid(0);
+    h.set_mtime(mtime);
+    h.set_cksum();
+    Ok(h)
+}
+
+fn source_date_epoch() -> Result<u64> {
+    match std::env::var("SOURCE_DATE_EPOCH") {
+        Ok(s) => s
+            .trim()
+            .parse()
+            .with_context(|| format!("SOURCE_DATE_EPOCH={s:?} is not a number of seconds")),
+        Err(std::env::VarError::NotPresent) => Ok(0),
+        Err(e) => Err(e).context("SOURCE_DATE_EPOCH"),
+    }
+}
+
+fn standins_file() -> String {
+    let mut s = String::from(
+        "# Inputs of this directory that are kubedist-standin, a recorder that\n\
+         # logs how it was started; not the real program.\n",
+    );
+    for name in STANDINS {
+        s.push_str(name);
+        s.push('\n');
+    }
+    s
+}
+
+fn readme(arches: &[Arch], notes: &[String]) -> String {
+    let arches: Vec<&str> = arches.iter().map(|a| a.go_name()).collect();
+    format!(
+        "kubedist fixtures ({arches}): an offline input directory for\n\
+         `cargo xtask fetch --from` and `cargo xtask dist --from`, written by\n\
+         `cargo xtask fixtures`. This is NOT an upstream Kubernetes release.\n\
+         \n\
+         The paths carry the versions of pkg/release.toml; the programs inside\n\
+         are what each line below says. REAL ones come from Debian's archive.\n\
+         STAND-INs are kubedist-standin, a recorder that writes its argv and\n\
+         environment to $STANDIN_RECORD_DIR/<name>.json and says so when asked\n\
+         for its version; they are listed in STANDINS. Every file has a .sha256\n\
+         beside it.\n\
+         \n\
+         {}\n",
+        notes.join("\n"),
+        arches = arches.join(", ")
+    )
+}
+
+/// Refuses to replace anything but an earlier fixtures directory.
+fn refuse_foreign(dir: &Path) -> Result<()> {
+    let Ok(mut entries) = std::fs::read_dir(dir) else {
+        if dir.exists() {
+            bail!("{} exists and is not a directory", dir.display());
+        }
+        return Ok(());
+    };
+    let empty = entries.next().is_none();
+    let ours = dir.join("STANDINS").is_file() && dir.join("README").is_file();
+    if !empty && !ours {
+        bail!(
+            "{} exists and is not a fixtures directory; remove it or pick another",
+            dir.display()
+        );
+    }
+    Ok(())
+}
+
+/// A directory being built; removed when dropped unless renamed into place.
+struct TempTree(PathBuf);
+
+impl Drop for TempTree {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Moves the finished tree to `dir`, replacing an earlier one.
+fn replace_dir(temp: &TempTree, dir: &Path) -> Result<()> {
+    let old = dir.with_file_name(format!(
+        "{}.old-{}",
+        dir.file_name().unwrap_or_default().to_string_lossy(),
+        std::process::id()
+    ));
+    let had_old = dir.exists();
+    if had_old {
+        std::fs::rename(dir, &old)
+            .with_context(|| format!("moving the previous {} aside", dir.display()))?;
+    }
+    if let Err(e) = std::fs::rename(&temp.0, dir) {
+        if had_old {
+            let _ = std::fs::rename(&old, dir);
+        }
+        return Err(e)
+            .with_context(|| format!("renaming {} to {}", temp.0.display(), dir.display()));
+    }
+    if had_old {
+        std::fs::remove_dir_all(&old).with_context(|| format!("removing {}", old.display()))?;
+    }
+    Ok(())
+}
+
+fn mkdir(path: &Path) -> Result<()> {
+    std::fs::create_dir(path).with_context(|| format!("creating {}", path.display()))?;
+    fetch::set_mode(path, 0o755)
+}
+
+/// Writes `top/rel` with `mode`, creating its directories 0755.
+fn put(top: &Path, rel: &str, bytes: &[u8], mode: u32) -> Result<()> {
+    let path = top.join(rel);
+    let mut dir = top.to_path_buf();
+    let parts: Vec<&str> = rel.split('/').collect();
+    for part in &parts[..parts.len() - 1] {
+        dir.push(part);
+        if !dir.is_dir() {
+            mkdir(&dir)?;
+        }
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&path)
+        .with_context(|| format!("creating {}", path.display()))?;
+    file.write_all(bytes)
+        .with_context(|| format!("writing {}", path.display()))?;
+    fetch::set_mode(&path, mode)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,199 @@
+//! `pkg/upstream.lock`: the sha256 of every upstream file a network fetch has
+//! verified, keyed by source, version, architecture and path. Once a digest
+//! is recorded, a download that hashes differently is refused even if its
+//! published checksum agrees: a compromised release server or mirror can
+//! replace a file and its checksum together, but not the lock in our tree.
+//!
+//! ```toml
+//! [sources.kubernetes."1.34.2".amd64]
+//! "v1.34.2/bin/linux/amd64/kubelet" = "<sha256>"
+//! ```
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::spec::Arch;
+
+const HEADER: &str = "\
+# sha256 of every upstream file `cargo xtask fetch` has downloaded and verified
+# against its published checksum: [sources.<source>.\"<version>\".<arch>] maps
+# each path of pkg/release.toml to its digest. A later download that differs
+# is refused. Written by `cargo xtask fetch`; to re-pin a file on purpose,
+# delete its line and fetch again.
+";
+
+/// path → sha256
+type Paths = BTreeMap<String, String>;
+/// source → version → arch → paths
+type Sources = BTreeMap<String, BTreeMap<String, BTreeMap<String, Paths>>>;
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LockFile {
+    #[serde(default)]
+    sources: Sources,
+}
+
+/// The lock as read from disk, plus what this run added.
+#[derive(Debug)]
+pub struct Lock {
+    path: PathBuf,
+    file: LockFile,
+    changed: bool,
+}
+
+/// One file's place in the lock.
+#[derive(Debug, Clone, Copy)]
+pub struct Key<'a> {
+    pub source: &'a str,
+    pub version: &'a str,
+    pub arch: Arch,
+    pub path: &'a str,
+}
+
+impl Lock {
+    /// Reads the lock; a missing file is an empty lock.
+    pub fn load(path: &Path) -> Result<Lock> {
+        let file = match std::fs::read_to_string(path) {
+            Ok(text) => toml::from_str(&text)
+                .map_err(|e| anyhow::anyhow!("{}: {}", path.display(), e.to_string().trim_end()))?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => LockFile::default(),
+            Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+        };
+        for (source, versions) in &file.sources {
+            for (version, arches) in versions {
+                for (arch, paths) in arches {
+                    arch.parse::<Arch>().with_context(|| {
+                        format!("{}: [sources.{source}.\"{version}\"]", path.display())
+                    })?;
+                    for (p, sha) in paths {
+                        if sha.len() != 64 || !sha.bytes().all(|b| b.is_ascii_hexdigit()) {
+                            bail!(
+                                "{}: {p:?} is not pinned to a sha256 (64 hex digits)",
+                                path.display()
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        Ok(Lock {
+            path: path.to_path_buf(),
+            file,
+            changed: false,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The pinned sha256 of a file, if any.
+    pub fn get(&self, key: Key) -> Option<&str> {
+        self.file
+            .sources
+            .get(key.source)?
+            .get(key.version)?
+            .get(key.arch.go_name())?
+            .get(key.path)
+            .map(String::as_str)
+    }
+
+    /// Pins a file that had no entry yet.
+    pub fn insert(&mut self, key: Key, sha256: &str) {
+        let paths = self
+            .file
+            .sources
+            .entry(key.source.to_string())
+            .or_default()
+            .entry(key.version.to_string())
+            .or_default()
+            .entry(key.arch.go_name().to_string())
+            .or_default();
+        if paths.get(key.path).map(String::as_str) != Some(sha256) {
+            paths.insert(key.path.to_string(), sha256.to_string());
+            self.changed = true;
+        }
+    }
+
+    /// Writes the lock back if this run pinned anything new.
+    pub fn save(&self) -> Result<()> {
+        if !self.changed {
+            return Ok(());
+        }
+        let body = toml::to_string(&self.file)
+            .with_context(|| format!("serialising {}", self.path.display()))?;
+        super::write_atomic(&self.path, format!("{HEADER}\n{body}").as_bytes(), 0o644)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const A: &str = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
+    const B: &str = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+
+    fn key(path: &str) -> Key<'_> {
+        Key {
+            source: "kubernetes",
+            version: "1.34.2",
+            arch: Arch::Amd64,
+            path,
+        }
+    }
+
+    #[test]
+    fn round_trips_sorted_and_only_writes_when_changed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("upstream.lock");
+        let mut lock = Lock::load(&path).unwrap();
+        lock.save().unwrap();
+        assert!(!path.exists(), "an unchanged lock is not written");
+
+        lock.insert(key("v1.34.2/bin/linux/amd64/kubelet"), A);
+        lock.insert(key("v1.34.2/bin/linux/amd64/kubeadm"), B);
+        lock.save().unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            text.starts_with("# sha256 of every upstream file"),
+            "{text}"
+        );
+        let kubeadm = text.find("kubeadm").unwrap();
+        let kubelet = text.find("kubelet\"").unwrap();
+        assert!(kubeadm < kubelet, "entries are sorted:\n{text}");
+        assert!(
+            text.contains("[sources.kubernetes.\"1.34.2\".amd64]"),
+            "{text}"
+        );
+
+        let again = Lock::load(&path).unwrap();
+        assert_eq!(again.get(key("v1.34.2/bin/linux/amd64/kubelet")), Some(A));
+        assert_eq!(again.get(key("v1.34.2/bin/linux/amd64/kubectl")), None);
+    }
+
+    #[test]
+    fn a_malformed_lock_names_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("upstream.lock");
+        std::fs::write(
+            &path,
+            "[sources.kubernetes.\"1.0\".amd64]\n\"v1.0/kubelet\" = \"abc\"\n",
+        )
+        .unwrap();
+        let err = format!("{:#}", Lock::load(&path).unwrap_err());
+        assert!(
+            err.contains("upstream.lock") && err.contains("v1.0/kubelet"),
+            "{err}"
+        );
+
+        std::fs::write(&path, "[sources.kubernetes.\"1.0\".sparc]\n").unwrap();
+        let err = format!("{:#}", Lock::load(&path).unwrap_err());
+        assert!(
+            err.contains("upstream.lock") && err.contains("sparc"),
+            "{err}"
+        );
+    }
+}
