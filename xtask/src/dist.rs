@@ -1,10 +1,510 @@
-//! `cargo xtask dist`: fetch → stage → emit, then SHA256SUMS.
-use crate::spec::Spec;
-use anyhow::Result;
+//! `cargo xtask dist`: fetch → build → stage → emit for each architecture,
+//! then SHA256SUMS and a summary.
+//!
+//! Atomic output: everything is built in a temp directory beside the output
+//! directory, and artifacts are moved into place only once all of them were
+//! written. A failed run leaves the output directory as it was.
 
-#[derive(clap::Args)]
-pub struct Args {}
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::Instant;
 
-pub fn run(_spec: &Spec, _args: &Args) -> Result<()> {
-    anyhow::bail!("not yet implemented")
+use anyhow::{bail, Context, Result};
+
+use crate::emit::{self, Meta};
+use crate::fetch::{self, OriginArgs, Upstream};
+use crate::spec::{Arch, Content, Family, Spec};
+use crate::stage::{self, Staged};
+
+/// The `[sources.*]` entry whose version names a release.
+const KUBERNETES: &str = "kubernetes";
+
+/// Build every artifact (deb, rpm, air-gapped tarball) plus SHA256SUMS.
+///
+/// For each architecture: verify the upstream binaries (download or --from),
+/// build kubelet-wrapper static for it, stage one tree per package and
+/// family, and write the artifacts from those trees. Output goes to
+/// target/dist/<kubernetes version>/ unless --out says otherwise; files
+/// there are replaced only when the whole run succeeded.
+///
+/// Timestamps come from SOURCE_DATE_EPOCH, or else from the time of the
+/// checkout's HEAD commit: the same inputs give byte-identical artifacts.
+#[derive(clap::Args, Debug)]
+#[command(after_long_help = "\
+Examples:
+  cargo xtask dist                                  # this host's architecture, official URLs
+  cargo xtask dist --arch amd64,arm64 --formats deb,rpm
+  cargo xtask dist --from /srv/kubedist-inputs --out /srv/dist
+  SOURCE_DATE_EPOCH=1700000000 cargo xtask dist --revision 2")]
+pub struct Args {
+    /// Architectures to build, comma-separated: amd64, arm64, ppc64le, s390x
+    /// (deb and rpm spellings such as x86_64 are accepted too).
+    /// Default: this host's architecture.
+    #[arg(long, value_name = "ARCH[,ARCH...]", value_delimiter = ',')]
+    pub arch: Vec<Arch>,
+    /// Artifacts to write, comma-separated: deb, rpm, tar.
+    #[arg(
+        long,
+        value_name = "FORMAT[,FORMAT...]",
+        value_delimiter = ',',
+        default_value = "deb,rpm,tar"
+    )]
+    pub formats: Vec<Format>,
+    /// Package this Kubernetes version instead of the one pinned in
+    /// pkg/release.toml (X.Y.Z or X.Y.Z-rc.N; its binaries must be fetchable
+    /// and verifiable like the pinned ones).
+    #[arg(long, value_name = "X.Y.Z")]
+    pub version: Option<String>,
+    /// Package revision (deb revision, rpm release) instead of the one in
+    /// pkg/release.toml.
+    #[arg(long, value_name = "N")]
+    pub revision: Option<u32>,
+    #[command(flatten)]
+    pub origin: OriginArgs,
+    /// Output directory. Default: target/dist/<kubernetes version>.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Quick, larger compression (xz -1, zstd 3, gzip -1) for trial builds.
+    #[arg(long)]
+    pub fast: bool,
+    /// Artifacts written at the same time. Default: the number of CPUs.
+    #[arg(long, value_name = "N")]
+    pub jobs: Option<usize>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum)]
+pub enum Format {
+    Deb,
+    Rpm,
+    Tar,
+}
+
+pub fn run(spec: &Spec, args: &Args) -> Result<()> {
+    let started = Instant::now();
+    // cargo-deb runs `cargo metadata` on each throwaway crate and clears old
+    // .debs from that crate's target directory: keep that directory inside
+    // the crate (in our work directory), never a shared one. No other thread
+    // runs yet.
+    std::env::remove_var("CARGO_TARGET_DIR");
+    std::env::remove_var("CARGO_BUILD_TARGET_DIR");
+    let spec = with_overrides(spec, args)?;
+    let k8s_version = spec
+        .release
+        .sources
+        .get(KUBERNETES)
+        .with_context(|| format!("pkg/release.toml: no [sources.{KUBERNETES}] entry"))?
+        .version
+        .clone();
+    let epoch = source_date_epoch(&spec.root)?;
+    let arches = fetch::arches_or_host(&args.arch)?;
+    let formats: Vec<Format> = {
+        let mut f = args.formats.clone();
+        f.sort();
+        f.dedup();
+        f
+    };
+    let out_dir = match &args.out {
+        Some(dir) => {
+            std::path::absolute(dir).with_context(|| format!("--out {}", dir.display()))?
+        }
+        None => spec.root.join("target/dist").join(&k8s_version),
+    };
+    let parent = out_dir
+        .parent()
+        .with_context(|| format!("--out {}: has no parent directory", out_dir.display()))?;
+    fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
+    let work = tempfile::Builder::new()
+        .prefix(".kubedist-dist-")
+        .tempdir_in(parent)
+        .with_context(|| format!("creating a work directory in {}", parent.display()))?;
+    let built_dir = work.path().join("artifacts");
+    fs::create_dir(&built_dir).with_context(|| format!("creating {}", built_dir.display()))?;
+    let meta = Meta {
+        homepage: homepage(&spec.root)?,
+        epoch,
+        fast: args.fast,
+        root: spec.root.clone(),
+    };
+    let origin = args.origin.origin()?;
+    let cache = args.origin.cache(&spec);
+
+    // Everything that can fail on bad inputs runs before any compression.
+    let families: Vec<Family> = Family::ALL
+        .into_iter()
+        .filter(|f| match f {
+            Family::Deb => formats.contains(&Format::Deb) || formats.contains(&Format::Tar),
+            Family::Rpm => formats.contains(&Format::Rpm) || formats.contains(&Format::Tar),
+        })
+        .collect();
+    let mut staged: Vec<(Arch, Vec<Vec<Staged>>)> = Vec::new();
+    for &arch in &arches {
+        eprintln!("==> {arch}: upstream files");
+        let upstream = fetch::ensure(&spec, arch, &origin, &cache)?;
+        let mut built = BTreeMap::new();
+        for name in build_names(&spec) {
+            eprintln!("==> {arch}: building {name}");
+            built.insert(
+                name.clone(),
+                crate::build::static_binary(&spec.root, &name, &name, arch)?,
+            );
+        }
+        let sources = ArchSources { upstream, built };
+        eprintln!("==> {arch}: staging {} packages", spec.packages.len());
+        let stage_dir = work.path().join("stage");
+        let mut per_package = Vec::new();
+        for package in &spec.packages {
+            per_package.push(stage::stage_package(
+                &spec, package, arch, &families, &sources, epoch, &stage_dir,
+            )?);
+        }
+        staged.push((arch, per_package));
+    }
+
+    let mut jobs: Vec<Job> = Vec::new();
+    for (arch, per_package) in &staged {
+        if formats.contains(&Format::Tar) {
+            let pairs = per_package.iter().map(|p| (&p[0], &p[1])).collect();
+            jobs.push(Job::Tarball {
+                arch: *arch,
+                packages: pairs,
+            });
+        }
+        for fam_staged in per_package {
+            for pkg in fam_staged {
+                let wanted = match pkg.family {
+                    Family::Deb => formats.contains(&Format::Deb),
+                    Family::Rpm => formats.contains(&Format::Rpm),
+                };
+                if wanted {
+                    jobs.push(Job::Package(pkg));
+                }
+            }
+        }
+    }
+    // Biggest first: the single-threaded gzip of the tarball overlaps the rest.
+    jobs.sort_by_key(|j| std::cmp::Reverse(j.size()));
+
+    let workers = args
+        .jobs
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+        .clamp(1, jobs.len().max(1));
+    eprintln!("==> writing {} artifacts ({workers} at a time)", jobs.len());
+    let written = run_jobs(&jobs, workers, &|job| match job {
+        Job::Package(pkg) => {
+            let fam = spec.families.get(pkg.family);
+            match pkg.family {
+                Family::Deb => emit::deb::write(pkg, fam, &meta, work.path(), &built_dir),
+                Family::Rpm => emit::rpm::write(pkg, fam, &meta, &built_dir),
+            }
+        }
+        Job::Tarball { arch, packages } => {
+            emit::tarball::write(packages, &k8s_version, *arch, &meta, &built_dir)
+        }
+    })?;
+
+    // All written: move them into place, then list the directory's artifacts.
+    fs::create_dir_all(&out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
+    let mut names = Vec::new();
+    for path in &written {
+        let name = path.file_name().context("artifact without a name")?;
+        let dest = out_dir.join(name);
+        fs::rename(path, &dest)
+            .with_context(|| format!("moving {} to {}", path.display(), dest.display()))?;
+        names.push(name.to_string_lossy().into_owned());
+    }
+    let summary = write_sums(&out_dir)?;
+    names.sort();
+    print_summary(&out_dir, &names, &summary);
+    eprintln!("==> done in {:.0} s", started.elapsed().as_secs_f64());
+    Ok(())
+}
+
+/// A reloaded spec with --version and --revision applied.
+fn with_overrides(spec: &Spec, args: &Args) -> Result<Spec> {
+    let mut spec = Spec::load(&spec.root)?;
+    if let Some(v) = &args.version {
+        if !is_version(v) {
+            bail!("--version {v:?}: not a Kubernetes version like 1.34.2 or 1.35.0-rc.1");
+        }
+        spec.release
+            .sources
+            .get_mut(KUBERNETES)
+            .with_context(|| format!("pkg/release.toml: no [sources.{KUBERNETES}] entry"))?
+            .version = v.clone();
+    }
+    if let Some(r) = args.revision {
+        if r == 0 {
+            bail!("--revision 0: revisions start at 1");
+        }
+        spec.release.revision = r;
+    }
+    Ok(spec)
+}
+
+/// `X.Y.Z` or `X.Y.Z-<pre-release>` (letters, digits, dots).
+fn is_version(v: &str) -> bool {
+    let (core, pre) = match v.split_once('-') {
+        Some((c, p)) => (c, Some(p)),
+        None => (v, None),
+    };
+    let numbers: Vec<&str> = core.split('.').collect();
+    numbers.len() == 3
+        && numbers
+            .iter()
+            .all(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        && pre.is_none_or(|p| {
+            !p.is_empty() && p.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.')
+        })
+}
+
+/// SOURCE_DATE_EPOCH, or the HEAD commit's time (the same in every checkout
+/// of that commit), or an error: "now" would make every build differ.
+pub fn source_date_epoch(root: &Path) -> Result<u64> {
+    if let Ok(value) = std::env::var("SOURCE_DATE_EPOCH") {
+        return value
+            .trim()
+            .parse()
+            .with_context(|| format!("SOURCE_DATE_EPOCH={value:?} is not a number of seconds"));
+    }
+    let output = std::process::Command::new("git")
+        .args(["log", "-1", "--format=%ct"])
+        .current_dir(root)
+        .output();
+    let committed = match output {
+        Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout).trim().parse().ok(),
+        _ => None,
+    };
+    committed.with_context(|| {
+        format!(
+            "SOURCE_DATE_EPOCH is not set and {} has no git commit to take the time from: set SOURCE_DATE_EPOCH",
+            root.display()
+        )
+    })
+}
+
+/// `workspace.package.repository` of the root Cargo.toml.
+fn homepage(root: &Path) -> Result<String> {
+    let path = root.join("Cargo.toml");
+    let text = fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    let doc = text
+        .parse::<toml::Table>()
+        .map_err(|e| anyhow::anyhow!("{}: {}", path.display(), e.to_string().trim_end()))?;
+    doc.get("workspace")
+        .and_then(|w| w.get("package"))
+        .and_then(|p| p.get("repository"))
+        .and_then(|r| r.as_str())
+        .map(str::to_string)
+        .with_context(|| format!("{}: no workspace.package.repository", path.display()))
+}
+
+/// The `build = "<name>"` binaries the packages need.
+fn build_names(spec: &Spec) -> Vec<String> {
+    let mut names: Vec<String> = spec
+        .packages
+        .iter()
+        .flat_map(|p| &p.files)
+        .filter_map(|f| match f.content() {
+            Content::Build(name) => Some(name.to_string()),
+            _ => None,
+        })
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// The inputs of one architecture.
+struct ArchSources {
+    upstream: Upstream,
+    built: BTreeMap<String, PathBuf>,
+}
+
+impl stage::Sources for ArchSources {
+    fn upstream(&self, source: &str, member: &str) -> Result<Vec<(String, PathBuf)>> {
+        self.upstream.resolve(source, member)
+    }
+    fn built(&self, name: &str) -> Result<PathBuf> {
+        self.built
+            .get(name)
+            .cloned()
+            .with_context(|| format!("{name} was not built"))
+    }
+    fn is_standin(&self, source: &str, name: &str) -> bool {
+        let full = format!("{source}/{name}");
+        self.upstream.standins().iter().any(|s| *s == full)
+    }
+}
+
+enum Job<'a> {
+    Package(&'a Staged),
+    Tarball {
+        arch: Arch,
+        packages: Vec<(&'a Staged, &'a Staged)>,
+    },
+}
+
+impl Job<'_> {
+    fn size(&self) -> u64 {
+        match self {
+            Job::Package(p) => p.package_files().map(|f| f.size).sum(),
+            Job::Tarball { packages, .. } => packages
+                .iter()
+                .flat_map(|(d, r)| d.files.iter().chain(&r.files))
+                .map(|f| f.size)
+                .sum(),
+        }
+    }
+
+    fn label(&self) -> String {
+        match self {
+            Job::Package(p) => format!("{} {} ({})", p.family, p.name, p.arch),
+            Job::Tarball { arch, .. } => format!("tarball ({arch})"),
+        }
+    }
+}
+
+/// Runs `jobs` on `workers` threads; after the first failure no new job
+/// starts, and that failure is returned.
+fn run_jobs<'a>(
+    jobs: &'a [Job<'a>],
+    workers: usize,
+    work: &(dyn Fn(&Job) -> Result<PathBuf> + Sync),
+) -> Result<Vec<PathBuf>> {
+    let next = AtomicUsize::new(0);
+    let done = AtomicUsize::new(0);
+    let failed = AtomicBool::new(false);
+    let results: Mutex<Vec<Result<PathBuf>>> = Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for _ in 0..workers {
+            s.spawn(|| loop {
+                if failed.load(Ordering::SeqCst) {
+                    return;
+                }
+                let i = next.fetch_add(1, Ordering::SeqCst);
+                let Some(job) = jobs.get(i) else { return };
+                let started = Instant::now();
+                let result = work(job).with_context(|| job.label());
+                let n = done.fetch_add(1, Ordering::SeqCst) + 1;
+                match &result {
+                    Ok(path) => eprintln!(
+                        "    [{n}/{}] {} ({:.1} s)",
+                        jobs.len(),
+                        path.file_name().unwrap_or_default().to_string_lossy(),
+                        started.elapsed().as_secs_f64()
+                    ),
+                    Err(_) => failed.store(true, Ordering::SeqCst),
+                }
+                if let Ok(mut r) = results.lock() {
+                    r.push(result);
+                }
+            });
+        }
+    });
+    let results = results
+        .into_inner()
+        .map_err(|_| anyhow::anyhow!("an artifact writer panicked"))?;
+    if results.len() < jobs.len() && !failed.load(Ordering::SeqCst) {
+        bail!("an artifact writer panicked");
+    }
+    results.into_iter().collect()
+}
+
+/// The artifacts of `dir`, `(name, size, sha256)`, also written to
+/// `dir/SHA256SUMS` (`sha256sum -c` format).
+fn write_sums(dir: &Path) -> Result<Vec<(String, u64, String)>> {
+    let mut rows = Vec::new();
+    for entry in fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
+        let entry = entry.with_context(|| format!("reading {}", dir.display()))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !(name.ends_with(".deb") || name.ends_with(".rpm") || name.ends_with(".tar.gz"))
+            || name.starts_with('.')
+        {
+            continue;
+        }
+        let path = entry.path();
+        let size = entry
+            .metadata()
+            .with_context(|| format!("reading {}", path.display()))?
+            .len();
+        rows.push((name, size, sha256_file(&path)?));
+    }
+    rows.sort();
+    let text: String = rows.iter().map(|(n, _, s)| format!("{s}  {n}\n")).collect();
+    let path = dir.join("SHA256SUMS");
+    emit::write_atomic(&path, |f| {
+        use std::io::Write;
+        f.write_all(text.as_bytes())
+            .with_context(|| format!("writing {}", path.display()))
+    })?;
+    Ok(rows)
+}
+
+fn sha256_file(path: &Path) -> Result<String> {
+    use sha2::{Digest, Sha256};
+    use std::io::Read;
+    let mut file = fs::File::open(path).with_context(|| format!("reading {}", path.display()))?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = file
+            .read(&mut buf)
+            .with_context(|| format!("reading {}", path.display()))?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+    }
+    Ok(stage::hex(&hasher.finalize()))
+}
+
+fn print_summary(out_dir: &Path, written: &[String], rows: &[(String, u64, String)]) {
+    println!("{}:", out_dir.display());
+    let width = rows.iter().map(|r| r.0.len()).max().unwrap_or(0);
+    for (name, size, sha) in rows {
+        let mark = if written.contains(name) { ' ' } else { '*' };
+        println!("{mark} {name:<width$}  {:>9}  {sha}", human(*size));
+    }
+    if rows.iter().any(|r| !written.contains(&r.0)) {
+        println!("(* from an earlier run, still listed in SHA256SUMS)");
+    }
+}
+
+fn human(bytes: u64) -> String {
+    match bytes {
+        b if b >= 1 << 20 => format!("{:.1} MiB", b as f64 / f64::from(1u32 << 20)),
+        b if b >= 1 << 10 => format!("{:.1} KiB", b as f64 / 1024.0),
+        b => format!("{b} B"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_are_checked() {
+        for good in ["1.34.2", "1.35.0-rc.1", "1.35.0-alpha.0"] {
+            assert!(is_version(good), "{good}");
+        }
+        for bad in [
+            "1.34",
+            "v1.34.2",
+            "1.34.2-",
+            "1.34.2/../x",
+            "1.34.x",
+            "1.34.2-rc 1",
+        ] {
+            assert!(!is_version(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn sizes_read_well() {
+        assert_eq!(human(512), "512 B");
+        assert_eq!(human(2048), "2.0 KiB");
+        assert_eq!(human(3 << 20), "3.0 MiB");
+    }
 }

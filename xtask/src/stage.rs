@@ -1,1 +1,467 @@
-//! One staged tree per (package, family).
+//! Staging: one tree per (package, family) with every file at its resolved
+//! destination, its content final (templates filled in), its mode explicit
+//! and its mtime fixed. The emitters build every format from these trees and
+//! nothing else, so the formats cannot drift apart.
+//!
+//! Layout: `<work>/<arch>/<family>/<package>/<init>/<dest>`, where `<init>`
+//! is `any`, `systemd`, `openrc` or `runit`: a package may ship one dest for
+//! two init systems, and the tarball carries both.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use anyhow::{bail, Context, Result};
+use sha2::{Digest, Sha256};
+
+use crate::spec::{Arch, Content, Dep, Family, FileEntry, Init, Package, Spec};
+
+/// Where file contents come from, for one architecture.
+pub trait Sources {
+    /// `(file name, path)` for `upstream = "<source>/<member>"`.
+    fn upstream(&self, source: &str, member: &str) -> Result<Vec<(String, PathBuf)>>;
+    /// The binary built for `build = "<name>"`.
+    fn built(&self, name: &str) -> Result<PathBuf>;
+    /// Whether `<source>/<name>` is a recorder stand-in, not the real program.
+    fn is_standin(&self, source: &str, name: &str) -> bool;
+}
+
+/// A package staged for one family and architecture.
+#[derive(Debug)]
+pub struct Staged {
+    pub name: String,
+    pub family: Family,
+    pub arch: Arch,
+    /// Upstream version with `-` turned into `~` (rpm's Version).
+    pub upstream_version: String,
+    /// Package revision (rpm's Release).
+    pub revision: u32,
+    /// `X.Y.Z-R`, as both formats spell it.
+    pub version: String,
+    /// The `[sources.*]` entry the version comes from, and its `base` URL.
+    pub version_from: String,
+    pub upstream_url: String,
+    pub summary: String,
+    /// The package's description, plus the stand-in paragraph of test builds.
+    pub description: String,
+    /// Both families' dependencies plus this family's own.
+    pub depends: Vec<Dep>,
+    pub recommends: Vec<Dep>,
+    pub systemd_units: Vec<String>,
+    /// Sorted by (dest, init).
+    pub files: Vec<StagedFile>,
+    /// Sorted by path.
+    pub dirs: Vec<StagedDir>,
+    /// Dests of files that are recorder stand-ins.
+    pub standins: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct StagedFile {
+    /// Absolute path on the host.
+    pub dest: String,
+    /// Where the staged content is.
+    pub path: PathBuf,
+    pub mode: u32,
+    /// Admin-editable (`config = true`).
+    pub config: bool,
+    pub init: Option<Init>,
+    pub sha256: String,
+    pub size: u64,
+}
+
+impl StagedFile {
+    /// Whether deb and rpm packages carry this file (the tarball carries all).
+    pub fn in_packages(&self) -> bool {
+        matches!(self.init, None | Some(Init::Systemd))
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StagedDir {
+    pub path: String,
+    pub mode: u32,
+}
+
+impl Staged {
+    /// The files deb and rpm packages carry.
+    pub fn package_files(&self) -> impl Iterator<Item = &StagedFile> {
+        self.files.iter().filter(|f| f.in_packages())
+    }
+}
+
+/// Stages `package` for each of `families` under `work`. The families'
+/// trees share (hard-link) identical content instead of copying it twice.
+pub fn stage_package(
+    spec: &Spec,
+    package: &Package,
+    arch: Arch,
+    families: &[Family],
+    sources: &dyn Sources,
+    epoch: u64,
+    work: &Path,
+) -> Result<Vec<Staged>> {
+    let mut shared = BTreeMap::new();
+    families
+        .iter()
+        .map(|&family| {
+            stage_one(
+                spec,
+                package,
+                arch,
+                family,
+                sources,
+                epoch,
+                work,
+                &mut shared,
+            )
+            .with_context(|| format!("staging {} ({family}, {arch})", package.name))
+        })
+        .collect()
+}
+
+/// Staged content already written, by (source path, mode): identical
+/// non-template content is linked, not copied again.
+type Shared = BTreeMap<(PathBuf, u32), (PathBuf, String, u64)>;
+
+#[allow(clippy::too_many_arguments)]
+fn stage_one(
+    spec: &Spec,
+    package: &Package,
+    arch: Arch,
+    family: Family,
+    sources: &dyn Sources,
+    epoch: u64,
+    work: &Path,
+    shared: &mut Shared,
+) -> Result<Staged> {
+    let fam = spec.families.get(family);
+    let version = spec.package_version(package);
+    let root = work
+        .join(arch.go_name())
+        .join(family.name())
+        .join(&package.name);
+    let mut files = Vec::new();
+    let mut standins = Vec::new();
+
+    for entry in &package.files {
+        let init_dir = root.join(entry.init.map_or("any", Init::name));
+        for (dest, source, standin) in contents(spec, entry, &entry.dest_for(fam), sources)? {
+            check_path(&dest).with_context(|| format!("file {dest}"))?;
+            let staged = init_dir.join(dest.trim_start_matches('/'));
+            let (sha256, size) = if entry.template {
+                let text = fs::read_to_string(&source)
+                    .with_context(|| format!("{}: not a UTF-8 text file", source.display()))?;
+                let text = fill_template(&text, &fam.env_file, family, &version)
+                    .with_context(|| source.display().to_string())?;
+                write_file(&staged, text.as_bytes(), entry.mode.0, epoch)?
+            } else if let Some((first, sha, size)) = shared.get(&(source.clone(), entry.mode.0)) {
+                link_file(first, &staged)?;
+                (sha.clone(), *size)
+            } else {
+                let (sha, size) = copy_file(&source, &staged, entry.mode.0, epoch)?;
+                shared.insert(
+                    (source.clone(), entry.mode.0),
+                    (staged.clone(), sha.clone(), size),
+                );
+                (sha, size)
+            };
+            if standin {
+                standins.push(dest.clone());
+            }
+            files.push(StagedFile {
+                dest,
+                path: staged,
+                mode: entry.mode.0,
+                config: entry.config,
+                init: entry.init,
+                sha256,
+                size,
+            });
+        }
+    }
+    files.sort_by(|a, b| (&a.dest, a.init).cmp(&(&b.dest, b.init)));
+    if let Some(w) = files
+        .windows(2)
+        .find(|w| w[0].dest == w[1].dest && w[0].in_packages() && w[1].in_packages())
+    {
+        bail!("two files of the package have the dest {}", w[0].dest);
+    }
+
+    let mut dirs = Vec::new();
+    for d in &package.dirs {
+        check_path(&d.path).with_context(|| format!("dir {}", d.path))?;
+        let staged = root.join("any").join(d.path.trim_start_matches('/'));
+        fs::create_dir_all(&staged).with_context(|| format!("creating {}", staged.display()))?;
+        set_mode_and_time(&staged, d.mode.0, epoch)?;
+        dirs.push(StagedDir {
+            path: d.path.clone(),
+            mode: d.mode.0,
+        });
+    }
+    dirs.sort_by(|a, b| a.path.cmp(&b.path));
+
+    let over = match family {
+        Family::Deb => &package.deb,
+        Family::Rpm => &package.rpm,
+    };
+    standins.sort();
+    Ok(Staged {
+        name: package.name.clone(),
+        family,
+        arch,
+        upstream_version: spec.source(&package.version_from).version.replace('-', "~"),
+        revision: spec.release.revision,
+        version,
+        version_from: package.version_from.clone(),
+        upstream_url: spec.source(&package.version_from).base.clone(),
+        summary: package.summary.clone(),
+        description: describe(package, &standins),
+        depends: package
+            .depends
+            .iter()
+            .chain(&over.depends)
+            .cloned()
+            .collect(),
+        recommends: package
+            .recommends
+            .iter()
+            .chain(&over.recommends)
+            .cloned()
+            .collect(),
+        systemd_units: package.systemd_units.clone(),
+        files,
+        dirs,
+        standins,
+    })
+}
+
+/// `(dest, content path, is a stand-in)` for each file an entry stands for.
+fn contents(
+    spec: &Spec,
+    entry: &FileEntry,
+    dest: &str,
+    sources: &dyn Sources,
+) -> Result<Vec<(String, PathBuf, bool)>> {
+    Ok(match entry.content() {
+        Content::Upstream { source, member } => {
+            let found = sources.upstream(source, member)?;
+            if member == "*" {
+                found
+                    .into_iter()
+                    .map(|(name, path)| {
+                        let standin = sources.is_standin(source, &name);
+                        (format!("{dest}{name}"), path, standin)
+                    })
+                    .collect()
+            } else {
+                match found.as_slice() {
+                    [(name, path)] => {
+                        vec![(
+                            dest.to_string(),
+                            path.clone(),
+                            sources.is_standin(source, name),
+                        )]
+                    }
+                    _ => bail!(
+                        "upstream {source}/{member}: expected one file, found {}",
+                        found.len()
+                    ),
+                }
+            }
+        }
+        Content::Repo(src) => vec![(dest.to_string(), spec.root.join(src), false)],
+        Content::Build(name) => vec![(dest.to_string(), sources.built(name)?, false)],
+    })
+}
+
+/// The description, plus a paragraph naming the stand-ins of a test build.
+fn describe(package: &Package, standins: &[String]) -> String {
+    let mut text = package.description.trim_end().to_string();
+    if !standins.is_empty() {
+        let names: Vec<&str> = standins
+            .iter()
+            .map(|d| d.rsplit('/').next().unwrap_or(d))
+            .collect();
+        text.push_str(&format!(
+            "\n\nTEST BUILD, not for production: {} {} a recorder stand-in \
+             (kubedist-standin) that logs its arguments, not the real program.",
+            names.join(", "),
+            if names.len() == 1 { "is" } else { "are" }
+        ));
+    }
+    text
+}
+
+/// Fills in `@ENV_FILE@`, `@FAMILY@` and `@VERSION@`; any other `@NAME@` left
+/// is a mistake in the template.
+pub fn fill_template(text: &str, env_file: &str, family: Family, version: &str) -> Result<String> {
+    let out = text
+        .replace("@ENV_FILE@", env_file)
+        .replace("@FAMILY@", family.name())
+        .replace("@VERSION@", version);
+    if let Some(name) = leftover_placeholder(&out) {
+        bail!("unknown template placeholder @{name}@ (known: @ENV_FILE@, @FAMILY@, @VERSION@)");
+    }
+    Ok(out)
+}
+
+/// The first `@NAME@` (NAME: A-Z and _) in `text`.
+pub fn leftover_placeholder(text: &str) -> Option<&str> {
+    let mut rest = text;
+    while let Some(start) = rest.find('@') {
+        let after = &rest[start + 1..];
+        let len = after
+            .find(|c: char| !(c.is_ascii_uppercase() || c == '_'))
+            .unwrap_or(after.len());
+        if len > 0 && after[len..].starts_with('@') {
+            return Some(&after[..len]);
+        }
+        rest = after;
+    }
+    None
+}
+
+/// Paths end up in maintainer scripts and archive manifests: keep them to
+/// characters that need no quoting anywhere.
+fn check_path(path: &str) -> Result<()> {
+    let ok = path.starts_with('/')
+        && path.len() > 1
+        && !path.ends_with('/')
+        && path
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._+-@".contains(c))
+        && !path
+            .split('/')
+            .skip(1)
+            .any(|c| c.is_empty() || c == "." || c == "..");
+    if !ok {
+        bail!("{path:?} is not a plain absolute path (letters, digits and / . _ + - @ only)");
+    }
+    Ok(())
+}
+
+/// Writes `data` to `path` through a temp file and a rename.
+fn write_file(path: &Path, data: &[u8], mode: u32, epoch: u64) -> Result<(String, u64)> {
+    let tmp = temp_beside(path)?;
+    fs::write(&tmp, data).with_context(|| format!("writing {}", tmp.display()))?;
+    set_mode_and_time(&tmp, mode, epoch)?;
+    rename(&tmp, path)?;
+    Ok((hex(&Sha256::digest(data)), data.len() as u64))
+}
+
+/// Copies `src` to `dest` (temp file + rename), hashing on the way.
+fn copy_file(src: &Path, dest: &Path, mode: u32, epoch: u64) -> Result<(String, u64)> {
+    let mut input = fs::File::open(src).with_context(|| format!("reading {}", src.display()))?;
+    let tmp = temp_beside(dest)?;
+    let mut output =
+        fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+    let mut hasher = Sha256::new();
+    let mut size = 0u64;
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = input
+            .read(&mut buf)
+            .with_context(|| format!("reading {}", src.display()))?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+        output
+            .write_all(&buf[..n])
+            .with_context(|| format!("writing {}", tmp.display()))?;
+        size += n as u64;
+    }
+    // No fsync: the staged tree is scratch space, rebuilt by every run.
+    drop(output);
+    set_mode_and_time(&tmp, mode, epoch)?;
+    rename(&tmp, dest)?;
+    Ok((hex(&hasher.finalize()), size))
+}
+
+fn link_file(first: &Path, dest: &Path) -> Result<()> {
+    let tmp = temp_beside(dest)?;
+    fs::hard_link(first, &tmp)
+        .or_else(|_| fs::copy(first, &tmp).map(drop))
+        .with_context(|| format!("linking {} to {}", first.display(), tmp.display()))?;
+    rename(&tmp, dest)
+}
+
+fn temp_beside(path: &Path) -> Result<PathBuf> {
+    let dir = path
+        .parent()
+        .with_context(|| format!("{} has no parent directory", path.display()))?;
+    fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy())
+        .unwrap_or_default();
+    Ok(dir.join(format!(".{name}.tmp")))
+}
+
+fn rename(from: &Path, to: &Path) -> Result<()> {
+    fs::rename(from, to).with_context(|| format!("renaming {} to {}", from.display(), to.display()))
+}
+
+fn set_mode_and_time(path: &Path, mode: u32, epoch: u64) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(path, fs::Permissions::from_mode(mode))
+        .with_context(|| format!("setting the mode of {}", path.display()))?;
+    let time = SystemTime::UNIX_EPOCH + Duration::from_secs(epoch);
+    let file = fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    file.set_times(fs::FileTimes::new().set_modified(time).set_accessed(time))
+        .with_context(|| format!("setting the mtime of {}", path.display()))
+}
+
+/// Lower-case hex of a digest.
+pub fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    bytes
+        .iter()
+        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn templates_fill_known_placeholders_and_reject_others() {
+        let out = fill_template(
+            "a=@ENV_FILE@ f=@FAMILY@ v=@VERSION@ mail@host",
+            "/etc/default/kubelet",
+            Family::Deb,
+            "1.2.3-1",
+        )
+        .unwrap();
+        assert_eq!(out, "a=/etc/default/kubelet f=deb v=1.2.3-1 mail@host");
+        let err = fill_template("x=@ENVFILE@", "/e", Family::Rpm, "1").unwrap_err();
+        assert!(err.to_string().contains("@ENVFILE@"), "{err}");
+    }
+
+    #[test]
+    fn placeholders_are_found_only_in_full() {
+        assert_eq!(leftover_placeholder("@A_B@"), Some("A_B"));
+        assert_eq!(leftover_placeholder("user@example.org @ x@"), None);
+        assert_eq!(leftover_placeholder("@@X@"), Some("X"));
+    }
+
+    #[test]
+    fn paths_are_plain() {
+        assert!(check_path("/opt/cni/bin/host-local").is_ok());
+        assert!(check_path("/etc/systemd/system/kubelet.service.d/10-kubeadm.conf").is_ok());
+        for bad in ["relative", "/a b", "/a/../b", "/a//b", "/a/", "/a*", "/"] {
+            assert!(check_path(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn hex_is_lower_case() {
+        assert_eq!(hex(&[0, 0xab, 0x10]), "00ab10");
+    }
+}

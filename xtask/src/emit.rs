@@ -1,1 +1,0 @@
-//! The artifact writers: deb, rpm, tarball.

@@ -1,0 +1,156 @@
+//! `.rpm` through the `rpm` crate's `PackageBuilder`.
+//!
+//! Payload: zstd (level 19, multithreaded; `--fast`: level 3). rpm reads zstd
+//! payloads since 4.14 (RHEL/CentOS 8, Fedora 27, SLES 15, openSUSE 15); RHEL
+//! 7's rpm 4.11 cannot. xz would reach rpm 4.11 too, but liblzma cannot be
+//! linked twice into one program and cargo-deb already links it for the debs.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use rpm::{
+    BuildConfig, CompressionWithLevel, Dependency, FileOptions, PackageBuilder, Scriptlet,
+    Timestamp,
+};
+
+use super::{Meta, ScriptValues, MAINTAINER};
+use crate::spec::{ConfigStyle, Dep, FamilyConf};
+use crate::stage::Staged;
+
+/// Writes `<name>-<version>.<rpmarch>.rpm` into `out_dir` and returns its path.
+pub fn write(pkg: &Staged, fam: &FamilyConf, meta: &Meta, out_dir: &Path) -> Result<PathBuf> {
+    let arch = fam.arch_name(pkg.arch)?;
+    let out = out_dir.join(format!("{}-{}.{arch}.rpm", pkg.name, pkg.version));
+    let epoch =
+        u32::try_from(meta.epoch).context("SOURCE_DATE_EPOCH does not fit rpm's 32-bit times")?;
+    let level = if meta.fast { 3 } else { 19 };
+    let mut b = PackageBuilder::new(
+        &pkg.name,
+        &pkg.upstream_version,
+        "Apache-2.0",
+        arch,
+        &pkg.summary,
+    );
+    // First: every later call reads the config (file mtimes, build time).
+    b.using_config(
+        BuildConfig::v4()
+            .compression(CompressionWithLevel::Zstd(level))
+            .source_date(epoch),
+    );
+    b.release(pkg.revision.to_string())
+        .description(&pkg.description)
+        .url(&meta.homepage)
+        .vendor("kubedist")
+        .packager(MAINTAINER)
+        .add_changelog_entry(
+            format!("{MAINTAINER} - {}", pkg.version),
+            format!("- {}", super::changelog_line(pkg)),
+            epoch,
+        );
+
+    let time = Timestamp(epoch);
+    for f in pkg.package_files() {
+        let mode = u16::try_from(f.mode).context("file mode")?;
+        let mut opts = FileOptions::new(&f.dest)
+            .permissions(mode)
+            .user("root")
+            .group("root")
+            .modified_at(time);
+        if f.config {
+            match fam.config {
+                ConfigStyle::Noreplace => opts = opts.config().noreplace(),
+                ConfigStyle::Seed => {
+                    bail!("pkg/families.toml: rpm has no `seed` config style (use noreplace)")
+                }
+            }
+        }
+        b.with_file(&f.path, opts)
+            .with_context(|| format!("adding {} ({})", f.dest, f.path.display()))?;
+    }
+    for dir in owned_dirs(pkg, &fam.unitdir) {
+        b.with_dir_entry(
+            FileOptions::dir(&dir.0)
+                .permissions(dir.1)
+                .user("root")
+                .group("root")
+                .modified_at(time),
+        )
+        .with_context(|| format!("adding directory {}", dir.0))?;
+    }
+    b.with_file_contents(
+        meta.license_text()?,
+        FileOptions::new(format!("/usr/share/licenses/{}/LICENSE", pkg.name))
+            .permissions(0o644)
+            .modified_at(time)
+            .license(),
+    )?;
+
+    for dep in &pkg.depends {
+        b.requires(dependency(dep)?);
+    }
+    for dep in &pkg.recommends {
+        b.recommends(dependency(dep)?);
+    }
+
+    let values = ScriptValues::new(pkg, &fam.unitdir);
+    if !values.units.is_empty() || values.reload == "yes" {
+        let fill = [
+            ("UNITS", values.units.clone()),
+            ("RELOAD", values.reload.to_string()),
+        ];
+        b.post_install_script(Scriptlet::new(meta.script("rpm-post", &fill)?));
+        b.post_uninstall_script(Scriptlet::new(meta.script("rpm-postun", &fill)?));
+        if !values.units.is_empty() {
+            b.pre_uninstall_script(Scriptlet::new(meta.script("rpm-preun", &fill)?));
+        }
+    }
+
+    let package = b
+        .build()
+        .with_context(|| format!("building {}", out.display()))?;
+    super::write_atomic(&out, |file| {
+        package
+            .write(file)
+            .with_context(|| format!("writing {}", out.display()))
+    })?;
+    Ok(out)
+}
+
+/// The directories the package owns, `(path, mode)`: its declared `dirs`, its
+/// license directory and the drop-in directories of systemd units
+/// (`<unitdir>/<unit>.d`), which exist only for our units. Never shared
+/// directories such as /usr/bin or /etc: the filesystem package owns those.
+fn owned_dirs(pkg: &Staged, unitdir: &str) -> Vec<(String, u16)> {
+    let mut dirs: Vec<(String, u16)> = pkg
+        .dirs
+        .iter()
+        .map(|d| (d.path.clone(), d.mode as u16))
+        .collect();
+    dirs.push((format!("/usr/share/licenses/{}", pkg.name), 0o755));
+    let unitdir = unitdir.trim_end_matches('/');
+    for f in pkg.package_files() {
+        if let Some(parent) = Path::new(&f.dest).parent().and_then(Path::to_str) {
+            let in_unitdir = Path::new(parent).parent() == Some(Path::new(unitdir));
+            if in_unitdir && parent.ends_with(".d") {
+                dirs.push((parent.to_string(), 0o755));
+            }
+        }
+    }
+    dirs.sort();
+    dirs.dedup();
+    dirs
+}
+
+fn dependency(dep: &Dep) -> Result<Dependency> {
+    Ok(match &dep.constraint {
+        None => Dependency::any(&dep.name),
+        Some((op, v)) => match op.as_str() {
+            ">=" => Dependency::greater_eq(&dep.name, v),
+            "<=" => Dependency::less_eq(&dep.name, v),
+            "=" => Dependency::eq(&dep.name, v),
+            ">" => Dependency::greater(&dep.name, v),
+            "<" => Dependency::less(&dep.name, v),
+            other => bail!("dependency {}: unknown operator {other}", dep.rpm()),
+        },
+    })
+}

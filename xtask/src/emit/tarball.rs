@@ -1,0 +1,263 @@
+//! The air-gapped tarball, `kubedist-<k8s version>-linux-<arch>.tar.gz`:
+//!
+//! ```text
+//! kubedist-<ver>-linux-<arch>/
+//!   install.sh                  the installer (installer/install.sh)
+//!   MANIFEST                    family init kind mode package path, tab-separated, sorted
+//!   SHA256SUMS                  `sha256  relative/path` of every other file
+//!   payload/<family>/<path>     the content of each file entry
+//! ```
+//!
+//! It holds both families' files (the installer picks one per host), the
+//! OpenRC and runit files the packages leave out, and config files as kind
+//! `config` (the installer never overwrites an edited one). A file whose dest
+//! and content are the same for deb and rpm is stored once, as family `any`.
+//!
+//! gzip, not xz or zstd: every air-gapped host can unpack it, busybox
+//! included. Root-owned with numeric ids only, no xattrs, every mtime
+//! SOURCE_DATE_EPOCH, entries sorted: the same inputs give the same bytes.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::{self, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use sha2::{Digest, Sha256};
+
+use super::Meta;
+use crate::spec::{Arch, Family};
+use crate::stage::{hex, Staged, StagedFile};
+
+/// The tarball's file name for a Kubernetes version and architecture.
+pub fn file_name(k8s_version: &str, arch: Arch) -> String {
+    format!("{}.tar.gz", top_dir(k8s_version, arch))
+}
+
+fn top_dir(k8s_version: &str, arch: Arch) -> String {
+    format!("kubedist-{k8s_version}-linux-{arch}")
+}
+
+/// One MANIFEST line.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Line {
+    family: &'static str,
+    init: &'static str,
+    kind: &'static str,
+    mode: u32,
+    package: String,
+    path: String,
+}
+
+impl Line {
+    fn render(&self) -> String {
+        format!(
+            "{}\t{}\t{}\t{:04o}\t{}\t{}\n",
+            self.family, self.init, self.kind, self.mode, self.package, self.path
+        )
+    }
+
+    fn payload(&self) -> String {
+        format!(
+            "payload/{}/{}",
+            self.family,
+            self.path.trim_start_matches('/')
+        )
+    }
+}
+
+/// What goes into the archive under the top directory.
+enum Item {
+    Dir,
+    Bytes(Vec<u8>, u32),
+    File { path: PathBuf, size: u64, mode: u32 },
+}
+
+/// Writes the tarball of one architecture from each package's deb and rpm
+/// staging, `(deb, rpm)`, and returns its path.
+pub fn write(
+    packages: &[(&Staged, &Staged)],
+    k8s_version: &str,
+    arch: Arch,
+    meta: &Meta,
+    out_dir: &Path,
+) -> Result<PathBuf> {
+    let out = out_dir.join(file_name(k8s_version, arch));
+    let mut lines = Vec::new();
+    let mut payload: BTreeMap<String, (PathBuf, String, u64)> = BTreeMap::new();
+    for (deb, rpm) in packages {
+        if deb.family != Family::Deb || rpm.family != Family::Rpm || deb.name != rpm.name {
+            bail!("tarball: packages must come as (deb, rpm) pairs of one package");
+        }
+        for (family, file) in merge_files(deb, rpm) {
+            let line = Line {
+                family,
+                init: file.init.map_or("any", |i| i.name()),
+                kind: if file.config { "config" } else { "file" },
+                mode: file.mode,
+                package: deb.name.clone(),
+                path: file.dest.clone(),
+            };
+            let key = line.payload();
+            if let Some((_, sha, _)) = payload.get(&key) {
+                if *sha != file.sha256 {
+                    bail!("tarball: two different files would be {key}");
+                }
+            }
+            payload.insert(key, (file.path.clone(), file.sha256.clone(), file.size));
+            lines.push(line);
+        }
+        for (family, dir) in merge_dirs(deb, rpm) {
+            lines.push(Line {
+                family,
+                init: "any",
+                kind: "dir",
+                mode: dir.mode,
+                package: deb.name.clone(),
+                path: dir.path.clone(),
+            });
+        }
+    }
+    lines.sort();
+    lines.dedup();
+    let manifest: String = lines.iter().map(Line::render).collect();
+
+    let installer_path = meta.root.join("installer/install.sh");
+    let installer = fs::read(&installer_path)
+        .with_context(|| format!("reading {}", installer_path.display()))?;
+
+    let mut sums: BTreeMap<String, String> = BTreeMap::new();
+    sums.insert("install.sh".into(), hex(&Sha256::digest(&installer)));
+    sums.insert("MANIFEST".into(), hex(&Sha256::digest(manifest.as_bytes())));
+    for (key, (_, sha, _)) in &payload {
+        sums.insert(key.clone(), sha.clone());
+    }
+    let sha256sums: String = sums.iter().map(|(p, s)| format!("{s}  {p}\n")).collect();
+
+    let mut items: BTreeMap<String, Item> = BTreeMap::new();
+    items.insert("install.sh".into(), Item::Bytes(installer, 0o755));
+    items.insert("MANIFEST".into(), Item::Bytes(manifest.into_bytes(), 0o644));
+    items.insert(
+        "SHA256SUMS".into(),
+        Item::Bytes(sha256sums.into_bytes(), 0o644),
+    );
+    for (key, (path, _, size)) in payload {
+        // Payload modes are the MANIFEST's: the installer sets them anyway,
+        // and a plain `tar -x` gives the same result.
+        let mode = lines
+            .iter()
+            .find(|l| l.kind != "dir" && l.payload() == key)
+            .map_or(0o644, |l| l.mode);
+        items.insert(key, Item::File { path, size, mode });
+    }
+    let dirs: Vec<String> = items
+        .keys()
+        .flat_map(|k| {
+            let parts: Vec<&str> = k.split('/').collect();
+            (1..parts.len()).map(move |n| format!("{}/", parts[..n].join("/")))
+        })
+        .collect();
+    for d in dirs {
+        items.insert(d, Item::Dir);
+    }
+
+    let top = top_dir(k8s_version, arch);
+    let level = if meta.fast {
+        flate2::Compression::fast()
+    } else {
+        flate2::Compression::best()
+    };
+    super::write_atomic(&out, |file| {
+        let gz = flate2::GzBuilder::new()
+            .mtime(0)
+            .write(BufWriter::new(file), level);
+        let mut tar = tar::Builder::new(gz);
+        append(&mut tar, &format!("{top}/"), &Item::Dir, meta.epoch)?;
+        for (key, item) in &items {
+            append(&mut tar, &format!("{top}/{key}"), item, meta.epoch)?;
+        }
+        let gz = tar.into_inner().context("finishing the tar stream")?;
+        let mut buf = gz.finish().context("finishing the gzip stream")?;
+        buf.flush().context("writing the tarball")?;
+        Ok(())
+    })
+    .with_context(|| format!("writing {}", out.display()))?;
+    Ok(out)
+}
+
+fn append<W: Write>(tar: &mut tar::Builder<W>, path: &str, item: &Item, epoch: u64) -> Result<()> {
+    let mut header = tar::Header::new_gnu();
+    header.set_uid(0);
+    header.set_gid(0);
+    header.set_mtime(epoch);
+    let result = match item {
+        Item::Dir => {
+            header.set_entry_type(tar::EntryType::Directory);
+            header.set_mode(0o755);
+            header.set_size(0);
+            tar.append_data(&mut header, path, io::empty())
+        }
+        Item::Bytes(data, mode) => {
+            header.set_entry_type(tar::EntryType::Regular);
+            header.set_mode(*mode);
+            header.set_size(data.len() as u64);
+            tar.append_data(&mut header, path, data.as_slice())
+        }
+        Item::File {
+            path: src,
+            size,
+            mode,
+        } => {
+            header.set_entry_type(tar::EntryType::Regular);
+            header.set_mode(*mode);
+            header.set_size(*size);
+            let file = fs::File::open(src).with_context(|| format!("reading {}", src.display()))?;
+            // take(): a file that grew since staging must not corrupt the
+            // archive; a shorter one fails in append_data.
+            tar.append_data(&mut header, path, file.take(*size))
+        }
+    };
+    result.with_context(|| format!("adding {path}"))
+}
+
+/// Files of a package for the tarball: `any` where deb and rpm agree on
+/// dest, init, mode, kind and content; otherwise one entry per family.
+fn merge_files<'a>(deb: &'a Staged, rpm: &'a Staged) -> Vec<(&'static str, &'a StagedFile)> {
+    let same = |a: &StagedFile, b: &StagedFile| {
+        a.dest == b.dest
+            && a.init == b.init
+            && a.mode == b.mode
+            && a.config == b.config
+            && a.sha256 == b.sha256
+    };
+    let mut out = Vec::new();
+    for d in &deb.files {
+        if rpm.files.iter().any(|r| same(d, r)) {
+            out.push(("any", d));
+        } else {
+            out.push(("deb", d));
+        }
+    }
+    for r in &rpm.files {
+        if !deb.files.iter().any(|d| same(d, r)) {
+            out.push(("rpm", r));
+        }
+    }
+    out
+}
+
+fn merge_dirs<'a>(
+    deb: &'a Staged,
+    rpm: &'a Staged,
+) -> Vec<(&'static str, &'a crate::stage::StagedDir)> {
+    let mut out = Vec::new();
+    for d in &deb.dirs {
+        out.push((if rpm.dirs.contains(d) { "any" } else { "deb" }, d));
+    }
+    for r in &rpm.dirs {
+        if !deb.dirs.contains(r) {
+            out.push(("rpm", r));
+        }
+    }
+    out
+}
