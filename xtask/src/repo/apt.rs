@@ -1,0 +1,424 @@
+//! The apt repository: `pool/` holds every `.deb` ever added; `dists/<suite>/`
+//! is rebuilt from the pool on each run (Packages per architecture,
+//! Release with the digests of every index, InRelease and Release.gpg) and
+//! swapped in whole. Layout as in Debian's archive (deb(5), and the
+//! repository format described on the Debian wiki).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+
+use super::debfile::{self, Control};
+use super::files::{self, Digests};
+use super::keys::RepoKey;
+use super::Settings;
+
+/// Fields the repository computes; a package's own values are dropped.
+const COMPUTED_FIELDS: &[&str] = &["Filename", "Size", "MD5sum", "SHA1", "SHA256", "SHA512"];
+
+pub struct AptSummary {
+    pub packages: usize,
+    pub architectures: Vec<String>,
+}
+
+/// A `.deb` in the pool, as its Packages stanza needs it.
+struct PoolEntry {
+    control: Control,
+    /// Path relative to the repository root, with `/`.
+    filename: String,
+    digests: Digests,
+}
+
+impl PoolEntry {
+    fn field(&self, name: &str) -> &str {
+        self.control.get(name).unwrap_or_default()
+    }
+}
+
+/// True when `repo` already holds an apt tree.
+pub fn exists(repo: &Path) -> bool {
+    repo.join("pool").is_dir()
+}
+
+/// Adds `new_debs` to the pool, then rebuilds and re-signs `dists/<suite>`.
+/// Returns `None` when there is no `.deb` at all.
+pub fn publish(
+    repo: &Path,
+    new_debs: &[PathBuf],
+    key: &RepoKey,
+    settings: &Settings,
+) -> Result<Option<AptSummary>> {
+    // Every new file is checked before the first one is copied.
+    let mut planned = Vec::new();
+    for deb in new_debs {
+        if let Some(dest) = plan_pool_file(repo, deb, &settings.component)? {
+            planned.push((deb, dest));
+        }
+    }
+    for (deb, dest) in planned {
+        files::create_dir(dest.parent().context("pool path has no parent")?)?;
+        files::copy_atomic(deb, &dest, files::FILE_MODE)?;
+    }
+    let entries = read_pool(repo)?;
+    if entries.is_empty() {
+        return Ok(None);
+    }
+    check_unique(&entries)?;
+
+    let architectures = architectures(&entries);
+    let dists = repo.join("dists");
+    files::create_dir(&dists)?;
+    let target = dists.join(&settings.suite);
+    let staged = files::staging_dir(&target)?;
+    let built = write_suite(&staged, &entries, &architectures, key, settings);
+    if let Err(e) = built {
+        let _ = std::fs::remove_dir_all(&staged);
+        return Err(e);
+    }
+    files::swap_dir(&staged, &target)?;
+    Ok(Some(AptSummary {
+        packages: entries.len(),
+        architectures,
+    }))
+}
+
+/// Debian's pool layout: `pool/<component>/<prefix>/<source>/`, the prefix
+/// being the first letter, or four for `lib*`.
+fn pool_dir(component: &str, control: &Control) -> String {
+    let package = control.get("Package").unwrap_or_default();
+    // `Source: name (version)` when the source version differs.
+    let source = control
+        .get("Source")
+        .and_then(|s| s.split_whitespace().next())
+        .filter(|s| {
+            !s.is_empty()
+                && s.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "+-.".contains(c))
+        })
+        .unwrap_or(package);
+    let prefix = if source.starts_with("lib") && source.len() > 3 {
+        &source[..4]
+    } else {
+        &source[..1]
+    };
+    format!("pool/{component}/{prefix}/{source}")
+}
+
+/// `name_version_arch.deb`, without an epoch (as dpkg-name writes it).
+fn canonical_name(control: &Control) -> String {
+    let version = control.get("Version").unwrap_or_default();
+    let version = version.split_once(':').map_or(version, |(_, v)| v);
+    format!(
+        "{}_{}_{}.deb",
+        control.get("Package").unwrap_or_default(),
+        version,
+        control.get("Architecture").unwrap_or_default()
+    )
+}
+
+/// Where `deb` goes in the pool; `None` when it is there already. A file
+/// already there must be identical: replacing it would break every client
+/// that has the old index.
+fn plan_pool_file(repo: &Path, deb: &Path, component: &str) -> Result<Option<PathBuf>> {
+    let control = debfile::read_control(deb)?;
+    let dest = repo
+        .join(pool_dir(component, &control))
+        .join(canonical_name(&control));
+    if !dest.exists() {
+        return Ok(Some(dest));
+    }
+    if Digests::of_file(&dest)?.sha256 != Digests::of_file(deb)?.sha256 {
+        bail!(
+            "{}: {} is already in the repository with different content; publish a rebuilt package under a new version (revision)",
+            deb.display(),
+            dest.strip_prefix(repo).unwrap_or(&dest).display()
+        );
+    }
+    Ok(None)
+}
+
+fn read_pool(repo: &Path) -> Result<Vec<PoolEntry>> {
+    let mut entries = Vec::new();
+    for path in files::find_files(&repo.join("pool"), ".deb")? {
+        let control = debfile::read_control(&path)?;
+        let filename = path
+            .strip_prefix(repo)
+            .with_context(|| format!("{}: outside the repository", path.display()))?
+            .to_str()
+            .with_context(|| format!("{}: file name is not UTF-8", path.display()))?
+            .to_string();
+        let digests = Digests::of_file(&path)?;
+        entries.push(PoolEntry {
+            control,
+            filename,
+            digests,
+        });
+    }
+    // Stable order: the index is the same whatever order files were added in.
+    entries.sort_by(|a, b| {
+        (a.field("Package"), a.field("Architecture"), &a.filename).cmp(&(
+            b.field("Package"),
+            b.field("Architecture"),
+            &b.filename,
+        ))
+    });
+    Ok(entries)
+}
+
+/// One package version per architecture: two files claiming the same one
+/// would make apt's choice arbitrary.
+fn check_unique(entries: &[PoolEntry]) -> Result<()> {
+    let mut seen: BTreeMap<(&str, &str, &str), &str> = BTreeMap::new();
+    for e in entries {
+        let id = (
+            e.field("Package"),
+            e.field("Version"),
+            e.field("Architecture"),
+        );
+        if let Some(other) = seen.insert(id, &e.filename) {
+            bail!(
+                "{} and {} are both {} {} for {}: remove one",
+                other,
+                e.filename,
+                id.0,
+                id.1,
+                id.2
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The architectures the indices cover; `all` packages go into each.
+fn architectures(entries: &[PoolEntry]) -> Vec<String> {
+    let arches: BTreeSet<&str> = entries
+        .iter()
+        .map(|e| e.field("Architecture"))
+        .filter(|a| *a != "all")
+        .collect();
+    if arches.is_empty() {
+        return vec!["all".into()];
+    }
+    arches.into_iter().map(String::from).collect()
+}
+
+fn write_suite(
+    dir: &Path,
+    entries: &[PoolEntry],
+    architectures: &[String],
+    key: &RepoKey,
+    settings: &Settings,
+) -> Result<()> {
+    let mut indices = Vec::new();
+    for arch in architectures {
+        let rel_dir = format!("{}/binary-{arch}", settings.component);
+        files::create_dir(&dir.join(&rel_dir))?;
+        let packages = packages_index(entries.iter().filter(|e| {
+            let a = e.field("Architecture");
+            a == arch || a == "all"
+        }));
+        for (name, data) in [
+            ("Packages", packages.clone().into_bytes()),
+            ("Packages.gz", gzip(packages.as_bytes())?),
+            ("Packages.xz", xz(packages.as_bytes())?),
+        ] {
+            let rel = format!("{rel_dir}/{name}");
+            files::write_atomic(&dir.join(&rel), &data, files::FILE_MODE)?;
+            indices.push((rel, Digests::of_bytes(&data)));
+        }
+    }
+    let release = release_file(settings, architectures, &indices);
+    files::write_atomic(&dir.join("Release"), release.as_bytes(), files::FILE_MODE)?;
+    let detached = key.detached_armored(release.as_bytes(), settings.timestamp)?;
+    files::write_atomic(
+        &dir.join("Release.gpg"),
+        detached.as_bytes(),
+        files::FILE_MODE,
+    )?;
+    let inline = key.clearsign(&release, settings.timestamp)?;
+    files::write_atomic(&dir.join("InRelease"), inline.as_bytes(), files::FILE_MODE)
+}
+
+/// The stanzas, separated by blank lines: the package's control fields,
+/// then where the file is and its digests, Description last (as in
+/// Debian's own indices).
+fn packages_index<'a>(entries: impl Iterator<Item = &'a PoolEntry>) -> String {
+    let mut out = String::new();
+    for e in entries {
+        if !out.is_empty() {
+            out.push('\n');
+        }
+        let fields = e
+            .control
+            .fields
+            .iter()
+            .filter(|(n, _)| !COMPUTED_FIELDS.iter().any(|c| c.eq_ignore_ascii_case(n)));
+        let mut description = None;
+        for (name, value) in fields {
+            if name.eq_ignore_ascii_case("Description") {
+                description = Some(value);
+                continue;
+            }
+            out.push_str(&format!("{name}: {value}\n"));
+        }
+        out.push_str(&format!(
+            "Filename: {}\nSize: {}\nMD5sum: {}\nSHA256: {}\n",
+            e.filename, e.digests.size, e.digests.md5, e.digests.sha256
+        ));
+        if let Some(d) = description {
+            out.push_str(&format!("Description: {d}\n"));
+        }
+    }
+    out
+}
+
+fn release_file(
+    settings: &Settings,
+    architectures: &[String],
+    indices: &[(String, Digests)],
+) -> String {
+    let mut out = String::new();
+    out.push_str("Origin: kubedist\nLabel: kubedist\n");
+    out.push_str(&format!("Suite: {0}\nCodename: {0}\n", settings.suite));
+    out.push_str(&format!("Date: {}\n", rfc2822(settings.timestamp)));
+    if let Some(days) = settings.valid_days {
+        out.push_str(&format!(
+            "Valid-Until: {}\n",
+            rfc2822(settings.timestamp + u64::from(days) * 86_400)
+        ));
+    }
+    out.push_str(&format!("Architectures: {}\n", architectures.join(" ")));
+    out.push_str(&format!("Components: {}\n", settings.component));
+    out.push_str("Description: Kubernetes node components packaged by kubedist\n");
+    out.push_str("MD5Sum:\n");
+    for (path, d) in indices {
+        out.push_str(&format!(" {} {:>16} {path}\n", d.md5, d.size));
+    }
+    out.push_str("SHA256:\n");
+    for (path, d) in indices {
+        out.push_str(&format!(" {} {:>16} {path}\n", d.sha256, d.size));
+    }
+    out
+}
+
+/// The date format of Release files: `Tue, 14 Nov 2023 22:13:20 UTC`.
+fn rfc2822(secs: u64) -> String {
+    let secs = i64::try_from(secs).unwrap_or(i64::MAX);
+    chrono::DateTime::from_timestamp(secs, 0)
+        .unwrap_or_default()
+        .format("%a, %d %b %Y %H:%M:%S UTC")
+        .to_string()
+}
+
+/// gzip with no name and mtime 0 in the header: reproducible.
+fn gzip(data: &[u8]) -> Result<Vec<u8>> {
+    let mut enc = flate2::GzBuilder::new()
+        .mtime(0)
+        .write(Vec::new(), flate2::Compression::best());
+    enc.write_all(data)?;
+    Ok(enc.finish()?)
+}
+
+fn xz(data: &[u8]) -> Result<Vec<u8>> {
+    let mut enc = xz2::write::XzEncoder::new(Vec::new(), 6);
+    enc.write_all(data)?;
+    Ok(enc.finish()?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(control: &str, filename: &str) -> PoolEntry {
+        PoolEntry {
+            control: Control::parse(control).unwrap(),
+            filename: filename.into(),
+            digests: Digests::of_bytes(filename.as_bytes()),
+        }
+    }
+
+    #[test]
+    fn pool_paths_follow_debian() {
+        let c =
+            Control::parse("Package: kubelet\nVersion: 1:1.31.2-1\nArchitecture: amd64\n").unwrap();
+        assert_eq!(pool_dir("main", &c), "pool/main/k/kubelet");
+        assert_eq!(canonical_name(&c), "kubelet_1.31.2-1_amd64.deb");
+        let lib = Control::parse(
+            "Package: libfoo1\nSource: libfoo (2.0-1)\nVersion: 2.0-1+b1\nArchitecture: arm64\n",
+        )
+        .unwrap();
+        assert_eq!(pool_dir("main", &lib), "pool/main/libf/libfoo");
+    }
+
+    #[test]
+    fn stanza_lists_file_and_digests_before_the_description() {
+        let e = entry(
+            "Package: kubectl\nVersion: 1.31.2-1\nArchitecture: amd64\nDescription: cli\n long\nSHA256: bogus\nMaintainer: k <k@x>\n",
+            "pool/main/k/kubectl/kubectl_1.31.2-1_amd64.deb",
+        );
+        let text = packages_index([&e].into_iter());
+        let expected = format!(
+            "Package: kubectl\nVersion: 1.31.2-1\nArchitecture: amd64\nMaintainer: k <k@x>\n\
+             Filename: pool/main/k/kubectl/kubectl_1.31.2-1_amd64.deb\nSize: {}\nMD5sum: {}\nSHA256: {}\n\
+             Description: cli\n long\n",
+            e.digests.size, e.digests.md5, e.digests.sha256
+        );
+        assert_eq!(text, expected);
+    }
+
+    #[test]
+    fn duplicate_versions_are_refused() {
+        let c = "Package: kubelet\nVersion: 1-1\nArchitecture: amd64\n";
+        let err = check_unique(&[entry(c, "pool/a.deb"), entry(c, "pool/b.deb")]).unwrap_err();
+        assert!(
+            err.to_string().contains("are both kubelet 1-1 for amd64"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn release_lists_every_index() {
+        let settings = Settings {
+            suite: "stable".into(),
+            component: "main".into(),
+            base_url: "file:///srv/kubedist".into(),
+            valid_days: Some(7),
+            timestamp: 1_700_000_000,
+        };
+        let idx = vec![(
+            "main/binary-amd64/Packages".to_string(),
+            Digests::of_bytes(b"x"),
+        )];
+        let text = release_file(&settings, &["amd64".into()], &idx);
+        assert!(
+            text.contains("Date: Tue, 14 Nov 2023 22:13:20 UTC\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("Valid-Until: Tue, 21 Nov 2023 22:13:20 UTC\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("Architectures: amd64\nComponents: main\n"),
+            "{text}"
+        );
+        let sha = Digests::of_bytes(b"x").sha256;
+        assert!(
+            text.contains(&format!(
+                "SHA256:\n {sha}                1 main/binary-amd64/Packages\n"
+            )),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn compressed_indices_are_reproducible() {
+        assert_eq!(
+            gzip(b"Package: a\n").unwrap(),
+            gzip(b"Package: a\n").unwrap()
+        );
+        assert_eq!(xz(b"Package: a\n").unwrap(), xz(b"Package: a\n").unwrap());
+    }
+}

@@ -1,0 +1,275 @@
+//! File operations with the guarantees a published tree needs: every file
+//! appears whole (temp file + rename), directories are swapped in with one
+//! rename, modes are explicit.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, UNIX_EPOCH};
+
+use anyhow::{bail, Context, Result};
+use md5::Md5;
+use sha2::{Digest, Sha256};
+
+pub const FILE_MODE: u32 = 0o644;
+pub const DIR_MODE: u32 = 0o755;
+pub const SECRET_MODE: u32 = 0o600;
+
+/// The digests and size that indices list for a file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Digests {
+    pub size: u64,
+    pub md5: String,
+    pub sha256: String,
+}
+
+impl Digests {
+    pub fn of_bytes(data: &[u8]) -> Self {
+        Digests {
+            size: data.len() as u64,
+            md5: super::hex(&Md5::digest(data)),
+            sha256: super::hex(&Sha256::digest(data)),
+        }
+    }
+
+    pub fn of_file(path: &Path) -> Result<Self> {
+        let mut file =
+            File::open(path).with_context(|| format!("{}: cannot open", path.display()))?;
+        let (mut md5, mut sha256) = (Md5::new(), Sha256::new());
+        let mut size = 0u64;
+        let mut buf = vec![0u8; 1 << 16];
+        loop {
+            let n = file
+                .read(&mut buf)
+                .with_context(|| format!("{}: cannot read", path.display()))?;
+            if n == 0 {
+                break;
+            }
+            md5.update(&buf[..n]);
+            sha256.update(&buf[..n]);
+            size += n as u64;
+        }
+        Ok(Digests {
+            size,
+            md5: super::hex(&md5.finalize()),
+            sha256: super::hex(&sha256.finalize()),
+        })
+    }
+}
+
+/// `mkdir -p` with mode 0755 for the directories it creates.
+pub fn create_dir(dir: &Path) -> Result<()> {
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(DIR_MODE)
+        .create(dir)
+        .with_context(|| format!("{}: cannot create directory", dir.display()))
+}
+
+/// A temp path beside `path`, hidden and never matching `*.deb`/`*.rpm`.
+fn temp_beside(path: &Path) -> Result<PathBuf> {
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .with_context(|| format!("{}: not a file name", path.display()))?;
+    Ok(path.with_file_name(format!(".{name}.{}.tmp", std::process::id())))
+}
+
+/// Writes `path` whole or not at all, with `mode`.
+pub fn write_atomic(path: &Path, data: &[u8], mode: u32) -> Result<()> {
+    write_atomic_with(path, mode, |f| f.write_all(data))
+}
+
+/// Creates `path` through `fill`, atomically, with `mode`.
+pub fn write_atomic_with(
+    path: &Path,
+    mode: u32,
+    fill: impl FnOnce(&mut File) -> io::Result<()>,
+) -> Result<()> {
+    let tmp = temp_beside(path)?;
+    let result = (|| -> io::Result<()> {
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(mode)
+            .open(&tmp)?;
+        // The umask may have narrowed the mode at creation.
+        file.set_permissions(fs::Permissions::from_mode(mode))?;
+        fill(&mut file)?;
+        file.sync_all()?;
+        fs::rename(&tmp, path)
+    })();
+    if let Err(e) = result {
+        let _ = fs::remove_file(&tmp);
+        return Err(e).with_context(|| format!("{}: cannot write", path.display()));
+    }
+    Ok(())
+}
+
+/// Copies `src` to `dst` atomically, with `mode`.
+pub fn copy_atomic(src: &Path, dst: &Path, mode: u32) -> Result<()> {
+    let mut input = File::open(src).with_context(|| format!("{}: cannot open", src.display()))?;
+    write_atomic_with(dst, mode, |out| io::copy(&mut input, out).map(drop))
+}
+
+/// Sets a file's modification time (createrepo_c records it in the
+/// metadata; a fixed one keeps the metadata reproducible).
+pub fn set_mtime(path: &Path, secs: u64) -> Result<()> {
+    let file = File::options()
+        .write(true)
+        .open(path)
+        .with_context(|| format!("{}: cannot open", path.display()))?;
+    file.set_modified(UNIX_EPOCH + Duration::from_secs(secs))
+        .with_context(|| format!("{}: cannot set modification time", path.display()))
+}
+
+/// A fresh, empty staging directory beside `target` (same filesystem, so
+/// it can be renamed into place).
+pub fn staging_dir(target: &Path) -> Result<PathBuf> {
+    let staging = temp_beside(target)?;
+    if staging.exists() {
+        // Left behind by a run that was killed; never published.
+        fs::remove_dir_all(&staging).with_context(|| {
+            format!(
+                "{}: cannot remove stale staging directory",
+                staging.display()
+            )
+        })?;
+    }
+    create_dir(&staging)?;
+    Ok(staging)
+}
+
+/// Puts the directory `staged` in the place of `target` in one step: an
+/// atomic exchange when `target` exists (readers see the old tree or the
+/// new one, never a mix), a rename otherwise. Removes the old tree.
+pub fn swap_dir(staged: &Path, target: &Path) -> Result<()> {
+    if !target.exists() {
+        return fs::rename(staged, target).with_context(|| {
+            format!(
+                "{}: cannot rename to {}",
+                staged.display(),
+                target.display()
+            )
+        });
+    }
+    use rustix::fs::{renameat_with, RenameFlags, CWD};
+    match renameat_with(CWD, staged, CWD, target, RenameFlags::EXCHANGE) {
+        Ok(()) => {}
+        // Filesystems without RENAME_EXCHANGE: two renames, a short window.
+        Err(rustix::io::Errno::INVAL | rustix::io::Errno::NOSYS) => {
+            let old = temp_beside(&target.with_extension("old"))?;
+            fs::rename(target, &old)
+                .and_then(|()| fs::rename(staged, target))
+                .and_then(|()| fs::rename(&old, staged))
+                .with_context(|| format!("{}: cannot replace", target.display()))?;
+        }
+        Err(e) => bail!(
+            "{}: cannot swap in {}: {e}",
+            target.display(),
+            staged.display()
+        ),
+    }
+    fs::remove_dir_all(staged)
+        .with_context(|| format!("{}: cannot remove the replaced tree", staged.display()))
+}
+
+/// Holds an exclusive lock on `path` until dropped; fails at once when
+/// another run holds it.
+pub fn lock(path: &Path) -> Result<File> {
+    let file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(FILE_MODE)
+        .open(path)
+        .with_context(|| format!("{}: cannot open lock file", path.display()))?;
+    rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).with_context(
+        || {
+            format!(
+                "{}: another `cargo xtask repo` is writing this repository",
+                path.display()
+            )
+        },
+    )?;
+    Ok(file)
+}
+
+/// Files under `dir` (recursively) whose name ends with `suffix`, sorted.
+/// A missing `dir` holds none.
+pub fn find_files(dir: &Path, suffix: &str) -> Result<Vec<PathBuf>> {
+    let mut found = Vec::new();
+    if dir.exists() {
+        walk(dir, suffix, &mut found)?;
+    }
+    found.sort();
+    Ok(found)
+}
+
+fn walk(dir: &Path, suffix: &str, found: &mut Vec<PathBuf>) -> Result<()> {
+    let entries = fs::read_dir(dir).with_context(|| format!("{}: cannot list", dir.display()))?;
+    for entry in entries {
+        let entry = entry.with_context(|| format!("{}: cannot list", dir.display()))?;
+        let path = entry.path();
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with('.') {
+            continue; // staging and temp files of this or an interrupted run
+        }
+        let kind = entry
+            .file_type()
+            .with_context(|| format!("{}: cannot stat", path.display()))?;
+        if kind.is_dir() {
+            walk(&path, suffix, found)?;
+        } else if kind.is_file() && name.ends_with(suffix) {
+            found.push(path);
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn digests_match_known_values() {
+        let d = Digests::of_bytes(b"abc");
+        assert_eq!(d.size, 3);
+        assert_eq!(d.md5, "900150983cd24fb0d6963f7d28e17f72");
+        assert_eq!(
+            d.sha256,
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
+
+    #[test]
+    fn swap_replaces_a_tree_whole() {
+        let tmp = tempfile::tempdir().unwrap();
+        let target = tmp.path().join("dists");
+        create_dir(&target).unwrap();
+        write_atomic(&target.join("old"), b"1", FILE_MODE).unwrap();
+        let staged = staging_dir(&target).unwrap();
+        write_atomic(&staged.join("new"), b"2", FILE_MODE).unwrap();
+        swap_dir(&staged, &target).unwrap();
+        assert!(target.join("new").exists());
+        assert!(!target.join("old").exists());
+        assert!(!staged.exists());
+        let mode = fs::metadata(target.join("new"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, FILE_MODE);
+    }
+
+    #[test]
+    fn second_lock_fails() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("lock");
+        let _held = lock(&path).unwrap();
+        let err = lock(&path).unwrap_err().to_string();
+        assert!(err.contains("another"), "{err}");
+    }
+}

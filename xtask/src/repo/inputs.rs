@@ -1,0 +1,127 @@
+//! The packages of one dist output directory, checked against its
+//! SHA256SUMS before anything is published.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+
+use super::files::Digests;
+
+#[derive(Debug)]
+pub struct DistPackages {
+    pub debs: Vec<PathBuf>,
+    pub rpms: Vec<PathBuf>,
+}
+
+/// Lists the `.deb` and `.rpm` files of `dir`; each must be listed in
+/// `dir/SHA256SUMS` and match it (a truncated copy must not be published).
+pub fn read_dist_dir(dir: &Path) -> Result<DistPackages> {
+    let sums_path = dir.join("SHA256SUMS");
+    let sums_text = fs::read_to_string(&sums_path).with_context(|| {
+        format!(
+            "{}: cannot read (is {} a dist output directory?)",
+            sums_path.display(),
+            dir.display()
+        )
+    })?;
+    let sums = parse_sha256sums(&sums_text).with_context(|| format!("{}", sums_path.display()))?;
+
+    let mut packages = DistPackages {
+        debs: Vec::new(),
+        rpms: Vec::new(),
+    };
+    let entries = fs::read_dir(dir).with_context(|| format!("{}: cannot list", dir.display()))?;
+    for entry in entries {
+        let path = entry
+            .with_context(|| format!("{}: cannot list", dir.display()))?
+            .path();
+        let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+            continue;
+        };
+        let list = if name.ends_with(".deb") {
+            &mut packages.debs
+        } else if name.ends_with(".rpm") {
+            &mut packages.rpms
+        } else {
+            continue;
+        };
+        let Some(expected) = sums.get(name) else {
+            bail!("{}: not listed in {}", path.display(), sums_path.display());
+        };
+        let actual = Digests::of_file(&path)?.sha256;
+        if &actual != expected {
+            bail!(
+                "{}: sha256 {actual} does not match {} ({expected})",
+                path.display(),
+                sums_path.display()
+            );
+        }
+        list.push(path);
+    }
+    if packages.debs.is_empty() && packages.rpms.is_empty() {
+        bail!("{}: no .deb or .rpm files", dir.display());
+    }
+    packages.debs.sort();
+    packages.rpms.sort();
+    Ok(packages)
+}
+
+/// `sha256sum` output: `<hex>  <name>` or `<hex> *<name>` per line.
+fn parse_sha256sums(text: &str) -> Result<BTreeMap<String, String>> {
+    let mut sums = BTreeMap::new();
+    for (n, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let parsed = line.split_once(' ').and_then(|(hash, rest)| {
+            let name = rest.strip_prefix(' ').or_else(|| rest.strip_prefix('*'))?;
+            let valid = hash.len() == 64 && hash.chars().all(|c| c.is_ascii_hexdigit());
+            valid.then(|| (name.to_string(), hash.to_ascii_lowercase()))
+        });
+        let Some((name, hash)) = parsed else {
+            bail!("line {}: expected `<sha256>  <file>`", n + 1);
+        };
+        // Entries may name files in subdirectories; we look up by file name.
+        let base = name.rsplit('/').next().unwrap_or(&name).to_string();
+        sums.insert(base, hash);
+    }
+    Ok(sums)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const H: &str = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
+
+    #[test]
+    fn both_sha256sum_styles_parse() {
+        let text = format!("{H}  kubelet_1.0-1_amd64.deb\n{H} *rpm/kubelet-1.0-1.x86_64.rpm\n\n");
+        let sums = parse_sha256sums(&text).unwrap();
+        assert_eq!(sums["kubelet_1.0-1_amd64.deb"], H);
+        assert_eq!(sums["kubelet-1.0-1.x86_64.rpm"], H);
+    }
+
+    #[test]
+    fn a_bad_line_is_named() {
+        let err = parse_sha256sums(&format!("{H}  a\nnot a sum\n")).unwrap_err();
+        assert_eq!(err.to_string(), "line 2: expected `<sha256>  <file>`");
+    }
+
+    #[test]
+    fn a_corrupt_package_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        fs::write(tmp.path().join("a_1_amd64.deb"), b"abc").unwrap();
+        fs::write(
+            tmp.path().join("SHA256SUMS"),
+            format!("{H}  a_1_amd64.deb\n"),
+        )
+        .unwrap();
+        assert_eq!(read_dist_dir(tmp.path()).unwrap().debs.len(), 1);
+        fs::write(tmp.path().join("a_1_amd64.deb"), b"abd").unwrap();
+        let err = read_dist_dir(tmp.path()).unwrap_err().to_string();
+        assert!(err.contains("does not match"), "{err}");
+    }
+}

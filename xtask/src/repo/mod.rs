@@ -1,0 +1,231 @@
+//! `cargo xtask repo`: signed apt and yum/dnf repositories from dist output.
+//!
+//! One repository directory holds both trees and the public key:
+//!
+//! ```text
+//! REPO/pool/<component>/<k>/<source>/*.deb      every .deb ever added
+//! REPO/dists/<suite>/...                        apt indices, Release, InRelease, Release.gpg
+//! REPO/<rpmarch>/*.rpm + repodata/              one dnf/yum repository per architecture
+//! REPO/kubedist.{asc,gpg,list,sources,repo}     public key and client snippets
+//! ```
+//!
+//! The package files are the repository's state: a run adds the new ones
+//! (never replacing a file by different content), then rebuilds and re-signs
+//! all metadata from everything present, so older releases stay installable.
+//! Metadata is built in a directory beside its final place and swapped in
+//! with one rename.
+
+mod apt;
+mod clients;
+mod debfile;
+mod files;
+mod inputs;
+mod keys;
+mod yum;
+
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use anyhow::{bail, Context, Result};
+
+/// The lock that keeps two runs from writing one repository at once.
+const LOCK_FILE: &str = ".kubedist-repo.lock";
+
+/// Turn dist output into signed apt and yum/dnf repositories.
+///
+/// Packages already in REPO_DIR are kept, so adding a release leaves the
+/// older ones installable; all metadata is rebuilt and re-signed on every run.
+#[derive(clap::Args)]
+#[command(after_long_help = "\
+Examples:
+  # first release, throwaway key for a test setup
+  cargo xtask repo --from target/dist/1.31.2 --out /srv/kubedist --generate-test-key /root/kubedist-test.key
+  # add the next release, signed with the operator's key
+  KUBEDIST_KEY_PASSPHRASE=... cargo xtask repo --from target/dist/1.31.3 --out /srv/kubedist --key /root/repo-signing.asc
+  # re-sign everything (e.g. after extending the key's expiry): no --from
+  cargo xtask repo --out /srv/kubedist --key /root/repo-signing.asc
+
+Environment:
+  KUBEDIST_KEY_PASSPHRASE  passphrase of a protected --key
+  SOURCE_DATE_EPOCH        timestamp for Release, repomd.xml and rpm signatures (reproducible output)")]
+pub struct Args {
+    /// A dist output directory to add (its *.deb and *.rpm, checked against
+    /// its SHA256SUMS). Repeat, or give several, to add several releases.
+    /// Without any, the repository is only re-signed.
+    #[arg(long = "from", value_name = "DIST_DIR", num_args = 1..)]
+    from: Vec<PathBuf>,
+
+    /// The repository directory; created when missing.
+    #[arg(long, value_name = "REPO_DIR")]
+    out: PathBuf,
+
+    /// The OpenPGP secret key that signs (armoured or binary). A protected
+    /// key's passphrase is read from KUBEDIST_KEY_PASSPHRASE.
+    #[arg(
+        long,
+        value_name = "FILE",
+        required_unless_present = "generate_test_key",
+        conflicts_with = "generate_test_key"
+    )]
+    key: Option<PathBuf>,
+
+    /// Generate a new signing key without expiry, write its secret half to
+    /// FILE (mode 0600; FILE must not exist and must lie outside REPO_DIR),
+    /// and sign with it. For tests: production repositories use --key.
+    #[arg(long, value_name = "FILE")]
+    generate_test_key: Option<PathBuf>,
+
+    /// The apt suite (and codename): `deb URL SUITE COMPONENT`.
+    #[arg(long, default_value = "stable")]
+    suite: String,
+
+    /// The apt component the packages go in.
+    #[arg(long, default_value = "main")]
+    component: String,
+
+    /// Where clients will find REPO_DIR; used in the client snippets only.
+    #[arg(long, value_name = "URL", default_value = "file:///srv/kubedist")]
+    base_url: String,
+
+    /// Add `Valid-Until: Date + DAYS` to the apt Release file. Off by
+    /// default: an offline mirror refreshed rarely must not expire under
+    /// its users.
+    #[arg(long, value_name = "DAYS")]
+    valid_days: Option<u32>,
+}
+
+/// The settings every part of a run shares.
+pub struct Settings {
+    pub suite: String,
+    pub component: String,
+    pub base_url: String,
+    pub valid_days: Option<u32>,
+    /// Seconds since the epoch written into metadata and signatures.
+    pub timestamp: u64,
+}
+
+pub fn run(_root: &Path, args: &Args) -> Result<()> {
+    let settings = settings(args)?;
+    files::create_dir(&args.out)?;
+    let out = args
+        .out
+        .canonicalize()
+        .with_context(|| format!("{}: cannot resolve", args.out.display()))?;
+    let _lock = files::lock(&out.join(LOCK_FILE))?;
+
+    let key = match (&args.key, &args.generate_test_key) {
+        (Some(path), _) => keys::RepoKey::load(path)?,
+        (None, Some(path)) => {
+            refuse_inside(path, &out)?;
+            keys::RepoKey::generate_test_key(path)?
+        }
+        (None, None) => bail!("one of --key FILE or --generate-test-key FILE is required"),
+    };
+    for warning in key.check_validity(SystemTime::now())? {
+        eprintln!("warning: {warning}");
+    }
+
+    let mut debs = Vec::new();
+    let mut rpms = Vec::new();
+    for dir in &args.from {
+        let found = inputs::read_dist_dir(dir)?;
+        debs.extend(found.debs);
+        rpms.extend(found.rpms);
+    }
+    if debs.is_empty() && rpms.is_empty() && !apt::exists(&out) && !yum::exists(&out)? {
+        bail!(
+            "{}: no packages in the repository and none given: add a release with --from DIST_DIR",
+            out.display()
+        );
+    }
+
+    // The key goes out first: metadata is never signed by a key the tree
+    // does not publish.
+    clients::write_public_key(&out, &key)?;
+    let apt = apt::publish(&out, &debs, &key, &settings)?;
+    let yum = yum::publish(&out, &rpms, &key, &settings)?;
+    clients::write_snippets(&out, &settings, apt.is_some(), !yum.is_empty())?;
+
+    if let Some(apt) = &apt {
+        println!(
+            "apt: {} package(s) in dists/{} for {}",
+            apt.packages,
+            settings.suite,
+            apt.architectures.join(" ")
+        );
+    }
+    for arch in &yum {
+        println!("dnf: {} package(s) in {}/", arch.packages, arch.arch);
+    }
+    println!("signed by {} ({})", key.fingerprint(), key.user_id());
+    println!("repository: {}", out.display());
+    Ok(())
+}
+
+fn settings(args: &Args) -> Result<Settings> {
+    for (what, value) in [("--suite", &args.suite), ("--component", &args.component)] {
+        let ok = !value.is_empty()
+            && !value.starts_with('.')
+            && value
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c));
+        if !ok {
+            bail!("{what} {value:?}: use letters, digits, '.', '_' and '-' only");
+        }
+    }
+    let base_url = args.base_url.trim_end_matches('/').to_string();
+    if !base_url.contains(':') {
+        bail!("--base-url {base_url:?}: give a URL such as file:///srv/kubedist or https://mirror.example/kubedist");
+    }
+    Ok(Settings {
+        suite: args.suite.clone(),
+        component: args.component.clone(),
+        base_url,
+        valid_days: args.valid_days,
+        timestamp: timestamp()?,
+    })
+}
+
+/// SOURCE_DATE_EPOCH when set (reproducible output), otherwise now.
+fn timestamp() -> Result<u64> {
+    match std::env::var("SOURCE_DATE_EPOCH") {
+        Ok(v) => v
+            .trim()
+            .parse()
+            .with_context(|| format!("SOURCE_DATE_EPOCH={v:?} is not a number of seconds")),
+        Err(_) => Ok(SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .context("system clock before 1970")?
+            .as_secs()),
+    }
+}
+
+/// A secret key written into the repository would be published with it.
+fn refuse_inside(key_path: &Path, repo: &Path) -> Result<()> {
+    let parent = match key_path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let parent = parent
+        .canonicalize()
+        .with_context(|| format!("{}: directory does not exist", parent.display()))?;
+    if parent.starts_with(repo) {
+        bail!(
+            "{}: refusing to write a secret key inside the repository {} (it would be published)",
+            key_path.display(),
+            repo.display()
+        );
+    }
+    Ok(())
+}
+
+/// Lower-case hex of a digest.
+pub fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    bytes
+        .iter()
+        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
+}
