@@ -64,7 +64,8 @@ kd_base_tarball() {
     key=$(printf '%s\n' "$KD_SUITE_CODENAME" "$@" | sha256sum | cut -c1-12)
     tarball=$KD_CACHE/$KD_SUITE_CODENAME-$name-$key.tar
     if [ ! -f "$tarball" ]; then
-        include=$(printf '%s,' "$@")
+        include=
+        [ $# -eq 0 ] || include=$(printf '%s,' "$@")
         kd_log "building base root '$name' (${include%,}) with mmdebstrap"
         # Package lists are kept so apt-get in the root can resolve real
         # dependencies from the archive without an update of its own.

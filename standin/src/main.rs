@@ -24,7 +24,11 @@ fn main() {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "standin".into());
 
-    if argv.iter().skip(1).any(|a| a == "--version" || a == "version") {
+    if argv
+        .iter()
+        .skip(1)
+        .any(|a| a == "--version" || a == "version")
+    {
         println!("{name} version: kubedist recorder stand-in (not the real {name})");
         return;
     }

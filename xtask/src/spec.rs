@@ -362,9 +362,7 @@ impl std::str::FromStr for Dep {
                 name: name.to_string(),
                 constraint: None,
             }),
-            [name, op, version]
-                if valid_name(name) && [">=", "<=", "=", ">", "<"].contains(op) =>
-            {
+            [name, op, version] if valid_name(name) && [">=", "<=", "=", ">", "<"].contains(op) => {
                 Ok(Dep {
                     name: name.to_string(),
                     constraint: Some((op.to_string(), version.to_string())),
@@ -448,7 +446,10 @@ impl Spec {
 }
 
 fn rel(root: &Path, path: &Path) -> String {
-    path.strip_prefix(root).unwrap_or(path).display().to_string()
+    path.strip_prefix(root)
+        .unwrap_or(path)
+        .display()
+        .to_string()
 }
 
 fn read_toml<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
@@ -497,7 +498,10 @@ fn validate_package(
         match f.content() {
             Content::Upstream { source, member } => {
                 if !release.sources.contains_key(source) {
-                    bail!("{at}: upstream = {:?} names no [sources.*] entry", f.upstream);
+                    bail!(
+                        "{at}: upstream = {:?} names no [sources.*] entry",
+                        f.upstream
+                    );
                 }
                 if member.is_empty() {
                     bail!("{at}: upstream must be `<source>/<file>` or `<source>/*`");
@@ -534,7 +538,10 @@ mod tests {
     use super::*;
 
     fn repo_root() -> PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().into()
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .unwrap()
+            .into()
     }
 
     #[test]
@@ -543,7 +550,13 @@ mod tests {
         let names: Vec<_> = spec.packages.iter().map(|p| p.name.as_str()).collect();
         assert_eq!(
             names,
-            ["cri-tools", "kubeadm", "kubectl", "kubelet", "kubernetes-cni"]
+            [
+                "cri-tools",
+                "kubeadm",
+                "kubectl",
+                "kubelet",
+                "kubernetes-cni"
+            ]
         );
     }
 
@@ -561,13 +574,12 @@ mod tests {
     #[test]
     fn pre_releases_sort_before_releases() {
         let mut spec = Spec::load(&repo_root()).unwrap();
-        spec.release
-            .sources
-            .get_mut("kubernetes")
-            .unwrap()
-            .version = "1.35.0-rc.1".into();
+        spec.release.sources.get_mut("kubernetes").unwrap().version = "1.35.0-rc.1".into();
         let kubelet = spec.package("kubelet").unwrap();
-        assert_eq!(spec.package_version(kubelet), format!("1.35.0~rc.1-{}", spec.release.revision));
+        assert_eq!(
+            spec.package_version(kubelet),
+            format!("1.35.0~rc.1-{}", spec.release.revision)
+        );
     }
 
     /// A copy of pkg/ with one file replaced, for the error tests.
@@ -604,7 +616,10 @@ mod tests {
             "name = \"kubectl\"\nversion_from = \"kubernetes\"\nsumary = \"s\"\ndescription = \"d\"\n",
         );
         let err = format!("{:#}", Spec::load(dir.path()).unwrap_err());
-        assert!(err.contains("kubectl.toml") && err.contains("sumary"), "{err}");
+        assert!(
+            err.contains("kubectl.toml") && err.contains("sumary"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -614,6 +629,9 @@ mod tests {
             "name = \"kubectl\"\nversion_from = \"kubernetes\"\nsummary = \"s\"\ndescription = \"d\"\n\n[[files]]\nupstream = \"kubernets/kubectl\"\ndest = \"/usr/bin/kubectl\"\nmode = \"0755\"\n",
         );
         let err = format!("{:#}", Spec::load(dir.path()).unwrap_err());
-        assert!(err.contains("kubectl.toml") && err.contains("kubernets"), "{err}");
+        assert!(
+            err.contains("kubectl.toml") && err.contains("kubernets"),
+            "{err}"
+        );
     }
 }

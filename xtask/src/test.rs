@@ -54,7 +54,10 @@ pub fn run(root: &Path, args: &Args) -> Result<()> {
     if !missing.is_empty() {
         if !args.no_install && is_root() {
             eprintln!("==> installing missing test tools ({missing:?}) with ci/install-deps");
-            status(Command::new("sh").arg(root.join("ci/install-deps")), "ci/install-deps")?;
+            status(
+                Command::new("sh").arg(root.join("ci/install-deps")),
+                "ci/install-deps",
+            )?;
         } else if ci {
             bail!("missing tools {missing:?}: run `sudo ci/install-deps`");
         } else {
@@ -65,7 +68,9 @@ pub fn run(root: &Path, args: &Args) -> Result<()> {
     if selected("cargo") {
         eprintln!("==> cargo test --workspace");
         status(
-            Command::new(cargo()).args(["test", "--workspace"]).current_dir(root),
+            Command::new(cargo())
+                .args(["test", "--workspace"])
+                .current_dir(root),
             "cargo test",
         )?;
     }
@@ -135,7 +140,10 @@ fn build_releases(root: &Path) -> Result<(PathBuf, PathBuf)> {
     if !fixtures.join("STANDINS").exists() {
         eprintln!("==> cargo xtask fixtures");
         status(
-            Command::new(&xtask).arg("fixtures").arg(&fixtures).args(["--arch", "amd64"]),
+            Command::new(&xtask)
+                .arg("fixtures")
+                .arg(&fixtures)
+                .args(["--arch", "amd64"]),
             "cargo xtask fixtures",
         )?;
     }
