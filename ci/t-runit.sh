@@ -1,0 +1,270 @@
+#!/bin/sh
+# The kubelet under the real runit: runsv, sv and svlogd from Debian's runit
+# package, in a bookworm root.
+#
+# One root gets the current release's air-gapped tarball, installed with its
+# install.sh (--init runit): /etc/sv/kubelet/{run,finish,conf,log/run}. Each
+# test runs in its own namespaces (every process is gone when it ends), puts
+# the kubelet's inputs back to the same starting point, starts
+# `runsv /etc/sv/kubelet` as runsvdir would, and drives it with sv. The
+# kubelet is the recorder stand-in of the fixtures (argv, environment and pid
+# in /tmp/kubedist-standin/kubelet.json, one line per start in kubelet.log).
+#
+# Wall time: about 35 s on 2 cores with the base tarball cached (one test
+# waits out ./finish's 10 s back-off).
+
+# shellcheck disable=SC2016 # $(...) and $k in single quotes are data and jq
+# shellcheck source=ci/lib.sh
+. "$(dirname "$0")/lib.sh"
+
+kd_require unshare tar shellcheck
+kd_require_dist
+
+BASE=$(kd_base_tarball runit runit procps jq)
+set -- "$KD_DIST"/kubedist-*-linux-amd64.tar.gz
+if [ $# -ne 1 ] || [ ! -f "$1" ]; then
+	echo "$KD_SUITE: FAIL: expected one kubedist-*-linux-amd64.tar.gz in $KD_DIST" >&2
+	echo "0 passed, 1 failed"
+	exit 1
+fi
+TARBALL=$1
+
+# The flags as kubeadm writes them, and an admin's family file whose shell
+# syntax must arrive as data (systemd's EnvironmentFile= rules).
+KUBEADM_FLAGS='KUBELET_KUBEADM_ARGS="--container-runtime-endpoint=unix:///run/containerd/containerd.sock --pod-infra-container-image=registry.k8s.io/pause:3.10"'
+EXTRA_FILE="# An admin's flags; systemd and kubelet-wrapper read this file, no shell does.
+KUBELET_EXTRA_ARGS='--node-ip=192.0.2.10 --node-labels=role=edge,zone=\$(hostname);true --v=4'
+"
+# What systemd's drop-in makes of those two files, written out by hand.
+EXPECTED_ARGV='/usr/bin/kubelet
+--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf
+--kubeconfig=/etc/kubernetes/kubelet.conf
+--config=/var/lib/kubelet/config.yaml
+--container-runtime-endpoint=unix:///run/containerd/containerd.sock
+--pod-infra-container-image=registry.k8s.io/pause:3.10
+--node-ip=192.0.2.10
+--node-labels=role=edge,zone=$(hostname);true
+--v=4'
+
+# The root, with pristine copies of the inputs under /srv/pristine.
+ROOT=$(kd_new_root "$BASE")
+kd_roots="${kd_roots:-} $ROOT"
+tar -xzf "$TARBALL" -C "$ROOT/root"
+printf '%s\n' "$KUBEADM_FLAGS" >"$ROOT/flags.env"
+printf '%s' "$EXTRA_FILE" >"$ROOT/extra.env"
+printf '%s\n' "$EXPECTED_ARGV" >"$ROOT/expected-argv"
+if ! kd_script "$ROOT" >"$KD_WORK/$KD_SUITE.setup.log" 2>&1 <<'EOF'; then
+/root/kubedist-*/install.sh --init runit --family deb
+mv /flags.env /var/lib/kubelet/kubeadm-flags.env
+mv /extra.env /etc/default/kubelet
+for f in /etc/sv/kubelet/conf /etc/default/kubelet /var/lib/kubelet/kubeadm-flags.env; do
+	mkdir -p "/srv/pristine${f%/*}"
+	cp -p "$f" "/srv/pristine$f"
+done
+EOF
+	cat "$KD_WORK/$KD_SUITE.setup.log" >&2
+	echo "$KD_SUITE: FAIL: installing the tarball for runit failed"
+	echo "0 passed, 1 failed"
+	exit 1
+fi
+
+# Shell functions every in-root script starts with.
+PRELUDE=$(
+	cat <<'EOF'
+fail() { echo "FAIL: $*" >&2; exit 1; }
+# The same start for every test: the inputs as first written, no records,
+# no logs, no config.yaml, no state of an earlier runsv.
+for f in /etc/sv/kubelet/conf /etc/default/kubelet /var/lib/kubelet/kubeadm-flags.env; do
+	cp -p "/srv/pristine$f" "$f"
+done
+rm -f /etc/sysconfig/kubelet
+rm -rf /tmp/kubedist-standin /var/log/kubelet /var/lib/kubelet/config.yaml \
+	/etc/sv/kubelet/supervise /etc/sv/kubelet/log/supervise
+SV=/etc/sv/kubelet
+# start_runsv [VAR=VALUE...] : runsv as runsvdir starts it, in the background.
+start_runsv() {
+	env "$@" runsv $SV </dev/null >/tmp/runsv.out 2>&1 &
+	wait_until 5 sv status $SV >/dev/null || fail "runsv did not come up"
+}
+# wait_until SECONDS CMD... : polls CMD every 0.1 s.
+wait_until() {
+	n=$(($1 * 10))
+	shift
+	until "$@" 2>/dev/null; do
+		n=$((n - 1))
+		[ "$n" -gt 0 ] || return 1
+		sleep 0.1
+	done
+}
+REC=/tmp/kubedist-standin
+starts() { if [ -f $REC/kubelet.log ]; then wc -l <$REC/kubelet.log; else echo 0; fi; }
+has_starts() { [ "$(starts)" -ge "$1" ]; }
+standin_pid() { jq -r .pid $REC/kubelet.json; }
+alive() { kill -0 "$1" 2>/dev/null; }
+# The pid sv reports for the service ("run: /etc/sv/kubelet: (pid N) 3s; ...").
+sv_pid() { sv status $SV | sed -n 's/^run: [^ ]*: (pid \([0-9]*\)).*/\1/p'; }
+EOF
+)
+
+in_root() {
+	{
+		printf '%s\n' "$PRELUDE"
+		cat
+	} | kd_script "$ROOT"
+}
+
+test_shellcheck() {
+	for f in run finish log-run; do
+		shellcheck -s sh "$KD_REPO/units/runit/$f"
+	done
+}
+
+test_argv_env_and_log() {
+	in_root <<'EOF'
+touch /var/lib/kubelet/config.yaml
+start_runsv
+wait_until 10 has_starts 1 || fail "the stand-in kubelet did not start"
+sv status $SV
+[ "$(sv_pid)" = "$(standin_pid)" ] || fail "runsv supervises pid $(sv_pid), the kubelet is $(standin_pid) (no exec?)"
+
+echo "== argv: the stand-in's against the hand-written list"
+jq -r '.argv[]' $REC/kubelet.json >/tmp/got-argv
+diff -u /expected-argv /tmp/got-argv || fail "argv differs from the drop-in's"
+
+echo "== argv and environment: the stand-in's against kubelet-wrapper --print"
+kubelet-wrapper --settings $SV/conf --print >/tmp/plan.json
+jq -c '{argv, env, family}' /tmp/plan.json
+[ "$(jq -c .argv /tmp/plan.json)" = "$(jq -c .argv $REC/kubelet.json)" ] ||
+	fail "argv differs from kubelet-wrapper --print"
+jq -n --slurpfile p /tmp/plan.json --slurpfile s $REC/kubelet.json \
+	'$p[0].env | to_entries | all(.value == $s[0].env[.key])' | grep -qx true ||
+	fail "an environment variable of the chain did not reach the kubelet"
+for kv in \
+	'KUBELET_KUBECONFIG_ARGS=--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf --kubeconfig=/etc/kubernetes/kubelet.conf' \
+	'KUBELET_CONFIG_ARGS=--config=/var/lib/kubelet/config.yaml' \
+	'KUBELET_KUBEADM_ARGS=--container-runtime-endpoint=unix:///run/containerd/containerd.sock --pod-infra-container-image=registry.k8s.io/pause:3.10' \
+	'KUBELET_EXTRA_ARGS=--node-ip=192.0.2.10 --node-labels=role=edge,zone=$(hostname);true --v=4'; do
+	got=$(jq -r --arg k "${kv%%=*}" '.env[$k] // "<unset>"' $REC/kubelet.json)
+	[ "$got" = "${kv#*=}" ] || fail "${kv%%=*}: expected '${kv#*=}', got '$got'"
+done
+
+echo "== log: stdout and stderr through svlogd, timestamped"
+wait_until 5 grep -q 'kubelet (kubedist recorder stand-in) started' /var/log/kubelet/current ||
+	fail "the kubelet's output is not in /var/log/kubelet/current"
+cat /var/log/kubelet/current
+grep -Eq '^[0-9]{4}-[0-9]{2}-[0-9]{2}_[0-9:.]+ kubelet \(kubedist' /var/log/kubelet/current ||
+	fail "svlogd -tt timestamps missing"
+EOF
+}
+
+test_killed_kubelet_restarts_after_backoff() {
+	in_root <<'EOF'
+touch /var/lib/kubelet/config.yaml
+start_runsv
+wait_until 10 has_starts 1 || fail "the stand-in kubelet did not start"
+first=$(standin_pid)
+kill -KILL "$first"
+killed_at=$(date +%s)
+wait_until 25 has_starts 2 || fail "the killed kubelet was not started again"
+waited=$(($(date +%s) - killed_at))
+echo "restarted after ${waited} s"
+[ "$waited" -ge 9 ] || fail "restarted after ${waited} s: ./finish did not back off"
+second=$(standin_pid)
+[ "$second" != "$first" ] && alive "$second" || fail "no new kubelet process"
+[ "$(sv_pid)" = "$second" ] || fail "sv does not report the new kubelet"
+grep 'starting it again in 10 s' /var/log/kubelet/current || fail "./finish's line is not in the log"
+EOF
+}
+
+test_restart_is_quick_and_reads_new_flags() {
+	in_root <<'EOF'
+touch /var/lib/kubelet/config.yaml
+start_runsv
+wait_until 10 has_starts 1 || fail "the stand-in kubelet did not start"
+first=$(standin_pid)
+# After `kubeadm upgrade` an admin runs `sv restart kubelet`.
+echo 'KUBELET_KUBEADM_ARGS="--container-runtime-endpoint=unix:///run/crio/crio.sock --node-labels=upgraded=yes"' \
+	>/var/lib/kubelet/kubeadm-flags.env
+sv restart $SV
+wait_until 3 has_starts 2 || fail "no new kubelet within 3 s of sv restart (./finish backed off?)"
+alive "$first" && fail "the old kubelet ($first) still runs"
+jq -c .argv $REC/kubelet.json
+jq -e '.argv | index("--container-runtime-endpoint=unix:///run/crio/crio.sock") and index("--node-labels=upgraded=yes")' \
+	$REC/kubelet.json >/dev/null || fail "the restarted kubelet lacks the new kubeadm flags"
+EOF
+}
+
+test_sv_stop_leaves_nothing_running() {
+	in_root <<'EOF'
+touch /var/lib/kubelet/config.yaml
+start_runsv
+wait_until 10 has_starts 1 || fail "the stand-in kubelet did not start"
+sv stop $SV
+sv status $SV
+sv status $SV | grep -q '^down: ' || fail "sv status does not say down"
+ps -eo pid,args
+for p in /usr/bin/kubelet /usr/bin/kubelet-wrapper; do
+	if pgrep -f "^$p( |$)"; then fail "$p still runs after sv stop"; fi
+done
+# sv exit: runsv and its svlogd go too.
+sv exit $SV
+wait_until 5 sh -c '! pgrep -x runsv && ! pgrep -x svlogd' || fail "runsv or svlogd still run after sv exit"
+EOF
+}
+
+test_waits_for_kubeadm_without_flapping() {
+	in_root <<'EOF'
+rm -f /var/lib/kubelet/config.yaml
+# A wait line every second instead of every minute, to see it within the test.
+start_runsv KUBELET_WRAPPER_WAIT_LOG_INTERVAL=1
+wait_until 5 test -n "$(sv_pid)" || fail "the service did not start"
+waiter=$(sv_pid)
+sleep 4
+[ "$(starts)" = 0 ] || fail "the kubelet started before kubeadm wrote its config"
+[ "$(sv_pid)" = "$waiter" ] || fail "the waiting wrapper was restarted (flapping)"
+cat /var/log/kubelet/current
+grep -q 'waiting for /var/lib/kubelet/config.yaml' /var/log/kubelet/current ||
+	fail "no wait line in /var/log/kubelet/current"
+grep -q 'still waiting' /var/log/kubelet/current || fail "no periodic wait line"
+
+echo "== kubeadm writes its config: the same process becomes the kubelet"
+touch /var/lib/kubelet/config.yaml
+wait_until 10 has_starts 1 || fail "the kubelet did not start once config.yaml appeared"
+sleep 1
+[ "$(starts)" = 1 ] || fail "the kubelet started $(starts) times, expected once"
+[ "$(standin_pid)" = "$waiter" ] || fail "the kubelet runs as $(standin_pid), not as the wrapper's pid $waiter"
+[ "$(sv_pid)" = "$waiter" ] || fail "runsv's child changed"
+EOF
+}
+
+test_conf_is_honoured_and_never_run() {
+	in_root <<'EOF'
+touch /var/lib/kubelet/config.yaml
+# Switch the family in ./conf: the wrapper must read /etc/sysconfig/kubelet.
+mkdir -p /etc/sysconfig
+echo 'KUBELET_EXTRA_ARGS="--node-ip=198.51.100.7"' >/etc/sysconfig/kubelet
+sed -i 's/^KUBELET_WRAPPER_FAMILY=.*/KUBELET_WRAPPER_FAMILY=rpm/' $SV/conf
+grep -q '^KUBELET_WRAPPER_FAMILY=rpm$' $SV/conf || fail "conf has no KUBELET_WRAPPER_FAMILY line to change"
+# A shell reading ./conf would run this; the wrapper only warns that flags
+# do not belong there.
+echo 'KUBELET_EXTRA_ARGS="$(touch /tmp/conf-was-run-by-a-shell)"' >>$SV/conf
+start_runsv
+wait_until 10 has_starts 1 || fail "the stand-in kubelet did not start"
+[ ! -e /tmp/conf-was-run-by-a-shell ] || fail "a shell ran ./conf"
+jq -c .argv $REC/kubelet.json
+[ "$(jq -r '.argv[-1]' $REC/kubelet.json)" = --node-ip=198.51.100.7 ] ||
+	fail "the kubelet did not get KUBELET_EXTRA_ARGS of /etc/sysconfig/kubelet"
+wait_until 5 grep -q "$SV/conf:.*ignoring KUBELET_EXTRA_ARGS" /var/log/kubelet/current ||
+	fail "no warning about the misplaced KUBELET_EXTRA_ARGS in the log"
+cat /var/log/kubelet/current
+EOF
+}
+
+kd_test shellcheck test_shellcheck
+kd_test argv-env-and-log test_argv_env_and_log
+kd_test killed-kubelet-restarts-after-backoff test_killed_kubelet_restarts_after_backoff
+kd_test restart-is-quick-and-reads-new-flags test_restart_is_quick_and_reads_new_flags
+kd_test sv-stop-leaves-nothing-running test_sv_stop_leaves_nothing_running
+kd_test waits-for-kubeadm-without-flapping test_waits_for_kubeadm_without_flapping
+kd_test conf-is-honoured-and-never-run test_conf_is_honoured_and_never_run
+kd_summary
