@@ -1,0 +1,441 @@
+#!/bin/sh
+# The .deb lifecycle with the real apt and dpkg: install release N-1 into a
+# minimal bookworm root (apt resolves iptables, conntrack, ... from Debian's
+# archive), upgrade to N non-interactively, reinstall, remove, purge; mixed
+# versions; coexistence with Debian's containernetworking-plugins.
+#
+# Test names say which failure of the upstream packages (DESIGN.md §4) they
+# would have caught; docs/lifecycle.md has the table. No systemd runs in
+# these roots (kd_run: fresh mount and PID namespaces, PID 1 is a shell), so
+# every maintainer script is exercised the way a chroot or container runs it.
+#
+# Roots (each unpacked from one cached mmdebstrap tarball):
+#   A  unedited /etc/default/kubelet: install, upgrade, reinstall, remove, purge
+#   B  edited /etc/default/kubelet: the same lifecycle, admin edit kept
+#   C  Debian's containernetworking-plugins beside our kubernetes-cni
+#   D  N-1 and N mixed between kubeadm and the other packages
+#
+# Wall time: about a minute on 2 cores with the base tarball cached.
+
+# shellcheck disable=SC2016 # ${...} in single quotes are dpkg-query formats
+# shellcheck source=ci/lib.sh
+. "$(dirname "$0")/lib.sh"
+
+kd_require mmdebstrap unshare dpkg-deb jq sha256sum
+kd_require_dist
+
+PACKAGES="kubelet kubeadm kubectl kubernetes-cni cri-tools"
+ENV_FILE=/etc/default/kubelet
+DROPIN=/lib/systemd/system/kubelet.service.d/10-kubeadm.conf
+SEED=/usr/share/kubedist/seed/etc/default/kubelet
+# The admin's own files, created before anything is installed: none of them
+# may be changed by any install, upgrade, remove or purge.
+THIRD_PARTY_PLUGIN=/opt/cni/bin/vendor-x-plugin
+ADMIN_CONFLIST=/etc/cni/net.d/10-admin.conflist
+ADMIN_OVERRIDE=/etc/systemd/system/kubelet.service.d/20-admin.conf
+EXTRA_ARGS='--node-ip=192.0.2.10 --v=4'
+
+# netbase is in the base root because apt never autoremoves it once a
+# dependency pulled it in (priority important): the purge test removes the
+# pulled-in dependencies with `apt-get autoremove --purge` and compares.
+BASE=$(kd_base_tarball deb netbase)
+
+version_of() { dpkg-deb -f "$1" Version; }
+V_PREV=$(version_of "$KD_DIST_PREV"/kubelet_*.deb)
+V_CUR=$(version_of "$KD_DIST"/kubelet_*.deb)
+
+# The shipped defaults of both releases, straight from the packages.
+seed_of() { # DEB OUT
+    dpkg-deb --fsys-tarfile "$1" | tar -xO ".$SEED" >"$2"
+}
+SEED_PREV=$KD_WORK/deb.seed.prev
+SEED_CUR=$KD_WORK/deb.seed.cur
+seed_of "$KD_DIST_PREV"/kubelet_*.deb "$SEED_PREV"
+seed_of "$KD_DIST"/kubelet_*.deb "$SEED_CUR"
+
+# new_root : a fresh bookworm root with both releases' debs in /srv/prev and
+# /srv/cur.
+new_root() {
+    r=$(kd_new_root "$BASE")
+    mkdir -p "$r/srv/prev" "$r/srv/cur"
+    cp "$KD_DIST_PREV"/*.deb "$r/srv/prev/"
+    cp "$KD_DIST"/*.deb "$r/srv/cur/"
+    printf '%s\n' "$r"
+}
+
+# in_root ROOT : kd_script with the output also kept on the host, so that a
+# test can both show it and check it. Prints the output file's path last.
+in_root() {
+    out=$(mktemp "$KD_WORK/deb.out.XXXXXX")
+    set +e
+    kd_script "$1" >"$out" 2>&1
+    rc=$?
+    set -e
+    cat "$out" >&2
+    [ "$rc" -eq 0 ] || { echo "command in the root failed (exit $rc)" >&2; return 1; }
+    printf '%s\n' "$out"
+}
+
+# listing ROOT : every path of the root with its type, mode, numeric owner and
+# link target, plus the sha256 of every regular file, sorted. Volatile mount
+# points and /tmp are left out.
+listing() {
+    (
+        cd "$1"
+        prune='( -path ./proc -o -path ./sys -o -path ./dev -o -path ./run -o -path ./tmp )'
+        # shellcheck disable=SC2086 # $prune is a list of find arguments
+        find . $prune -prune -o -printf '%p %y %m %U:%G %l\n'
+        # shellcheck disable=SC2086
+        find . $prune -prune -o -type f -print0 | xargs -0 sha256sum | awk '{ print $2, "sha256", $1 }'
+    ) | LC_ALL=C sort
+}
+
+# What apt and dpkg keep about their own work, and nothing else: package
+# database and lists, downloaded archives, debconf's database, their logs, and
+# the linker cache that libc-bin's trigger rewrites.
+BOOKKEEPING='^\./(var/lib/dpkg|var/lib/apt|var/cache/apt|var/cache/debconf|var/cache/ldconfig|var/log/apt|var/log/dpkg\.log|var/log/alternatives\.log|etc/ld\.so\.cache)( |/)'
+
+# package_states ROOT : "name version status" for our five packages.
+package_states() {
+    # shellcheck disable=SC2086
+    kd_run "$1" dpkg-query -W -f '${Package} ${Version} ${db:Status-Abbrev}\n' $PACKAGES
+}
+
+assert_all_installed() { # ROOT VERSION
+    states=$(package_states "$1")
+    echo "$states"
+    for p in $PACKAGES; do
+        assert_eq "$p $2 ii" "$(echo "$states" | awk -v p="$p" '$1 == p { print $1, $2, $3 }')" "dpkg state of $p"
+    done
+}
+
+# assert_extra_args_reach_kubelet ROOT : KUBELET_EXTRA_ARGS from the deb
+# family file ends the kubelet's argv as kubelet-wrapper rebuilds systemd's
+# chain (--print starts nothing).
+assert_extra_args_reach_kubelet() {
+    plan=$(kd_run "$1" /usr/bin/kubelet-wrapper --print)
+    echo "$plan"
+    assert_eq deb "$(echo "$plan" | jq -r .family)" "family kubelet-wrapper reads"
+    assert_eq read "$(echo "$plan" | jq -r --arg f "$ENV_FILE" '.files[] | select(.path == $f) | .status')" "status of $ENV_FILE"
+    assert_eq '["--node-ip=192.0.2.10","--v=4"]' "$(echo "$plan" | jq -c '.argv[-2:]')" "last kubelet arguments"
+    echo "$plan" | jq -e --arg f "$ENV_FILE" '.sources[-1] | contains($f)' >/dev/null ||
+        { echo "assertion failed: the last argument does not come from $ENV_FILE" >&2; return 1; }
+}
+
+# assert_admin_files_intact ROOT : the admin's files, byte for byte.
+assert_admin_files_intact() {
+    for f in $THIRD_PARTY_PLUGIN $ADMIN_CONFLIST $ADMIN_OVERRIDE; do
+        assert_file "$1$f"
+    done
+    (cd "$1" && sha256sum -c "$KD_WORK/deb.admin-files.sha256")
+}
+
+# upgrade_noninteractive ROOT : apt-get install ./*.deb of release N with
+# DEBIAN_FRONTEND=noninteractive, stdin from /dev/null and no --force-conf*
+# option anywhere (not on the command line, not in apt's configuration).
+upgrade_noninteractive() {
+    out=$(in_root "$1" <<'EOF'
+if apt-config dump | grep -i 'force-conf'; then
+    echo "apt is configured with a --force-conf option: the test would prove nothing" >&2
+    exit 1
+fi
+cd /srv/cur
+DEBIAN_FRONTEND=noninteractive apt-get install -y ./*.deb </dev/null
+EOF
+    )
+    if grep -Ei 'conffile prompt|Configuration file .* modified|\*\*\* .* \(Y/I/N/O/D/Z\)' "$out"; then
+        echo "assertion failed: the upgrade reached dpkg's conffile prompt" >&2
+        return 1
+    fi
+}
+
+# run_test NAME : runs the test function NAME (kd_test).
+run_test() { kd_test "$1" "$1"; }
+
+# --- root A: the unedited lifecycle ----------------------------------------
+
+ROOT_A=$(new_root)
+
+install_prev_resolves_deps_from_archive() { # failures 7, 9
+    # The admin's files exist before any package does.
+    mkdir -p "$ROOT_A/opt/cni/bin" "$ROOT_A/etc/cni/net.d" "$ROOT_A/etc/systemd/system/kubelet.service.d"
+    printf '#!/bin/sh\necho third-party CNI plugin\n' >"$ROOT_A$THIRD_PARTY_PLUGIN"
+    chmod 0755 "$ROOT_A$THIRD_PARTY_PLUGIN"
+    printf '{"cniVersion":"1.0.0","name":"admin","plugins":[]}\n' >"$ROOT_A$ADMIN_CONFLIST"
+    printf '[Service]\nEnvironment="ADMIN_OVERRIDE=1"\n' >"$ROOT_A$ADMIN_OVERRIDE"
+    (cd "$ROOT_A" && sha256sum ".$THIRD_PARTY_PLUGIN" ".$ADMIN_CONFLIST" ".$ADMIN_OVERRIDE") >"$KD_WORK/deb.admin-files.sha256"
+    kd_run "$ROOT_A" dpkg-query -W -f '${Package}\n' | sort >"$KD_WORK/deb.A.packages-before"
+    listing "$ROOT_A" >"$KD_WORK/deb.A.before"
+
+    in_root "$ROOT_A" <<'EOF' >/dev/null
+test ! -d /run/systemd/system  # no systemd is running here
+cd /srv/prev
+apt-get install -y ./kubelet_*.deb ./kubeadm_*.deb ./kubectl_*.deb ./kubernetes-cni_*.deb ./cri-tools_*.deb </dev/null
+# Pulled in from Debian's archive as dependencies (marked automatic).
+apt-mark showauto | grep -x iptables
+apt-mark showauto | grep -x conntrack
+EOF
+    assert_all_installed "$ROOT_A" "$V_PREV"
+}
+
+maintainer_scripts_succeed_without_systemd() { # failure 7
+    assert_all_installed "$ROOT_A" "$V_PREV"
+    # dpkg --audit lists half-installed and half-configured packages.
+    assert_eq "" "$(kd_run "$ROOT_A" dpkg --audit)" "dpkg --audit"
+}
+
+conntrack_installed_as_kubeadm_dependency() { # failure 9
+    kd_run "$ROOT_A" dpkg-query -W -f '${Depends}\n' kubeadm | grep -w conntrack
+    assert_eq "install ok installed" "$(kd_run "$ROOT_A" dpkg-query -W -f '${Status}' conntrack)" "status of conntrack"
+    kd_run "$ROOT_A" conntrack --version
+}
+
+kubectl_version_client_runs_real_binary() {
+    out=$(kd_run "$ROOT_A" kubectl version --client)
+    echo "$out"
+    echo "$out" | grep -q 'Client Version' || { echo "assertion failed: no client version" >&2; return 1; }
+    if echo "$out" | grep -qi 'stand-in'; then
+        echo "assertion failed: kubectl is the stand-in, not Debian's kubectl" >&2
+        return 1
+    fi
+}
+
+dpkg_verify_clean_after_install() {
+    # shellcheck disable=SC2086
+    out=$(kd_run "$ROOT_A" dpkg --verify $PACKAGES)
+    assert_eq "" "$out" "dpkg --verify output"
+}
+
+env_file_is_prev_default_after_install() {
+    cmp "$SEED_PREV" "$ROOT_A$ENV_FILE"
+    # Not a dpkg conffile: a conffile stops non-interactive upgrades at a prompt.
+    if kd_run "$ROOT_A" dpkg-query -W -f '${Conffiles}\n' kubelet | grep -F "$ENV_FILE"; then
+        echo "assertion failed: $ENV_FILE is a dpkg conffile" >&2
+        return 1
+    fi
+}
+
+deb_dropin_reads_etc_default_kubelet() { # failure 2
+    assert_grep "^EnvironmentFile=-$ENV_FILE\$" "$ROOT_A$DROPIN"
+    if grep -n sysconfig "$ROOT_A$DROPIN"; then
+        echo "assertion failed: the deb's drop-in names the rpm family's file" >&2
+        return 1
+    fi
+    # A vendor file: admins override it under /etc, so it is never a conffile.
+    if kd_run "$ROOT_A" dpkg-query -W -f '${Conffiles}\n' kubeadm | grep -F 10-kubeadm.conf; then
+        echo "assertion failed: the drop-in is a conffile" >&2
+        return 1
+    fi
+}
+
+upgrade_replaces_unedited_env_file_noninteractive() { # failures 1, 3
+    upgrade_noninteractive "$ROOT_A"
+    assert_all_installed "$ROOT_A" "$V_CUR"
+    if cmp -s "$SEED_PREV" "$SEED_CUR"; then
+        echo "assertion failed: releases N-1 and N ship the same default; the test would prove nothing" >&2
+        return 1
+    fi
+    cmp "$SEED_CUR" "$ROOT_A$ENV_FILE"
+    assert_no_file "$ROOT_A$ENV_FILE.dpkg-dist"
+}
+
+third_party_cni_plugin_survives_upgrade() { # failure 5
+    assert_admin_files_intact "$ROOT_A"
+    # Ours are there too, each owned by kubernetes-cni alone.
+    kd_run "$ROOT_A" dpkg-query -S /opt/cni/bin/bridge | grep -x 'kubernetes-cni: /opt/cni/bin/bridge'
+    if kd_run "$ROOT_A" dpkg-query -S "$THIRD_PARTY_PLUGIN" 2>/dev/null; then
+        echo "assertion failed: a package claims the third-party plugin" >&2
+        return 1
+    fi
+}
+
+admin_dropin_override_survives_upgrade() { # failure 1
+    assert_admin_files_intact "$ROOT_A"
+    assert_grep 'ADMIN_OVERRIDE=1' "$ROOT_A$ADMIN_OVERRIDE"
+}
+
+reinstall_restores_deleted_kubeadm_dropin() { # failure 1
+    dpkg-deb --fsys-tarfile "$KD_DIST"/kubeadm_*.deb | tar -xO ".$DROPIN" >"$KD_WORK/deb.dropin.cur"
+    rm "$ROOT_A$DROPIN"
+    in_root "$ROOT_A" <<'EOF' >/dev/null
+cd /srv/cur
+apt-get install -y --reinstall ./kubeadm_*.deb </dev/null
+dpkg --verify kubeadm
+EOF
+    cmp "$KD_WORK/deb.dropin.cur" "$ROOT_A$DROPIN"
+}
+
+remove_keeps_config_and_admin_files() { # failure 5
+    # shellcheck disable=SC2086
+    kd_run "$ROOT_A" apt-get remove -y $PACKAGES </dev/null
+    states=$(package_states "$ROOT_A")
+    echo "$states"
+    if echo "$states" | awk '$3 == "ii"' | grep .; then
+        echo "assertion failed: packages still installed after remove" >&2
+        return 1
+    fi
+    assert_no_file "$ROOT_A/usr/bin/kubelet"
+    assert_no_file "$ROOT_A/opt/cni/bin/bridge"
+    cmp "$SEED_CUR" "$ROOT_A$ENV_FILE"
+    assert_admin_files_intact "$ROOT_A"
+}
+
+purge_leaves_nothing_behind() { # failures 5, 7
+    # shellcheck disable=SC2086
+    kd_run "$ROOT_A" apt-get purge -y $PACKAGES </dev/null
+    assert_no_file "$ROOT_A$ENV_FILE"
+    assert_no_file "$ROOT_A/var/lib/kubedist"
+    assert_admin_files_intact "$ROOT_A"
+    # The dependencies apt pulled in go the way an admin removes them.
+    kd_run "$ROOT_A" apt-get autoremove --purge -y </dev/null
+    kd_run "$ROOT_A" dpkg-query -W -f '${Package}\n' | sort >"$KD_WORK/deb.A.packages-after"
+    diff -u "$KD_WORK/deb.A.packages-before" "$KD_WORK/deb.A.packages-after"
+    listing "$ROOT_A" >"$KD_WORK/deb.A.after"
+    # Every difference outside apt's and dpkg's bookkeeping is a failure:
+    # something we installed was left, or something we did not was touched.
+    if diff "$KD_WORK/deb.A.before" "$KD_WORK/deb.A.after" | grep '^[<>]' | grep -Ev "^[<>] $BOOKKEEPING"; then
+        echo "assertion failed: the root differs from before the install (above)" >&2
+        return 1
+    fi
+}
+
+run_test install_prev_resolves_deps_from_archive
+run_test maintainer_scripts_succeed_without_systemd
+run_test conntrack_installed_as_kubeadm_dependency
+run_test kubectl_version_client_runs_real_binary
+run_test dpkg_verify_clean_after_install
+run_test env_file_is_prev_default_after_install
+run_test deb_dropin_reads_etc_default_kubelet
+run_test upgrade_replaces_unedited_env_file_noninteractive
+run_test third_party_cni_plugin_survives_upgrade
+run_test admin_dropin_override_survives_upgrade
+run_test reinstall_restores_deleted_kubeadm_dropin
+run_test remove_keeps_config_and_admin_files
+run_test purge_leaves_nothing_behind
+
+# --- root B: an edited /etc/default/kubelet --------------------------------
+
+ROOT_B=$(new_root)
+
+extra_args_in_etc_default_reach_kubelet() { # failure 2
+    in_root "$ROOT_B" <<'EOF' >/dev/null
+cd /srv/prev
+apt-get install -y ./kubelet_*.deb ./kubeadm_*.deb ./kubectl_*.deb ./kubernetes-cni_*.deb ./cri-tools_*.deb </dev/null
+EOF
+    sed -i "s|^KUBELET_EXTRA_ARGS=.*|KUBELET_EXTRA_ARGS=\"$EXTRA_ARGS\"|" "$ROOT_B$ENV_FILE"
+    cp "$ROOT_B$ENV_FILE" "$KD_WORK/deb.B.edited"
+    assert_grep '^KUBELET_EXTRA_ARGS="--node-ip=192.0.2.10 --v=4"$' "$ROOT_B$ENV_FILE"
+    assert_extra_args_reach_kubelet "$ROOT_B"
+}
+
+upgrade_keeps_edited_env_file_noninteractive() { # failures 1, 3
+    upgrade_noninteractive "$ROOT_B"
+    assert_all_installed "$ROOT_B" "$V_CUR"
+    cmp "$KD_WORK/deb.B.edited" "$ROOT_B$ENV_FILE"
+    # The new default lands beside the admin's file.
+    cmp "$SEED_CUR" "$ROOT_B$ENV_FILE.dpkg-dist"
+    assert_extra_args_reach_kubelet "$ROOT_B"
+}
+
+remove_keeps_edited_env_file() {
+    # shellcheck disable=SC2086
+    kd_run "$ROOT_B" apt-get remove -y $PACKAGES </dev/null
+    assert_no_file "$ROOT_B/usr/bin/kubelet"
+    cmp "$KD_WORK/deb.B.edited" "$ROOT_B$ENV_FILE"
+}
+
+purge_removes_edited_env_file() {
+    # shellcheck disable=SC2086
+    kd_run "$ROOT_B" apt-get purge -y $PACKAGES </dev/null
+    assert_no_file "$ROOT_B$ENV_FILE"
+    assert_no_file "$ROOT_B$ENV_FILE.dpkg-dist"
+    assert_no_file "$ROOT_B/var/lib/kubedist"
+}
+
+run_test extra_args_in_etc_default_reach_kubelet
+run_test upgrade_keeps_edited_env_file_noninteractive
+run_test remove_keeps_edited_env_file
+run_test purge_removes_edited_env_file
+
+# --- root C: Debian's containernetworking-plugins beside ours --------------
+
+ROOT_C=$(new_root)
+
+# assert_sole_owner ROOT PACKAGE : every file PACKAGE installed is owned by
+# PACKAGE alone, and is intact (dpkg --verify).
+assert_sole_owner() {
+    kd_run "$1" dpkg-query -L "$2" >"$KD_WORK/deb.C.$2.files"
+    n=0
+    while read -r f; do
+        if [ ! -f "$1$f" ] || [ -L "$1$f" ]; then continue; fi
+        assert_eq "$2: $f" "$(kd_run "$1" dpkg-query -S "$f")" "owner of $f"
+        n=$((n + 1))
+    done <"$KD_WORK/deb.C.$2.files"
+    [ "$n" -gt 0 ] || { echo "assertion failed: $2 has no files" >&2; return 1; }
+    assert_eq "" "$(kd_run "$1" dpkg --verify "$2")" "dpkg --verify $2"
+}
+
+coexists_with_debian_containernetworking_plugins() { # failure 6
+    in_root "$ROOT_C" <<'EOF' >/dev/null
+apt-get install -y containernetworking-plugins </dev/null
+cd /srv/cur
+apt-get install -y ./kubelet_*.deb ./kubeadm_*.deb ./kubectl_*.deb ./kubernetes-cni_*.deb ./cri-tools_*.deb </dev/null
+EOF
+    assert_all_installed "$ROOT_C" "$V_CUR"
+    assert_eq "install ok installed" "$(kd_run "$ROOT_C" dpkg-query -W -f '${Status}' containernetworking-plugins)" "status of containernetworking-plugins"
+    assert_file "$ROOT_C/usr/lib/cni/bridge"
+    assert_file "$ROOT_C/opt/cni/bin/bridge"
+    assert_sole_owner "$ROOT_C" kubernetes-cni
+    assert_sole_owner "$ROOT_C" containernetworking-plugins
+    # Taking ours away leaves theirs whole.
+    kd_run "$ROOT_C" apt-get purge -y kubernetes-cni kubelet </dev/null
+    assert_sole_owner "$ROOT_C" containernetworking-plugins
+}
+
+run_test coexists_with_debian_containernetworking_plugins
+
+# --- root D: no exact pins between the packages ----------------------------
+
+ROOT_D=$(new_root)
+
+# version_table : "name version" of our five packages in root D, sorted.
+version_table() { package_states "$ROOT_D" | awk '{ print $1, $2 }' | LC_ALL=C sort; }
+
+mixed_versions_prev_kubeadm_with_cur_kubelet() { # failure 8
+    in_root "$ROOT_D" <<'EOF' >/dev/null
+apt-get install -y /srv/prev/kubeadm_*.deb /srv/cur/kubelet_*.deb /srv/cur/kubectl_*.deb \
+    /srv/cur/kubernetes-cni_*.deb /srv/cur/cri-tools_*.deb </dev/null
+EOF
+    assert_eq "cri-tools $V_CUR
+kubeadm $V_PREV
+kubectl $V_CUR
+kubelet $V_CUR
+kubernetes-cni $V_CUR" "$(version_table)" "installed versions"
+}
+
+older_versions_stay_installable() { # failure 8
+    in_root "$ROOT_D" <<'EOF' >/dev/null
+apt-get install -y --allow-downgrades /srv/prev/kubelet_*.deb /srv/prev/kubectl_*.deb \
+    /srv/prev/kubernetes-cni_*.deb /srv/prev/cri-tools_*.deb </dev/null
+EOF
+    assert_all_installed "$ROOT_D" "$V_PREV"
+}
+
+upgrade_kubeadm_alone_leaves_others() { # failure 8
+    out=$(in_root "$ROOT_D" <<'EOF'
+apt-get install -y /srv/cur/kubeadm_*.deb </dev/null
+EOF
+    )
+    assert_grep '^1 upgraded, 0 newly installed, 0 to remove' "$out"
+    assert_eq "cri-tools $V_PREV
+kubeadm $V_CUR
+kubectl $V_PREV
+kubelet $V_PREV
+kubernetes-cni $V_PREV" "$(version_table)" "installed versions"
+}
+
+run_test mixed_versions_prev_kubeadm_with_cur_kubelet
+run_test older_versions_stay_installable
+run_test upgrade_kubeadm_alone_leaves_others
+
+kd_summary

@@ -1,0 +1,391 @@
+#!/bin/sh
+# The .rpm lifecycle with the real dnf and rpm: install release N-1 from a
+# createrepo_c repository into an alternate root, upgrade to N from a second
+# repository, reinstall, remove; mixed versions.
+#
+# The roots are bare directories with busybox-static as /bin/sh and the
+# directories an rpm host's base packages own (filesystem, systemd), so that
+# every scriptlet really runs, without systemd, the way it runs in a chroot or
+# a container. Nothing in them can satisfy our packages' distribution
+# dependencies (iptables, util-linux, conntrack-tools): the TEST-ONLY package
+# ci/fixtures/kubedist-test-provides.spec declares them, and nothing else.
+#
+# Test names say which failure of the upstream packages (DESIGN.md §4) they
+# would have caught; docs/lifecycle.md has the table.
+#
+# Roots:
+#   E  unedited /etc/sysconfig/kubelet: install, upgrade, reinstall, remove
+#   F  edited /etc/sysconfig/kubelet: upgrade writes .rpmnew, remove .rpmsave
+#   G  N-1 and N mixed between kubeadm and the other packages
+#
+# Wall time: about 20 s on 2 cores.
+
+# shellcheck source=ci/lib.sh
+. "$(dirname "$0")/lib.sh"
+
+kd_require rpm rpmbuild rpm2cpio cpio dnf createrepo_c busybox unshare jq sha256sum
+kd_require_dist
+
+PACKAGES="kubelet kubeadm kubectl kubernetes-cni cri-tools"
+ENV_FILE=/etc/sysconfig/kubelet
+DROPIN=/usr/lib/systemd/system/kubelet.service.d/10-kubeadm.conf
+THIRD_PARTY_PLUGIN=/opt/cni/bin/vendor-x-plugin
+ADMIN_OVERRIDE=/etc/systemd/system/kubelet.service.d/20-admin.conf
+EXTRA_ARGS='--node-ip=192.0.2.10 --v=4'
+
+# rpm, rpmbuild and dnf read ~/.rpmmacros: a HOME of our own keeps the host's
+# settings out and puts the database where an rpm host has it (Debian's rpm
+# defaults to ~/.rpmdb).
+HOME=$KD_WORK/rpm-home
+export HOME
+mkdir -p "$HOME"
+printf '%%_dbpath /var/lib/rpm\n' >"$HOME/.rpmmacros"
+
+# run_test NAME : runs the test function NAME (kd_test).
+run_test() { kd_test "$1" "$1"; }
+
+rpm_of() { # DIST PACKAGE : the path of PACKAGE's rpm in DIST
+    for f in "$1/$2"-[0-9]*.rpm; do
+        [ -f "$f" ] || { echo "t-rpm: no $2 rpm in $1" >&2; return 1; }
+        printf '%s\n' "$f"
+    done
+}
+version_of() { rpm -qp --qf '%{VERSION}-%{RELEASE}' "$1"; }
+V_PREV=$(version_of "$(rpm_of "$KD_DIST_PREV" kubelet)")
+V_CUR=$(version_of "$(rpm_of "$KD_DIST" kubelet)")
+
+# file_of RPM PATH OUT : PATH's content as shipped in RPM.
+file_of() {
+    rpm2cpio "$1" | cpio -i --quiet --to-stdout ".$2" >"$3"
+    [ -s "$3" ] || { echo "t-rpm: $2 not in $1" >&2; return 1; }
+}
+DEFAULT_PREV=$KD_WORK/rpm.default.prev
+DEFAULT_CUR=$KD_WORK/rpm.default.cur
+file_of "$(rpm_of "$KD_DIST_PREV" kubelet)" "$ENV_FILE" "$DEFAULT_PREV"
+file_of "$(rpm_of "$KD_DIST" kubelet)" "$ENV_FILE" "$DEFAULT_CUR"
+
+# The test-only provides package, built once per version of its spec.
+provides_rpm() {
+    spec=$KD_REPO/ci/fixtures/kubedist-test-provides.spec
+    out=$KD_CACHE/kubedist-test-provides-$(sha256sum "$spec" | cut -c1-12).noarch.rpm
+    if [ ! -f "$out" ]; then
+        top=$(mktemp -d "$KD_WORK/rpmbuild.XXXXXX")
+        SOURCE_DATE_EPOCH=1700000000 rpmbuild -bb --quiet \
+            --define "_topdir $top" --define "_rpmdir $top/out" \
+            --define 'use_source_date_epoch_as_buildtime 1' \
+            --define '_buildhost kubedist.invalid' "$spec" >&2
+        mv "$top"/out/noarch/kubedist-test-provides-*.noarch.rpm "$out.tmp"
+        mv "$out.tmp" "$out"
+        rm -rf "$top"
+    fi
+    printf '%s\n' "$out"
+}
+PROVIDES_RPM=$(provides_rpm)
+
+# make_repo NAME DIST... : a createrepo_c repository of the DISTs' rpms plus
+# the test-only provides package; prints its path.
+make_repo() {
+    repo=$KD_WORK/rpm.repo.$1
+    shift
+    rm -rf "$repo"
+    mkdir -p "$repo"
+    for d in "$@"; do cp "$d"/*.rpm "$repo/"; done
+    cp "$PROVIDES_RPM" "$repo/"
+    createrepo_c --quiet "$repo" >&2
+    printf '%s\n' "$repo"
+}
+REPO_PREV=$(make_repo prev "$KD_DIST_PREV")
+REPO_CUR=$(make_repo cur "$KD_DIST")
+REPO_BOTH=$(make_repo both "$KD_DIST_PREV" "$KD_DIST")
+
+# new_root : a bare root with busybox as /bin/sh (and every other applet), a
+# root user, and the directories an rpm host's base packages own.
+new_root() {
+    r=$(mktemp -d "$KD_WORK/root.XXXXXX")
+    kd_roots="${kd_roots:-} $r"
+    mkdir -p "$r/bin" "$r/proc" "$r/sys" "$r/dev" "$r/run" "$r/tmp" "$r/root" \
+        "$r/etc/sysconfig" "$r/etc/systemd/system" "$r/opt" "$r/usr/lib/systemd/system" \
+        "$r/usr/share" "$r/var/lib" "$r/var/log" "$r/var/cache"
+    chmod 1777 "$r/tmp"
+    cp /usr/bin/busybox "$r/bin/busybox"
+    for applet in $(busybox --list-full); do
+        [ -e "$r/$applet" ] && continue
+        mkdir -p "$r/$(dirname "$applet")"
+        ln -s /bin/busybox "$r/$applet"
+    done
+    echo 'root:x:0:0:root:/root:/bin/sh' >"$r/etc/passwd"
+    echo 'root:x:0:' >"$r/etc/group"
+    printf '%s\n' "$r"
+}
+
+# dnf_in ROOT REPO ARGS... : dnf with only REPO, non-interactive (stdin from
+# /dev/null). Its output is shown and kept in $KD_WORK/rpm.dnf.out; a
+# scriptlet failure fails the call even when dnf exits 0.
+dnf_in() {
+    root=$1
+    repo=$2
+    shift 2
+    # Under /tmp: dnf also writes into ROOT/<cachedir>, and /tmp is scratch
+    # space in the root too. A fresh cache each call: a stale one makes
+    # dnf fail checksums or see no upgrade.
+    cache=$(mktemp -d /tmp/kd-dnf-cache.XXXXXX)
+    # Unsigned test packages: signatures are the repo suite's concern.
+    set +e
+    dnf -y --installroot="$root" --releasever=12 \
+        --setopt=reposdir=/dev/null --setopt=cachedir="$cache" \
+        --setopt=metadata_expire=0 --setopt=best=True \
+        --setopt=install_weak_deps=False --setopt=clean_requirements_on_remove=True \
+        --nogpgcheck --repofrompath=local,"file://$repo" --repo=local \
+        "$@" </dev/null >"$KD_WORK/rpm.dnf.out" 2>&1
+    rc=$?
+    set -e
+    rm -rf "$cache"
+    cat "$KD_WORK/rpm.dnf.out" >&2
+    [ "$rc" -eq 0 ] || { echo "dnf $* failed (exit $rc)" >&2; return 1; }
+    # rpm reports a failed scriptlet as a warning and still succeeds.
+    if grep -Ei 'scriptlet failed|exit status [1-9]|error:' "$KD_WORK/rpm.dnf.out"; then
+        echo "assertion failed: a scriptlet failed (above)" >&2
+        return 1
+    fi
+}
+
+# assert_versions ROOT EXPECTED : "name version-release" of our five packages,
+# sorted, one per line.
+assert_versions() {
+    # shellcheck disable=SC2086
+    actual=$(rpm --root "$1" -q --qf '%{NAME} %{VERSION}-%{RELEASE}\n' $PACKAGES | LC_ALL=C sort)
+    assert_eq "$2" "$actual" "installed versions"
+}
+all_at() { # VERSION : EXPECTED for assert_versions with every package at VERSION
+    for p in $PACKAGES; do echo "$p $1"; done | LC_ALL=C sort
+}
+
+# listing ROOT : every path with type, mode, numeric owner and link target,
+# plus the sha256 of every regular file, sorted; mount points and /tmp left out.
+listing() {
+    (
+        cd "$1"
+        prune='( -path ./proc -o -path ./sys -o -path ./dev -o -path ./run -o -path ./tmp )'
+        # shellcheck disable=SC2086 # $prune is a list of find arguments
+        find . $prune -prune -o -printf '%p %y %m %U:%G %l\n'
+        # shellcheck disable=SC2086
+        find . $prune -prune -o -type f -print0 | xargs -0 sha256sum | awk '{ print $2, "sha256", $1 }'
+    ) | LC_ALL=C sort
+}
+
+# What rpm and dnf keep about their own work, and nothing else: the rpm
+# database, dnf's history, cache, module state and logs.
+BOOKKEEPING='^\./(var/lib/rpm|var/lib/dnf|var/cache/dnf|etc/dnf|var/log/dnf\.log|var/log/dnf\.rpm\.log|var/log/dnf\.librepo\.log|var/log/hawkey\.log)( |/)'
+
+assert_extra_args_reach_kubelet() { # ROOT
+    plan=$(kd_run "$1" /usr/bin/kubelet-wrapper --print)
+    echo "$plan"
+    assert_eq rpm "$(echo "$plan" | jq -r .family)" "family kubelet-wrapper reads"
+    assert_eq read "$(echo "$plan" | jq -r --arg f "$ENV_FILE" '.files[] | select(.path == $f) | .status')" "status of $ENV_FILE"
+    assert_eq '["--node-ip=192.0.2.10","--v=4"]' "$(echo "$plan" | jq -c '.argv[-2:]')" "last kubelet arguments"
+    echo "$plan" | jq -e --arg f "$ENV_FILE" '.sources[-1] | contains($f)' >/dev/null ||
+        { echo "assertion failed: the last argument does not come from $ENV_FILE" >&2; return 1; }
+}
+
+# --- root E: the unedited lifecycle ----------------------------------------
+
+ROOT_E=$(new_root)
+
+dnf_install_prev_runs_scriptlets_without_systemd() { # failure 7
+    mkdir -p "$ROOT_E/opt/cni/bin" "$ROOT_E/etc/systemd/system/kubelet.service.d"
+    printf '#!/bin/sh\necho third-party CNI plugin\n' >"$ROOT_E$THIRD_PARTY_PLUGIN"
+    chmod 0755 "$ROOT_E$THIRD_PARTY_PLUGIN"
+    printf '[Service]\nEnvironment="ADMIN_OVERRIDE=1"\n' >"$ROOT_E$ADMIN_OVERRIDE"
+    (cd "$ROOT_E" && sha256sum ".$THIRD_PARTY_PLUGIN" ".$ADMIN_OVERRIDE") >"$KD_WORK/rpm.admin-files.sha256"
+    listing "$ROOT_E" >"$KD_WORK/rpm.E.before"
+
+    # shellcheck disable=SC2086
+    dnf_in "$ROOT_E" "$REPO_PREV" install $PACKAGES
+    assert_versions "$ROOT_E" "$(all_at "$V_PREV")"
+    # Every package that has scriptlets had them run (by /bin/sh in the root).
+    for p in $PACKAGES; do
+        if [ -n "$(rpm -qp --scripts "$(rpm_of "$KD_DIST_PREV" "$p")")" ]; then
+            assert_grep "Running scriptlet: $p-$V_PREV" "$KD_WORK/rpm.dnf.out"
+        fi
+    done
+}
+
+rpm_verify_clean_after_install() {
+    # shellcheck disable=SC2086
+    out=$(rpm --root "$ROOT_E" -V $PACKAGES)
+    assert_eq "" "$out" "rpm -V output"
+}
+
+sysconfig_is_prev_default_noreplace_config() { # failure 1
+    cmp "$DEFAULT_PREV" "$ROOT_E$ENV_FILE"
+    flags=$(rpm --root "$ROOT_E" -q --qf '[%{FILEFLAGS:fflags} %{FILENAMES}\n]' kubelet | awk -v f="$ENV_FILE" '$2 == f { print $1 }')
+    assert_eq cn "$flags" "rpm file flags of $ENV_FILE (c: config, n: noreplace)"
+}
+
+rpm_dropin_reads_etc_sysconfig_kubelet() { # failure 2
+    assert_grep "^EnvironmentFile=-$ENV_FILE\$" "$ROOT_E$DROPIN"
+    if grep -n /etc/default "$ROOT_E$DROPIN"; then
+        echo "assertion failed: the rpm's drop-in names the deb family's file" >&2
+        return 1
+    fi
+    # A vendor file, not %config: admins override it under /etc/systemd.
+    flags=$(rpm --root "$ROOT_E" -q --qf '[%{FILEFLAGS:fflags} %{FILENAMES}\n]' kubeadm | awk -v f="$DROPIN" '$2 == f { print $1 }')
+    case $flags in
+    *c*)
+        echo "assertion failed: $DROPIN is %config ($flags)" >&2
+        return 1
+        ;;
+    esac
+}
+
+kubeadm_requires_conntrack_tools() { # failure 9
+    rpm --root "$ROOT_E" -q --requires kubeadm | grep -x 'conntrack-tools.*'
+    # dnf resolved it (here from the test-only provides package).
+    rpm --root "$ROOT_E" -q --whatprovides conntrack-tools
+}
+
+kubernetes_cni_stays_out_of_distro_plugin_dirs() { # failure 6
+    files=$(rpm --root "$ROOT_E" -ql kubernetes-cni)
+    echo "$files"
+    if echo "$files" | grep -Ev '^(/opt/cni|/etc/cni)(/|$)'; then
+        echo "assertion failed: kubernetes-cni installs outside /opt/cni and /etc/cni" >&2
+        return 1
+    fi
+    conflicts=$(rpm --root "$ROOT_E" -q --conflicts --obsoletes kubernetes-cni)
+    assert_eq "" "$conflicts" "conflicts and obsoletes of kubernetes-cni"
+}
+
+upgrade_replaces_unedited_sysconfig_noninteractive() { # failures 1, 3
+    dnf_in "$ROOT_E" "$REPO_CUR" upgrade
+    assert_versions "$ROOT_E" "$(all_at "$V_CUR")"
+    if cmp -s "$DEFAULT_PREV" "$DEFAULT_CUR"; then
+        echo "assertion failed: releases N-1 and N ship the same default; the test would prove nothing" >&2
+        return 1
+    fi
+    cmp "$DEFAULT_CUR" "$ROOT_E$ENV_FILE"
+    assert_no_file "$ROOT_E$ENV_FILE.rpmnew"
+}
+
+third_party_cni_plugin_survives_upgrade() { # failure 5
+    (cd "$ROOT_E" && sha256sum -c "$KD_WORK/rpm.admin-files.sha256")
+    assert_eq kubernetes-cni "$(rpm --root "$ROOT_E" -qf --qf '%{NAME}\n' /opt/cni/bin/bridge)" "owner of /opt/cni/bin/bridge"
+    if rpm --root "$ROOT_E" -qf "$THIRD_PARTY_PLUGIN"; then
+        echo "assertion failed: a package claims the third-party plugin" >&2
+        return 1
+    fi
+}
+
+admin_dropin_override_survives_upgrade() { # failure 1
+    (cd "$ROOT_E" && sha256sum -c "$KD_WORK/rpm.admin-files.sha256")
+}
+
+reinstall_restores_deleted_kubeadm_dropin() { # failure 1
+    file_of "$(rpm_of "$KD_DIST" kubeadm)" "$DROPIN" "$KD_WORK/rpm.dropin.cur"
+    rm "$ROOT_E$DROPIN"
+    dnf_in "$ROOT_E" "$REPO_CUR" reinstall kubeadm
+    cmp "$KD_WORK/rpm.dropin.cur" "$ROOT_E$DROPIN"
+    assert_eq "" "$(rpm --root "$ROOT_E" -V kubeadm)" "rpm -V kubeadm"
+}
+
+remove_leaves_nothing_behind() { # failures 5, 7
+    # shellcheck disable=SC2086
+    dnf_in "$ROOT_E" "$REPO_CUR" remove $PACKAGES
+    for p in $PACKAGES kubedist-test-provides; do
+        if rpm --root "$ROOT_E" -q "$p"; then
+            echo "assertion failed: $p still installed" >&2
+            return 1
+        fi
+    done
+    # rpm erases an unedited %config file and saves nothing.
+    assert_no_file "$ROOT_E$ENV_FILE"
+    assert_no_file "$ROOT_E$ENV_FILE.rpmsave"
+    (cd "$ROOT_E" && sha256sum -c "$KD_WORK/rpm.admin-files.sha256")
+    listing "$ROOT_E" >"$KD_WORK/rpm.E.after"
+    # Every difference outside rpm's and dnf's bookkeeping is a failure:
+    # something we installed was left, or something we did not was touched.
+    if diff "$KD_WORK/rpm.E.before" "$KD_WORK/rpm.E.after" | grep '^[<>]' | grep -Ev "^[<>] $BOOKKEEPING"; then
+        echo "assertion failed: the root differs from before the install (above)" >&2
+        return 1
+    fi
+}
+
+run_test dnf_install_prev_runs_scriptlets_without_systemd
+run_test rpm_verify_clean_after_install
+run_test sysconfig_is_prev_default_noreplace_config
+run_test rpm_dropin_reads_etc_sysconfig_kubelet
+run_test kubeadm_requires_conntrack_tools
+run_test kubernetes_cni_stays_out_of_distro_plugin_dirs
+run_test upgrade_replaces_unedited_sysconfig_noninteractive
+run_test third_party_cni_plugin_survives_upgrade
+run_test admin_dropin_override_survives_upgrade
+run_test reinstall_restores_deleted_kubeadm_dropin
+run_test remove_leaves_nothing_behind
+
+# --- root F: an edited /etc/sysconfig/kubelet -------------------------------
+
+ROOT_F=$(new_root)
+
+extra_args_in_etc_sysconfig_reach_kubelet() { # failure 2
+    # shellcheck disable=SC2086
+    dnf_in "$ROOT_F" "$REPO_PREV" install $PACKAGES
+    sed -i "s|^KUBELET_EXTRA_ARGS=.*|KUBELET_EXTRA_ARGS=\"$EXTRA_ARGS\"|" "$ROOT_F$ENV_FILE"
+    cp "$ROOT_F$ENV_FILE" "$KD_WORK/rpm.F.edited"
+    assert_grep '^KUBELET_EXTRA_ARGS="--node-ip=192.0.2.10 --v=4"$' "$ROOT_F$ENV_FILE"
+    assert_extra_args_reach_kubelet "$ROOT_F"
+}
+
+upgrade_keeps_edited_sysconfig_writes_rpmnew_noninteractive() { # failures 1, 3
+    dnf_in "$ROOT_F" "$REPO_CUR" upgrade
+    assert_versions "$ROOT_F" "$(all_at "$V_CUR")"
+    cmp "$KD_WORK/rpm.F.edited" "$ROOT_F$ENV_FILE"
+    cmp "$DEFAULT_CUR" "$ROOT_F$ENV_FILE.rpmnew"
+    assert_extra_args_reach_kubelet "$ROOT_F"
+}
+
+remove_saves_edited_sysconfig_as_rpmsave() {
+    # shellcheck disable=SC2086
+    dnf_in "$ROOT_F" "$REPO_CUR" remove $PACKAGES
+    # rpm's rule for an edited %config file on erase: renamed to .rpmsave.
+    # The .rpmnew from the upgrade belongs to no package and stays.
+    assert_no_file "$ROOT_F$ENV_FILE"
+    cmp "$KD_WORK/rpm.F.edited" "$ROOT_F$ENV_FILE.rpmsave"
+    cmp "$DEFAULT_CUR" "$ROOT_F$ENV_FILE.rpmnew"
+}
+
+run_test extra_args_in_etc_sysconfig_reach_kubelet
+run_test upgrade_keeps_edited_sysconfig_writes_rpmnew_noninteractive
+run_test remove_saves_edited_sysconfig_as_rpmsave
+
+# --- root G: no exact pins between the packages ----------------------------
+
+ROOT_G=$(new_root)
+
+mixed_versions_prev_kubeadm_with_cur_kubelet() { # failure 8
+    dnf_in "$ROOT_G" "$REPO_BOTH" install "kubeadm-$V_PREV" "kubelet-$V_CUR" \
+        "kubectl-$V_CUR" "kubernetes-cni-$V_CUR" "cri-tools-$V_CUR"
+    assert_versions "$ROOT_G" "cri-tools $V_CUR
+kubeadm $V_PREV
+kubectl $V_CUR
+kubelet $V_CUR
+kubernetes-cni $V_CUR"
+}
+
+older_versions_stay_installable() { # failure 8
+    dnf_in "$ROOT_G" "$REPO_BOTH" downgrade kubelet kubectl kubernetes-cni cri-tools
+    assert_versions "$ROOT_G" "$(all_at "$V_PREV")"
+}
+
+upgrade_kubeadm_alone_leaves_others() { # failure 8
+    dnf_in "$ROOT_G" "$REPO_BOTH" upgrade kubeadm
+    assert_versions "$ROOT_G" "cri-tools $V_PREV
+kubeadm $V_CUR
+kubectl $V_PREV
+kubelet $V_PREV
+kubernetes-cni $V_PREV"
+}
+
+run_test mixed_versions_prev_kubeadm_with_cur_kubelet
+run_test older_versions_stay_installable
+run_test upgrade_kubeadm_alone_leaves_others
+
+kd_summary
