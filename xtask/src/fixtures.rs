@@ -63,6 +63,30 @@ pub fn run(spec: &Spec, args: &Args) -> Result<()> {
     Ok(())
 }
 
+/// `dir` as a fixtures directory holding at least `arches`: kept when it
+/// already does, else (re)written for those and the arches it had.
+pub fn ensure(spec: &Spec, dir: &Path, arches: &[Arch]) -> Result<PathBuf> {
+    // Complete for an arch when every file of pkg/release.toml is there
+    // (`ensure` of fetch verifies their checksums afterwards).
+    let has = |arch: &Arch| {
+        dir.join("STANDINS").is_file()
+            && spec.release.sources.iter().all(|(name, source)| {
+                source
+                    .paths(*arch)
+                    .iter()
+                    .all(|path| dir.join(name).join(path).is_file())
+            })
+    };
+    if !arches.iter().all(has) {
+        let mut all: Vec<Arch> = Arch::ALL.into_iter().filter(has).collect();
+        all.extend_from_slice(arches);
+        all.sort();
+        all.dedup();
+        write(spec, dir, &all, &spec.root.join("target/debian-debs"))?;
+    }
+    Ok(dir.to_path_buf())
+}
+
 /// Writes the fixtures directory `dir` for `arches`.
 pub fn write(spec: &Spec, dir: &Path, arches: &[Arch], debs: &Path) -> Result<()> {
     let dir = std::path::absolute(dir).with_context(|| dir.display().to_string())?;
@@ -91,7 +115,7 @@ pub fn write(spec: &Spec, dir: &Path, arches: &[Arch], debs: &Path) -> Result<()
 /// What went into one architecture's files, for the README.
 fn write_arch(spec: &Spec, top: &Path, arch: Arch, debs: &Path, epoch: u64) -> Result<Vec<String>> {
     let debarch = spec.families.deb.arch_name(arch)?;
-    debian::require_arch(debarch)?;
+    debian::require_arch(debarch, crate::is_root())?;
     eprintln!("fixtures: {arch}: Debian packages");
     let client = debian::download("kubernetes-client", debarch, debs)?;
     let plugins = debian::download("containernetworking-plugins", debarch, debs)?;
