@@ -14,6 +14,8 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 
+use crate::cache::Cache;
+use crate::emit::codec::Codecs;
 use crate::emit::{self, Meta};
 use crate::fetch::{self, OriginArgs, Upstream};
 use crate::spec::{Arch, Content, Family, Spec};
@@ -38,7 +40,17 @@ Examples:
   cargo xtask dist                                  # this host's architecture, official URLs
   cargo xtask dist --arch amd64,arm64 --formats deb,rpm
   cargo xtask dist --from /srv/kubedist-inputs --out /srv/dist
-  SOURCE_DATE_EPOCH=1700000000 cargo xtask dist --revision 2")]
+  cargo xtask dist --compression deb=zstd:19,tar=gz:6  # debs for dpkg >= 1.21.18 only
+  SOURCE_DATE_EPOCH=1700000000 cargo xtask dist --revision 2
+
+Compression (see docs/performance.md for times and sizes):
+  deb  xz:0-9 (default xz:6; every dpkg), zstd:1-19 (dpkg >= 1.21.18), gz:1-9
+  rpm  zstd:1-19 (default zstd:19; rpm >= 4.14), gz:1-9 (every rpm; one thread)
+  tar  gz:1-9 (default gz:9; every host), xz:0-9 (.tar.xz), zstd:1-19 (.tar.zst)
+
+An artifact whose inputs, codec and level did not change since an earlier run
+is copied from the artifact cache (target/artifact-cache) instead of being
+built again; the bytes are the same.")]
 pub struct Args {
     /// Architectures to build, comma-separated: amd64, arm64, ppc64le, s390x
     /// (deb and rpm spellings such as x86_64 are accepted too).
@@ -67,9 +79,22 @@ pub struct Args {
     /// Output directory. Default: target/dist/<kubernetes version>.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
-    /// Quick, larger compression (xz -1, zstd 3, gzip -1) for trial builds.
+    /// Quick, larger compression for trial builds: the preset `fast`
+    /// (deb=xz:1,rpm=zstd:3,tar=gz:1), which --compression can amend.
     #[arg(long)]
     pub fast: bool,
+    /// Codec and level per format, comma-separated FORMAT=CODEC[:LEVEL]
+    /// items on top of the default deb=xz:6,rpm=zstd:19,tar=gz:9 (or of a
+    /// leading preset, `default` or `fast`).
+    #[arg(long, value_name = "SPEC")]
+    pub compression: Option<String>,
+    /// Build every artifact again, neither reading nor filling the
+    /// artifact cache.
+    #[arg(long)]
+    pub no_cache: bool,
+    /// The artifact cache. Default: target/artifact-cache.
+    #[arg(long, value_name = "DIR", conflicts_with = "no_cache")]
+    pub cache_dir: Option<PathBuf>,
     /// Artifacts written at the same time. Default: the number of CPUs.
     #[arg(long, value_name = "N")]
     pub jobs: Option<usize>,
@@ -91,6 +116,12 @@ pub fn run(spec: &Spec, args: &Args) -> Result<()> {
     std::env::remove_var("CARGO_TARGET_DIR");
     std::env::remove_var("CARGO_BUILD_TARGET_DIR");
     let spec = with_overrides(spec, args)?;
+    let base = if args.fast {
+        Codecs::FAST
+    } else {
+        Codecs::DEFAULT
+    };
+    let codecs = Codecs::parse(args.compression.as_deref().unwrap_or(""), base)?;
     let k8s_version = spec
         .release
         .sources
@@ -122,13 +153,8 @@ pub fn run(spec: &Spec, args: &Args) -> Result<()> {
         .with_context(|| format!("creating a work directory in {}", parent.display()))?;
     let built_dir = work.path().join("artifacts");
     fs::create_dir(&built_dir).with_context(|| format!("creating {}", built_dir.display()))?;
-    let meta = Meta {
-        homepage: homepage(&spec.root)?,
-        epoch,
-        fast: args.fast,
-        root: spec.root.clone(),
-    };
-    let origin = args.origin.origin()?;
+    let homepage = homepage(&spec.root)?;
+    let origin = args.origin.origin(&spec, &arches)?;
     let cache = args.origin.cache(&spec);
 
     // Everything that can fail on bad inputs runs before any compression.
@@ -184,41 +210,137 @@ pub fn run(spec: &Spec, args: &Args) -> Result<()> {
             }
         }
     }
-    // Biggest first: the single-threaded gzip of the tarball overlaps the rest.
+    // Biggest first: the long ones start early and small ones fill the end.
     jobs.sort_by_key(|j| std::cmp::Reverse(j.size()));
 
-    let workers = args
-        .jobs
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
-        .clamp(1, jobs.len().max(1));
-    eprintln!("==> writing {} artifacts ({workers} at a time)", jobs.len());
-    let written = run_jobs(&jobs, workers, &|job| match job {
-        Job::Package(pkg) => {
-            let fam = spec.families.get(pkg.family);
-            match pkg.family {
-                Family::Deb => emit::deb::write(pkg, fam, &meta, work.path(), &built_dir),
-                Family::Rpm => emit::rpm::write(pkg, fam, &meta, &built_dir),
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let (workers, threads) = schedule(cpus, jobs.len(), args.jobs);
+    let meta = Meta {
+        homepage,
+        epoch,
+        codecs,
+        threads,
+        root: spec.root.clone(),
+    };
+    let artifacts = if args.no_cache {
+        None
+    } else {
+        let dir = match &args.cache_dir {
+            Some(d) => {
+                std::path::absolute(d).with_context(|| format!("--cache-dir {}", d.display()))?
+            }
+            None => spec.root.join("target/artifact-cache"),
+        };
+        match Cache::open(&dir, &spec.root) {
+            Ok(cache) => Some(cache),
+            Err(e) => {
+                eprintln!("warning: artifact cache: {e:#}; building every artifact");
+                None
             }
         }
-        Job::Tarball { arch, packages } => {
-            emit::tarball::write(packages, &k8s_version, *arch, &meta, &built_dir)
+    };
+    let scratch = work.path().display().to_string();
+    // Everything an artifact's bytes depend on besides what the cache itself
+    // hashes (the program and pkg/, installer/, LICENSE). Work-directory
+    // paths vary from run to run and never reach an artifact.
+    let describe = |job: &Job| -> String {
+        let text = match job {
+            Job::Package(pkg) => {
+                let codec = match pkg.family {
+                    Family::Deb => meta.codecs.deb,
+                    Family::Rpm => meta.codecs.rpm,
+                };
+                let fam = spec.families.get(pkg.family);
+                format!(
+                    "{}\n{codec}\n{}\n{}\n{fam:?}\n{pkg:?}\n",
+                    pkg.family, meta.epoch, meta.homepage
+                )
+            }
+            Job::Tarball { arch, packages } => format!(
+                "tar\n{}\n{}\n{}\n{k8s_version}\n{arch}\n{packages:?}\n",
+                meta.codecs.tar, meta.epoch, meta.homepage
+            ),
+        };
+        text.replace(&scratch, "<work>")
+    };
+    let keys = Mutex::new(Vec::new());
+    eprintln!(
+        "==> writing {} artifacts ({workers} at a time, {threads} encoder threads each; {})",
+        jobs.len(),
+        meta.codecs
+    );
+    let written = run_jobs(&jobs, workers, &|job| {
+        let key = artifacts.as_ref().map(|c| c.key(&describe(job)));
+        if let (Some(cache), Some(key)) = (&artifacts, &key) {
+            if let Ok(mut k) = keys.lock() {
+                k.push(key.clone());
+            }
+            if let Some(hit) = cache.fetch(key, &built_dir)? {
+                return Ok(Built {
+                    path: hit.path,
+                    sha256: Some(hit.sha256),
+                    cached: true,
+                });
+            }
         }
+        let path = match job {
+            Job::Package(pkg) => {
+                let fam = spec.families.get(pkg.family);
+                match pkg.family {
+                    Family::Deb => emit::deb::write(pkg, fam, &meta, work.path(), &built_dir),
+                    Family::Rpm => emit::rpm::write(pkg, fam, &meta, &built_dir),
+                }
+            }
+            Job::Tarball { arch, packages } => {
+                emit::tarball::write(packages, &k8s_version, *arch, &meta, &built_dir)
+            }
+        }?;
+        let sha256 = match (&artifacts, &key) {
+            (Some(cache), Some(key)) => Some(cache.store(key, &path)?),
+            _ => None,
+        };
+        Ok(Built {
+            path,
+            sha256,
+            cached: false,
+        })
     })?;
 
     // All written: move them into place, then list the directory's artifacts.
     fs::create_dir_all(&out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
     let mut names = Vec::new();
-    for path in &written {
+    let mut known = BTreeMap::new();
+    for built in &written {
+        let path = &built.path;
         let name = path.file_name().context("artifact without a name")?;
         let dest = out_dir.join(name);
         fs::rename(path, &dest)
             .with_context(|| format!("moving {} to {}", path.display(), dest.display()))?;
-        names.push(name.to_string_lossy().into_owned());
+        let name = name.to_string_lossy().into_owned();
+        if let Some(sha) = &built.sha256 {
+            known.insert(name.clone(), sha.clone());
+        }
+        names.push(name);
     }
-    let summary = write_sums(&out_dir)?;
+    let summary = write_sums(&out_dir, &known)?;
+    if let Some(cache) = &artifacts {
+        // Room for a few runs like this one.
+        let size: u64 = summary.iter().map(|r| r.1).sum();
+        let keys = keys.into_inner().unwrap_or_default();
+        if let Err(e) = cache.prune(&keys, (4 * size).max(1 << 30)) {
+            eprintln!("warning: artifact cache: {e:#}");
+        }
+    }
     names.sort();
     print_summary(&out_dir, &names, &summary);
-    eprintln!("==> done in {:.0} s", started.elapsed().as_secs_f64());
+    let cached = written.iter().filter(|b| b.cached).count();
+    if cached > 0 {
+        eprintln!(
+            "==> {cached} of {} artifacts unchanged, copied from the artifact cache",
+            written.len()
+        );
+    }
+    eprintln!("==> done in {:.1} s", started.elapsed().as_secs_f64());
     Ok(())
 }
 
@@ -366,17 +488,29 @@ impl Job<'_> {
     }
 }
 
+/// How many of `jobs` artifacts to write at once (`requested`, else one per
+/// CPU) and how many threads each encoder gets: its share of the CPUs, and at
+/// least two where there are two CPUs, so that while one artifact is in a
+/// serial phase (reading, framing, digests) another's encoder can use the
+/// idle CPU. Thread counts change no byte of the output (see emit::codec).
+pub fn schedule(cpus: usize, jobs: usize, requested: Option<usize>) -> (usize, u32) {
+    let cpus = cpus.max(1);
+    let workers = requested.unwrap_or(cpus).clamp(1, jobs.max(1));
+    let threads = (cpus / workers).max(cpus.min(2));
+    (workers, threads as u32)
+}
+
 /// Runs `jobs` on `workers` threads; after the first failure no new job
 /// starts, and that failure is returned.
 fn run_jobs<'a>(
     jobs: &'a [Job<'a>],
     workers: usize,
-    work: &(dyn Fn(&Job) -> Result<PathBuf> + Sync),
-) -> Result<Vec<PathBuf>> {
+    work: &(dyn Fn(&Job) -> Result<Built> + Sync),
+) -> Result<Vec<Built>> {
     let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
     let failed = AtomicBool::new(false);
-    let results: Mutex<Vec<Result<PathBuf>>> = Mutex::new(Vec::new());
+    let results: Mutex<Vec<Result<Built>>> = Mutex::new(Vec::new());
     std::thread::scope(|s| {
         for _ in 0..workers {
             s.spawn(|| loop {
@@ -389,11 +523,12 @@ fn run_jobs<'a>(
                 let result = work(job).with_context(|| job.label());
                 let n = done.fetch_add(1, Ordering::SeqCst) + 1;
                 match &result {
-                    Ok(path) => eprintln!(
-                        "    [{n}/{}] {} ({:.1} s)",
+                    Ok(built) => eprintln!(
+                        "    [{n}/{}] {} ({:.1} s{})",
                         jobs.len(),
-                        path.file_name().unwrap_or_default().to_string_lossy(),
-                        started.elapsed().as_secs_f64()
+                        built.path.file_name().unwrap_or_default().to_string_lossy(),
+                        started.elapsed().as_secs_f64(),
+                        if built.cached { ", cached" } else { "" }
                     ),
                     Err(_) => failed.store(true, Ordering::SeqCst),
                 }
@@ -412,16 +547,26 @@ fn run_jobs<'a>(
     results.into_iter().collect()
 }
 
+/// An artifact written by a job: where, its SHA-256 when already known, and
+/// whether it came from the artifact cache.
+struct Built {
+    path: PathBuf,
+    sha256: Option<String>,
+    cached: bool,
+}
+
 /// The artifacts of `dir`, `(name, size, sha256)`, also written to
-/// `dir/SHA256SUMS` (`sha256sum -c` format).
-fn write_sums(dir: &Path) -> Result<Vec<(String, u64, String)>> {
+/// `dir/SHA256SUMS` (`sha256sum -c` format). Digests in `known` (by name)
+/// are not computed again.
+fn write_sums(dir: &Path, known: &BTreeMap<String, String>) -> Result<Vec<(String, u64, String)>> {
     let mut rows = Vec::new();
     for entry in fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
         let entry = entry.with_context(|| format!("reading {}", dir.display()))?;
         let name = entry.file_name().to_string_lossy().into_owned();
-        if !(name.ends_with(".deb") || name.ends_with(".rpm") || name.ends_with(".tar.gz"))
-            || name.starts_with('.')
-        {
+        let artifact = [".deb", ".rpm", ".tar.gz", ".tar.xz", ".tar.zst"]
+            .iter()
+            .any(|ext| name.ends_with(ext));
+        if !artifact || name.starts_with('.') {
             continue;
         }
         let path = entry.path();
@@ -429,7 +574,11 @@ fn write_sums(dir: &Path) -> Result<Vec<(String, u64, String)>> {
             .metadata()
             .with_context(|| format!("reading {}", path.display()))?
             .len();
-        rows.push((name, size, sha256_file(&path)?));
+        let sha = match known.get(&name) {
+            Some(sha) => sha.clone(),
+            None => crate::cache::sha256_file(&path)?,
+        };
+        rows.push((name, size, sha));
     }
     rows.sort();
     let text: String = rows.iter().map(|(n, _, s)| format!("{s}  {n}\n")).collect();
@@ -440,24 +589,6 @@ fn write_sums(dir: &Path) -> Result<Vec<(String, u64, String)>> {
             .with_context(|| format!("writing {}", path.display()))
     })?;
     Ok(rows)
-}
-
-fn sha256_file(path: &Path) -> Result<String> {
-    use sha2::{Digest, Sha256};
-    use std::io::Read;
-    let mut file = fs::File::open(path).with_context(|| format!("reading {}", path.display()))?;
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = file
-            .read(&mut buf)
-            .with_context(|| format!("reading {}", path.display()))?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-    }
-    Ok(stage::hex(&hasher.finalize()))
 }
 
 fn print_summary(out_dir: &Path, written: &[String], rows: &[(String, u64, String)]) {

@@ -58,6 +58,13 @@ pub struct OriginArgs {
     /// program. `cargo xtask fixtures DIR` writes such a directory.
     #[arg(long, value_name = "DIR", conflicts_with = "mirror")]
     pub from: Option<PathBuf>,
+    /// Use offline test inputs instead of the upstream release: Debian's
+    /// real kubectl and CNI plugins, and recorder stand-ins (labelled as such
+    /// in every package description) for kubelet, kubeadm and crictl.
+    /// Written to target/fixtures on first use, as `cargo xtask fixtures`
+    /// does. For trials and tests on hosts without internet.
+    #[arg(long, conflicts_with_all = ["from", "mirror"])]
+    pub fixtures: bool,
     /// Download from a mirror instead of each source's official URL: files
     /// at URL/<source>/<path>, with their .sha256 (or .sha512) beside them.
     /// Digests are still checked against pkg/upstream.lock.
@@ -70,7 +77,13 @@ pub struct OriginArgs {
 }
 
 impl OriginArgs {
-    pub fn origin(&self) -> Result<Origin> {
+    /// Where the upstream files of `arches` come from; `--fixtures` writes
+    /// them first when target/fixtures lacks one of the arches.
+    pub fn origin(&self, spec: &Spec, arches: &[Arch]) -> Result<Origin> {
+        if self.fixtures {
+            let dir = spec.root.join("target/fixtures");
+            return Ok(Origin::Dir(crate::fixtures::ensure(spec, &dir, arches)?));
+        }
         Ok(match (&self.from, &self.mirror) {
             (Some(dir), _) => Origin::Dir(
                 std::path::absolute(dir).with_context(|| format!("--from {}", dir.display()))?,
@@ -115,9 +128,10 @@ pub fn arches_or_host(arches: &[Arch]) -> Result<Vec<Arch>> {
 }
 
 pub fn run(spec: &Spec, args: &Args) -> Result<()> {
-    let origin = args.origin.origin()?;
+    let arches = arches_or_host(&args.arch)?;
+    let origin = args.origin.origin(spec, &arches)?;
     let cache = args.origin.cache(spec);
-    for arch in arches_or_host(&args.arch)? {
+    for arch in arches {
         let upstream = ensure(spec, arch, &origin, &cache)?;
         for f in upstream.files() {
             println!(

@@ -1,7 +1,9 @@
 //! `cargo xtask`: the kubedist workflow. This file only parses the command
 //! line; each subcommand lives in its own module (see ARCHITECTURE.md).
 
+mod bench;
 mod build;
+mod cache;
 mod dist;
 mod emit;
 mod fetch;
@@ -26,6 +28,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
+    /// Measure dist against the native tools and the codec floor, a
+    /// no-change re-run, kubelet-wrapper's start-up and reproducibility.
+    Bench(bench::Args),
     /// Build every artifact (deb, rpm, air-gapped tarball) plus SHA256SUMS.
     Dist(dist::Args),
     /// Download and verify the upstream binaries into the cache.
@@ -51,6 +56,7 @@ fn main() {
 fn run(cli: Cli) -> Result<()> {
     let root = repo_root();
     match cli.cmd {
+        Cmd::Bench(args) => bench::run(&spec::Spec::load(&root)?, &args),
         Cmd::Dist(args) => dist::run(&spec::Spec::load(&root)?, &args),
         Cmd::Fetch(args) => fetch::run(&spec::Spec::load(&root)?, &args),
         Cmd::Fixtures(args) => fixtures::run(&spec::Spec::load(&root)?, &args),
@@ -65,4 +71,11 @@ pub fn repo_root() -> PathBuf {
         .parent()
         .expect("xtask lives one level below the workspace root")
         .to_path_buf()
+}
+
+/// Whether we run as root (the uid of /proc/self is ours; no libc call).
+pub fn is_root() -> bool {
+    std::fs::metadata("/proc/self")
+        .map(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0)
+        .unwrap_or(false)
 }

@@ -52,7 +52,7 @@ pub fn run(root: &Path, args: &Args) -> Result<()> {
 
     let missing: Vec<_> = TOOLS.iter().filter(|t| !on_path(t)).collect();
     if !missing.is_empty() {
-        if !args.no_install && is_root() {
+        if !args.no_install && crate::is_root() {
             eprintln!("==> installing missing test tools ({missing:?}) with ci/install-deps");
             status(
                 Command::new("sh").arg(root.join("ci/install-deps")),
@@ -131,31 +131,25 @@ pub fn run(root: &Path, args: &Args) -> Result<()> {
     Ok(())
 }
 
-/// Builds the fixture inputs, then releases N-1 and N for amd64 with the real
+/// Builds releases N-1 and N for amd64 from the fixture inputs with the real
 /// `dist`, and returns their output directories.
 fn build_releases(root: &Path) -> Result<(PathBuf, PathBuf)> {
     let work = root.join("target/ci-dist");
-    let fixtures = work.join("fixtures");
     let xtask = std::env::current_exe().context("locating the xtask binary")?;
-    if !fixtures.join("STANDINS").exists() {
-        eprintln!("==> cargo xtask fixtures");
-        status(
-            Command::new(&xtask)
-                .arg("fixtures")
-                .arg(&fixtures)
-                .args(["--arch", "amd64"]),
-            "cargo xtask fixtures",
-        )?;
-    }
     let mut outs = Vec::new();
     for (label, revision) in [("prev", "1"), ("cur", "2")] {
         let out = work.join(label);
-        eprintln!("==> cargo xtask dist (release {label}, revision {revision})");
+        eprintln!("==> cargo xtask dist --fixtures (release {label}, revision {revision})");
         status(
             Command::new(&xtask)
-                .arg("dist")
-                .args(["--arch", "amd64", "--revision", revision, "--from"])
-                .arg(&fixtures)
+                .args([
+                    "dist",
+                    "--fixtures",
+                    "--arch",
+                    "amd64",
+                    "--revision",
+                    revision,
+                ])
                 .arg("--out")
                 .arg(&out)
                 .env("SOURCE_DATE_EPOCH", TEST_EPOCH),
@@ -195,13 +189,6 @@ fn cargo() -> String {
 fn on_path(tool: &str) -> bool {
     std::env::var_os("PATH")
         .map(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()))
-        .unwrap_or(false)
-}
-
-fn is_root() -> bool {
-    // The uid of /proc/self is ours; no libc call needed.
-    std::fs::metadata("/proc/self")
-        .map(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0)
         .unwrap_or(false)
 }
 

@@ -6,12 +6,15 @@
 //! enclosing one) whose `[package.metadata.deb]` lists the staged files as
 //! assets; after `from_manifest` the public fields are set to what cargo-deb
 //! cannot know (version verbatim with its revision, architecture, timestamp,
-//! dependencies), then `write_deb` writes the archive.
+//! dependencies). cargo-deb writes the control archive; the data archive,
+//! with the codec of `--compression`, comes from `super::debpack`.
 //!
 //! cargo-deb writes no `md5sums` control member, which `dpkg --verify` and
 //! debsums need. It has no hook for extra control files, so the finished .deb
-//! is rewritten: the small control.tar.xz is unpacked and packed again with
-//! md5sums added, data.tar.xz is copied byte for byte.
+//! is rewritten: the small control archive is unpacked and packed again with
+//! md5sums added, the data archive is copied byte for byte. The digests are
+//! taken from the data archive itself, so they describe exactly what dpkg
+//! unpacks, whatever cargo-deb did to the inputs on the way.
 
 use std::fs;
 use std::io::{Read, Write};
@@ -19,7 +22,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use anyhow::{bail, Context, Result};
-use cargo_deb::compress::{CompressConfig, Format};
 use cargo_deb::config::{BuildOptions, ExtendedDescription};
 use cargo_deb::listener::Listener;
 use cargo_deb::BuildEnvironment;
@@ -71,6 +73,10 @@ pub fn write(
         assets.push((f.path.clone(), dest, f.mode));
     }
     let doc_dir = format!("/usr/share/doc/{}", pkg.name);
+    // cargo-deb also resolves a copyright of its own at this path, which
+    // would win over an asset; the manifest's `license-file` names ours, so
+    // both are the same text (copied line by line: it already carries the
+    // machine-readable header).
     assets.push((copyright, format!("{doc_dir}/copyright"), 0o644));
     assets.push((changelog, format!("{doc_dir}/changelog.Debian.gz"), 0o644));
     assets.sort_by(|a, b| a.1.cmp(&b.1));
@@ -104,7 +110,7 @@ pub fn write(
 
     let listener = Collect::default();
     let unsigned = crate_dir.join("unsigned.deb");
-    if let Err(e) = build(pkg, arch, meta, &manifest, &unsigned, &listener) {
+    if let Err(e) = build(pkg, arch, meta, &assets, &manifest, &unsigned, &listener) {
         let warnings = listener
             .warnings
             .lock()
@@ -122,11 +128,8 @@ pub fn write(
         );
     }
 
-    let md5sums = md5sums(&assets)?;
-    super::write_atomic(&out, |file| {
-        add_md5sums(&unsigned, &md5sums, meta.epoch, file)
-    })
-    .with_context(|| format!("adding md5sums to {}", out.display()))?;
+    super::write_atomic(&out, |file| add_md5sums(&unsigned, meta.epoch, file))
+        .with_context(|| format!("adding md5sums to {}", out.display()))?;
     Ok(out)
 }
 
@@ -134,6 +137,7 @@ fn build(
     pkg: &Staged,
     arch: &str,
     meta: &Meta,
+    assets: &[(PathBuf, String, u32)],
     manifest: &Path,
     out: &Path,
     listener: &Collect,
@@ -159,14 +163,17 @@ fn build(
     deb.extended_description = ExtendedDescription::String(pkg.description.clone());
     deb.resolve_assets(listener)?;
     deb.sort_assets_by_type();
-    let compress = CompressConfig {
-        fast: meta.fast,
-        compress_type: Format::Xz,
-        compress_system: false,
-        rsyncable: false,
-    };
-    cargo_deb::write_deb(&config, out.to_path_buf(), &deb, &compress, listener)?;
-    Ok(())
+    let codec = meta.codecs.deb;
+    super::debpack::write(
+        &config,
+        &deb,
+        assets,
+        codec,
+        meta.threads,
+        meta.epoch,
+        out,
+        listener,
+    )
 }
 
 /// The throwaway crate's Cargo.toml.
@@ -198,6 +205,7 @@ fn manifest_text(
     deb.insert("section".into(), "admin".into());
     deb.insert("priority".into(), "optional".into());
     deb.insert("assets".into(), Value::Array(list));
+    deb.insert("license-file".into(), "doc/copyright".into());
     if scripts {
         deb.insert("maintainer-scripts".into(), "scripts".into());
     }
@@ -273,35 +281,84 @@ fn changelog_gz(pkg: &Staged, meta: &Meta) -> Result<Vec<u8>> {
     Ok(gz.finish()?)
 }
 
-/// The `md5sums` control member: `md5  path` for every file, sorted.
-fn md5sums(assets: &[(PathBuf, String, u32)]) -> Result<String> {
+/// The `md5sums` control member of a data archive (`data.tar.<ext>`):
+/// `md5  path` for every regular file, sorted by path, conffiles left out
+/// (dpkg tracks those in the status database, as dh_md5sums does).
+fn md5sums_of_data(name: &str, data: &[u8], conffiles: &[String]) -> Result<String> {
     let mut lines = Vec::new();
-    for (src, dest, _) in assets {
-        let mut file = fs::File::open(src).with_context(|| format!("reading {}", src.display()))?;
+    let mut archive = tar::Archive::new(decompress(name, data)?);
+    for entry in archive
+        .entries()
+        .with_context(|| format!("reading {name}"))?
+    {
+        let mut entry = entry.with_context(|| format!("reading {name}"))?;
+        if !entry.header().entry_type().is_file() {
+            continue;
+        }
+        let path = String::from_utf8(entry.path_bytes().into_owned())
+            .with_context(|| format!("{name}: a member name is not UTF-8"))?;
+        let path = path
+            .trim_start_matches("./")
+            .trim_start_matches('/')
+            .to_string();
+        if conffiles.iter().any(|c| c.trim_start_matches('/') == path) {
+            continue;
+        }
         let mut hasher = Md5::new();
-        let mut buf = vec![0u8; 1 << 20];
+        let mut buf = vec![0u8; 1 << 16];
         loop {
-            let n = file
+            let n = entry
                 .read(&mut buf)
-                .with_context(|| format!("reading {}", src.display()))?;
+                .with_context(|| format!("reading {name}: {path}"))?;
             if n == 0 {
                 break;
             }
             hasher.update(&buf[..n]);
         }
-        lines.push(format!(
-            "{}  {}\n",
-            hex(&hasher.finalize()),
-            dest.trim_start_matches('/')
-        ));
+        lines.push((path, hex(&hasher.finalize())));
     }
-    lines.sort_by(|a, b| a[34..].cmp(&b[34..]));
-    Ok(lines.concat())
+    lines.sort();
+    Ok(lines
+        .iter()
+        .map(|(path, md5)| format!("{md5}  {path}\n"))
+        .collect())
+}
+
+/// A reader of the tar inside `name` (`*.tar.xz`, `*.tar.zst`, `*.tar.gz` or
+/// `*.tar`).
+fn decompress<'a>(name: &str, data: &'a [u8]) -> Result<Box<dyn Read + 'a>> {
+    Ok(match name.rsplit_once(".tar") {
+        Some((_, ".xz")) => Box::new(xz2::read::XzDecoder::new(data)),
+        Some((_, ".zst")) => Box::new(zstd::stream::read::Decoder::new(data)?),
+        Some((_, ".gz")) => Box::new(flate2::read::GzDecoder::new(data)),
+        Some((_, "")) => Box::new(data),
+        _ => bail!("{name}: unsupported compression"),
+    })
+}
+
+/// `control` compressed the way the archive `name` is.
+fn compress(name: &str, control: &[u8]) -> Result<Vec<u8>> {
+    Ok(match name.rsplit_once(".tar") {
+        Some((_, ".xz")) => {
+            let mut xz = xz2::write::XzEncoder::new(Vec::new(), 9);
+            xz.write_all(control)?;
+            xz.finish()?
+        }
+        Some((_, ".gz")) => {
+            let mut gz = flate2::GzBuilder::new()
+                .mtime(0)
+                .write(Vec::new(), flate2::Compression::best());
+            gz.write_all(control)?;
+            gz.finish()?
+        }
+        Some((_, "")) => control.to_vec(),
+        _ => bail!("{name}: unsupported compression"),
+    })
 }
 
 /// Copies the .deb at `unsigned` to `out` with `md5sums` added to its control
 /// archive (right after `control`, where dpkg-deb puts it).
-fn add_md5sums(unsigned: &Path, md5sums: &str, epoch: u64, out: &mut fs::File) -> Result<()> {
+fn add_md5sums(unsigned: &Path, epoch: u64, out: &mut fs::File) -> Result<()> {
     let input =
         fs::File::open(unsigned).with_context(|| format!("reading {}", unsigned.display()))?;
     let mut ar_in = ar::Archive::new(input);
@@ -314,15 +371,20 @@ fn add_md5sums(unsigned: &Path, md5sums: &str, epoch: u64, out: &mut fs::File) -
         members.push((name, data));
     }
     let names: Vec<&str> = members.iter().map(|(n, _)| n.as_str()).collect();
-    if names != ["debian-binary", "control.tar.xz", "data.tar.xz"] {
+    if names.len() != 3
+        || names[0] != "debian-binary"
+        || !names[1].starts_with("control.tar")
+        || !names[2].starts_with("data.tar")
+    {
         bail!("{}: unexpected members {names:?}", unsigned.display());
     }
+    let control_name = members[1].0.clone();
 
     let mut control_tar = Vec::new();
-    xz2::read::XzDecoder::new(members[1].1.as_slice())
+    decompress(&control_name, &members[1].1)?
         .read_to_end(&mut control_tar)
-        .context("unpacking control.tar.xz")?;
-    let mut rebuilt = tar::Builder::new(Vec::new());
+        .with_context(|| format!("unpacking {control_name}"))?;
+    let mut entries = Vec::new();
     let mut archive = tar::Archive::new(control_tar.as_slice());
     for entry in archive.entries().context("reading control.tar")? {
         let mut entry = entry.context("reading control.tar")?;
@@ -330,7 +392,24 @@ fn add_md5sums(unsigned: &Path, md5sums: &str, epoch: u64, out: &mut fs::File) -
         let path = entry.path_bytes().into_owned();
         let mut data = Vec::new();
         entry.read_to_end(&mut data)?;
-        rebuilt.append(&header, data.as_slice())?;
+        entries.push((header, path, data));
+    }
+    let conffiles: Vec<String> = entries
+        .iter()
+        .find(|(_, path, _)| path == b"./conffiles")
+        .map(|(_, _, data)| {
+            String::from_utf8_lossy(data)
+                .lines()
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default();
+    let md5sums = md5sums_of_data(&members[2].0, &members[2].1, &conffiles)
+        .with_context(|| format!("{}", unsigned.display()))?;
+
+    let mut rebuilt = tar::Builder::new(Vec::new());
+    for (header, path, data) in &entries {
+        rebuilt.append(header, data.as_slice())?;
         if path == b"./control" {
             let mut md5 = header.clone();
             // Written by hand: set_path() would drop the "./" every other
@@ -345,9 +424,8 @@ fn add_md5sums(unsigned: &Path, md5sums: &str, epoch: u64, out: &mut fs::File) -
         }
     }
     let control_tar = rebuilt.into_inner().context("packing control.tar")?;
-    let mut xz = xz2::write::XzEncoder::new(Vec::new(), 9);
-    xz.write_all(&control_tar)?;
-    members[1].1 = xz.finish().context("compressing control.tar.xz")?;
+    members[1].1 = compress(&control_name, &control_tar)
+        .with_context(|| format!("compressing {control_name}"))?;
 
     let mut ar_out = ar::Builder::new(out);
     for (name, data) in &members {
@@ -378,4 +456,60 @@ impl Listener for Collect {
     fn info(&self, _s: String) {}
     fn progress(&self, _operation: &str, _detail: String) {}
     fn generated_archive(&self, _path: &Path) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A data archive with a file, a directory, a symlink and a conffile.
+    fn data_tar() -> Vec<u8> {
+        let mut b = tar::Builder::new(Vec::new());
+        let mut add = |path: &str, kind: tar::EntryType, body: &[u8]| {
+            let mut h = tar::Header::new_gnu();
+            h.set_entry_type(kind);
+            h.set_size(body.len() as u64);
+            h.set_mode(0o644);
+            if kind == tar::EntryType::Symlink {
+                h.set_link_name("kubelet").unwrap();
+            }
+            b.append_data(&mut h, path, body).unwrap();
+        };
+        add("./usr/", tar::EntryType::Directory, b"");
+        add(
+            "./usr/share/doc/kubelet/copyright",
+            tar::EntryType::Regular,
+            b"shipped\n",
+        );
+        add("./usr/bin/kubelet", tar::EntryType::Regular, b"binary");
+        add("./usr/bin/k", tar::EntryType::Symlink, b"");
+        add("./etc/kubelet.conf", tar::EntryType::Regular, b"conf");
+        b.into_inner().unwrap()
+    }
+
+    fn md5_hex(data: &[u8]) -> String {
+        hex(&Md5::digest(data))
+    }
+
+    #[test]
+    fn md5sums_describe_the_bytes_in_the_data_archive() {
+        let tar = data_tar();
+        let conffiles = vec!["/etc/kubelet.conf".to_string()];
+        let expected = format!(
+            "{}  usr/bin/kubelet\n{}  usr/share/doc/kubelet/copyright\n",
+            md5_hex(b"binary"),
+            md5_hex(b"shipped\n")
+        );
+        let xz = compress("data.tar.xz", &tar).unwrap();
+        assert_eq!(
+            md5sums_of_data("data.tar.xz", &xz, &conffiles).unwrap(),
+            expected
+        );
+        let gz = compress("data.tar.gz", &tar).unwrap();
+        assert_eq!(
+            md5sums_of_data("data.tar.gz", &gz, &conffiles).unwrap(),
+            expected
+        );
+        assert!(md5sums_of_data("data.tar.lz", &tar, &conffiles).is_err());
+    }
 }

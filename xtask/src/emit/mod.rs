@@ -1,8 +1,11 @@
-//! The artifact writers: `deb` (cargo-deb as a library), `rpm` (the `rpm`
-//! crate) and `tarball` (tar + gzip). Each reads only staged trees
-//! (`crate::stage`) and writes one file through a temp file and a rename.
+//! The artifact writers: `deb` (cargo-deb as a library, its data archive
+//! from `debpack`), `rpm` (the `rpm` crate) and `tarball` (tar + gzip), with
+//! the codecs of `codec`. Each reads only staged trees (`crate::stage`) and
+//! writes one file through a temp file and a rename.
 
+pub mod codec;
 pub mod deb;
+pub mod debpack;
 pub mod rpm;
 pub mod tarball;
 
@@ -24,8 +27,11 @@ pub struct Meta {
     pub homepage: String,
     /// SOURCE_DATE_EPOCH: every timestamp in every artifact.
     pub epoch: u64,
-    /// Faster, larger compression for trial builds.
-    pub fast: bool,
+    /// The codec and level of each format.
+    pub codecs: codec::Codecs,
+    /// Threads each artifact's encoder may use (the output does not depend
+    /// on it).
+    pub threads: u32,
     /// The repository root (LICENSE, pkg/scripts/, installer/).
     pub root: PathBuf,
 }

@@ -1,9 +1,11 @@
 //! `.rpm` through the `rpm` crate's `PackageBuilder`.
 //!
-//! Payload: zstd (level 19, multithreaded; `--fast`: level 3). rpm reads zstd
-//! payloads since 4.14 (RHEL/CentOS 8, Fedora 27, SLES 15, openSUSE 15); RHEL
-//! 7's rpm 4.11 cannot. xz would reach rpm 4.11 too, but liblzma cannot be
-//! linked twice into one program and cargo-deb already links it for the debs.
+//! Payload: `--compression rpm=…`, by default zstd level 19, multithreaded
+//! (`--fast`: level 3). rpm reads zstd payloads since 4.14 (RHEL/CentOS 8,
+//! Fedora 27, SLES 15, openSUSE 15); RHEL 7's rpm 4.11 cannot: `rpm=gz:9`
+//! reaches it (single-threaded in the rpm crate). xz would reach rpm 4.11 too,
+//! but liblzma cannot be linked twice into one program and the debs already
+//! link it (see `super::codec`).
 
 use std::path::{Path, PathBuf};
 
@@ -13,6 +15,7 @@ use rpm::{
     Timestamp,
 };
 
+use super::codec::{Codec, Kind};
 use super::{Meta, ScriptValues, MAINTAINER};
 use crate::spec::{ConfigStyle, Dep, FamilyConf};
 use crate::stage::Staged;
@@ -23,7 +26,17 @@ pub fn write(pkg: &Staged, fam: &FamilyConf, meta: &Meta, out_dir: &Path) -> Res
     let out = out_dir.join(format!("{}-{}.{arch}.rpm", pkg.name, pkg.version));
     let epoch =
         u32::try_from(meta.epoch).context("SOURCE_DATE_EPOCH does not fit rpm's 32-bit times")?;
-    let level = if meta.fast { 3 } else { 19 };
+    let compression = match meta.codecs.rpm {
+        Codec {
+            kind: Kind::Zstd,
+            level,
+        } => CompressionWithLevel::Zstd(level as i32),
+        Codec {
+            kind: Kind::Gz,
+            level,
+        } => CompressionWithLevel::Gzip(level),
+        other => bail!("--compression rpm={other}: the rpm crate here writes zstd or gz only"),
+    };
     let mut b = PackageBuilder::new(
         &pkg.name,
         &pkg.upstream_version,
@@ -34,14 +47,18 @@ pub fn write(pkg: &Staged, fam: &FamilyConf, meta: &Meta, out_dir: &Path) -> Res
     // First: every later call reads the config (file mtimes, build time).
     b.using_config(
         BuildConfig::v4()
-            .compression(CompressionWithLevel::Zstd(level))
+            .compression(compression)
             .source_date(epoch),
     );
     b.release(pkg.revision.to_string())
-        .description(&pkg.description)
+        .description(wrap(&pkg.description, 79))
         .url(&meta.homepage)
         .vendor("kubedist")
         .packager(MAINTAINER)
+        // Deprecated in Fedora, still read by SUSE tools and rpmlint.
+        .group("System/Management")
+        // A fixed name: the real host's would make every build differ.
+        .build_host("kubedist.invalid")
         .add_changelog_entry(
             format!("{MAINTAINER} - {}", pkg.version),
             format!("- {}", super::changelog_line(pkg)),
@@ -141,6 +158,26 @@ fn owned_dirs(pkg: &Staged, unitdir: &str) -> Vec<(String, u16)> {
     dirs
 }
 
+/// `text` with every line longer than `width` broken at spaces: rpm shows
+/// %description verbatim (no reflow as in a deb's control file), and
+/// rpmlint wants it to fit a terminal.
+fn wrap(text: &str, width: usize) -> String {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let mut cur = String::new();
+        for word in line.split(' ') {
+            if !cur.is_empty() && cur.len() + 1 + word.len() > width {
+                out.push(std::mem::take(&mut cur));
+            } else if !cur.is_empty() {
+                cur.push(' ');
+            }
+            cur.push_str(word);
+        }
+        out.push(cur);
+    }
+    out.join("\n")
+}
+
 fn dependency(dep: &Dep) -> Result<Dependency> {
     Ok(match &dep.constraint {
         None => Dependency::any(&dep.name),
@@ -153,4 +190,22 @@ fn dependency(dep: &Dep) -> Result<Dependency> {
             other => bail!("dependency {}: unknown operator {other}", dep.rpm()),
         },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn descriptions_wrap_at_word_boundaries() {
+        let text = "First paragraph.\n\nTEST BUILD, not for production: kubelet is a recorder stand-in (kubedist-standin) that logs its arguments.";
+        let wrapped = wrap(text, 79);
+        assert!(wrapped.lines().all(|l| l.len() <= 79), "{wrapped}");
+        assert_eq!(
+            wrapped.split_whitespace().collect::<Vec<_>>(),
+            text.split_whitespace().collect::<Vec<_>>()
+        );
+        assert!(wrapped.starts_with("First paragraph.\n\nTEST BUILD"));
+        assert_eq!(wrap("short", 79), "short");
+    }
 }

@@ -1,4 +1,5 @@
-//! The air-gapped tarball, `kubedist-<k8s version>-linux-<arch>.tar.gz`:
+//! The air-gapped tarball, `kubedist-<k8s version>-linux-<arch>.tar.gz`
+//! (`.tar.xz` or `.tar.zst` with `--compression tar=xz|zstd`):
 //!
 //! ```text
 //! kubedist-<ver>-linux-<arch>/
@@ -13,8 +14,9 @@
 //! `config` (the installer never overwrites an edited one). A file whose dest
 //! and content are the same for deb and rpm is stored once, as family `any`.
 //!
-//! gzip, not xz or zstd: every air-gapped host can unpack it, busybox
-//! included. Root-owned with numeric ids only, no xattrs, every mtime
+//! gzip by default, not xz or zstd: every air-gapped host can unpack it,
+//! busybox included; it is written by `super::codec`'s parallel gzip (one
+//! member, as pigz writes). Root-owned with numeric ids only, no xattrs, every mtime
 //! SOURCE_DATE_EPOCH, entries sorted: the same inputs give the same bytes.
 
 use std::collections::BTreeMap;
@@ -25,13 +27,14 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use sha2::{Digest, Sha256};
 
+use super::codec::{self, Codec};
 use super::Meta;
 use crate::spec::{Arch, Family};
 use crate::stage::{hex, Staged, StagedFile};
 
-/// The tarball's file name for a Kubernetes version and architecture.
-pub fn file_name(k8s_version: &str, arch: Arch) -> String {
-    format!("{}.tar.gz", top_dir(k8s_version, arch))
+/// The tarball's file name for a Kubernetes version, architecture and codec.
+pub fn file_name(k8s_version: &str, arch: Arch, codec: Codec) -> String {
+    format!("{}.tar.{}", top_dir(k8s_version, arch), codec.ext())
 }
 
 fn top_dir(k8s_version: &str, arch: Arch) -> String {
@@ -82,7 +85,7 @@ pub fn write(
     meta: &Meta,
     out_dir: &Path,
 ) -> Result<PathBuf> {
-    let out = out_dir.join(file_name(k8s_version, arch));
+    let out = out_dir.join(file_name(k8s_version, arch, meta.codecs.tar));
     let mut lines = Vec::new();
     let mut payload: BTreeMap<String, (PathBuf, String, u64)> = BTreeMap::new();
     for (deb, rpm) in packages {
@@ -162,22 +165,18 @@ pub fn write(
     }
 
     let top = top_dir(k8s_version, arch);
-    let level = if meta.fast {
-        flate2::Compression::fast()
-    } else {
-        flate2::Compression::best()
-    };
     super::write_atomic(&out, |file| {
-        let gz = flate2::GzBuilder::new()
-            .mtime(0)
-            .write(BufWriter::new(file), level);
-        let mut tar = tar::Builder::new(gz);
+        let encoder = codec::encoder(meta.codecs.tar, meta.threads, BufWriter::new(file))
+            .context("starting the compressor")?;
+        let mut tar = tar::Builder::new(encoder);
         append(&mut tar, &format!("{top}/"), &Item::Dir, meta.epoch)?;
         for (key, item) in &items {
             append(&mut tar, &format!("{top}/{key}"), item, meta.epoch)?;
         }
-        let gz = tar.into_inner().context("finishing the tar stream")?;
-        let mut buf = gz.finish().context("finishing the gzip stream")?;
+        let encoder = tar.into_inner().context("finishing the tar stream")?;
+        let mut buf = encoder
+            .finish()
+            .context("finishing the compressed stream")?;
         buf.flush().context("writing the tarball")?;
         Ok(())
     })

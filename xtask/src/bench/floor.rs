@@ -1,0 +1,140 @@
+//! The codec floor: the time to compress the same bytes as dist with the
+//! same codecs, levels and encoders on every CPU, and nothing else: no files,
+//! no archive framing, no digests, no metadata.
+//!
+//! The bytes are dist's own uncompressed streams, unpacked from its
+//! artifacts: each deb's data.tar, each rpm's cpio payload, the tarball's
+//! tar. (The control archives, a few KiB each, are left out.) They are
+//! compressed in memory, biggest first, with dist's schedule: as many at
+//! once and as many encoder threads each as dist uses.
+
+use std::fs;
+use std::io::Read;
+use std::path::Path;
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use anyhow::{bail, Context, Result};
+
+use super::measure::{self, Sample};
+use crate::emit::codec::{self, Codec, Codecs};
+
+pub struct Floor {
+    pub sample: Sample,
+    pub streams: usize,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+}
+
+/// The uncompressed streams of the artifacts in `dist`, each with the codec
+/// dist compressed it with.
+pub fn streams(dist: &Path, codecs: &Codecs) -> Result<Vec<(String, Codec, Vec<u8>)>> {
+    let mut out = Vec::new();
+    let mut paths: Vec<_> = fs::read_dir(dist)
+        .with_context(|| format!("reading {}", dist.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .collect();
+    paths.sort();
+    for path in paths {
+        let name = path
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
+        if name.ends_with(".deb") {
+            let mut ar = ar::Archive::new(
+                fs::File::open(&path).with_context(|| format!("reading {}", path.display()))?,
+            );
+            while let Some(entry) = ar.next_entry() {
+                let mut entry = entry.with_context(|| format!("reading {}", path.display()))?;
+                let member = String::from_utf8_lossy(entry.header().identifier()).into_owned();
+                if member.starts_with("data.tar") {
+                    let mut data = Vec::new();
+                    entry
+                        .read_to_end(&mut data)
+                        .with_context(|| format!("reading {name}: {member}"))?;
+                    let tar =
+                        decompress(&member, &data).with_context(|| format!("{name}: {member}"))?;
+                    out.push((name.clone(), codecs.deb, tar));
+                }
+            }
+        } else if name.ends_with(".rpm") {
+            let cpio = Command::new("rpm2cpio")
+                .arg(&path)
+                .output()
+                .context("running rpm2cpio")?;
+            if !cpio.status.success() {
+                bail!(
+                    "rpm2cpio {}: {}",
+                    path.display(),
+                    String::from_utf8_lossy(&cpio.stderr).trim()
+                );
+            }
+            out.push((name, codecs.rpm, cpio.stdout));
+        } else if [".tar.gz", ".tar.xz", ".tar.zst"]
+            .iter()
+            .any(|e| name.ends_with(e))
+        {
+            let data = fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+            let tar = decompress(&name, &data).with_context(|| name.clone())?;
+            out.push((name, codecs.tar, tar));
+        }
+    }
+    Ok(out)
+}
+
+fn decompress(name: &str, data: &[u8]) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    if name.ends_with(".xz") {
+        xz2::read::XzDecoder::new(data).read_to_end(&mut out)?;
+    } else if name.ends_with(".zst") {
+        out = zstd::stream::decode_all(data)?;
+    } else if name.ends_with(".gz") {
+        flate2::read::MultiGzDecoder::new(data).read_to_end(&mut out)?;
+    } else {
+        bail!("{name}: unknown compression");
+    }
+    Ok(out)
+}
+
+/// Compresses `streams` as dist would schedule them and times it.
+pub fn run(streams: &[(String, Codec, Vec<u8>)]) -> Result<Floor> {
+    let (workers, threads) = crate::dist::schedule(measure::cpus(), streams.len(), None);
+    let mut order: Vec<&(String, Codec, Vec<u8>)> = streams.iter().collect();
+    order.sort_by_key(|s| std::cmp::Reverse(s.2.len()));
+    let next = AtomicUsize::new(0);
+    let sizes: Mutex<Vec<Result<u64>>> = Mutex::new(Vec::new());
+    let (_, sample) = measure::in_process(|| {
+        std::thread::scope(|s| {
+            for _ in 0..workers {
+                s.spawn(|| loop {
+                    let Some((name, codec, bytes)) = order.get(next.fetch_add(1, Ordering::SeqCst))
+                    else {
+                        return;
+                    };
+                    let size = codec::compress(*codec, threads, bytes)
+                        .map(|c| c.len() as u64)
+                        .with_context(|| format!("compressing {name}'s stream"));
+                    if let Ok(mut v) = sizes.lock() {
+                        v.push(size);
+                    }
+                });
+            }
+        });
+        Ok(())
+    })?;
+    let sizes = sizes
+        .into_inner()
+        .map_err(|_| anyhow::anyhow!("a compressor thread panicked"))?;
+    if sizes.len() != streams.len() {
+        bail!("a compressor thread panicked");
+    }
+    let bytes_out = sizes.into_iter().sum::<Result<u64>>()?;
+    Ok(Floor {
+        sample,
+        streams: streams.len(),
+        bytes_in: streams.iter().map(|s| s.2.len() as u64).sum(),
+        bytes_out,
+    })
+}

@@ -1,0 +1,482 @@
+//! `cargo xtask bench`: how fast `dist` is, measured in one run on one
+//! machine, and printed as a Markdown report (also written to
+//! `<work>/report.md`):
+//!
+//! 1. `dist` of everything (5 packages × deb + rpm, plus the tarball, for
+//!    this host's architecture) on a payload of Go-like binaries
+//!    (`payload`), against the native tools over the same trees (`native`)
+//!    and against the codec floor (`floor`): wall, CPU and sizes.
+//! 2. a no-change re-run of `dist` (artifact cache) against the first run;
+//! 3. kubelet-wrapper's start-to-exec overhead (`wrapper`);
+//! 4. reproducibility: the cold runs' and the re-run's SHA256SUMS compared.
+//!
+//! Benchmarks report; they do not pass or fail. The targets are printed next
+//! to the figures.
+
+mod floor;
+mod measure;
+mod native;
+mod payload;
+mod wrapper;
+
+use std::fmt::Write as _;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{bail, Context, Result};
+
+use crate::emit::codec::Codecs;
+use crate::spec::Spec;
+use measure::Sample;
+
+/// Measure dist against the native tools and the codec floor, a no-change
+/// re-run, kubelet-wrapper's start-up and reproducibility.
+///
+/// Takes about 10 minutes on 2 CPUs at the default codecs (a 250 MiB payload
+/// compressed as xz -6, zstd -19 and gzip -9 four times over); --quick takes
+/// about one. Needs dpkg-deb, rpmbuild, rpm2cpio, cpio, tar and hyperfine
+/// (apt-get install dpkg-dev rpm cpio hyperfine).
+#[derive(clap::Args, Debug)]
+#[command(after_long_help = "\
+Examples:
+  cargo xtask bench                      # the table of docs/performance.md
+  cargo xtask bench --quick              # 25 MiB payload, about a minute
+  cargo xtask bench --compression fast   # the same at --fast levels")]
+pub struct Args {
+    /// A 25 MiB payload instead of 250 MiB.
+    #[arg(long)]
+    pub quick: bool,
+    /// Cold dist runs (the first fills the artifact cache, the others run
+    /// with --no-cache; all are compared for reproducibility).
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    pub runs: usize,
+    /// Codecs and levels, as dist's --compression.
+    #[arg(long, value_name = "SPEC")]
+    pub compression: Option<String>,
+    /// Leave out the native tools (the slowest part).
+    #[arg(long)]
+    pub no_native: bool,
+    /// Where inputs, outputs and logs go (replaced). Default: target/bench.
+    #[arg(long, value_name = "DIR")]
+    pub work: Option<PathBuf>,
+}
+
+/// SOURCE_DATE_EPOCH of every run: fixed, so runs can be compared.
+const EPOCH: u64 = 1_700_000_000;
+
+pub fn run(spec: &Spec, args: &Args) -> Result<()> {
+    if args.runs < 2 {
+        bail!(
+            "--runs {}: at least 2 (reproducibility compares two cold runs)",
+            args.runs
+        );
+    }
+    let codecs = Codecs::parse(args.compression.as_deref().unwrap_or(""), Codecs::DEFAULT)?;
+    let work = match &args.work {
+        Some(d) => std::path::absolute(d).with_context(|| format!("--work {}", d.display()))?,
+        None => spec.root.join("target/bench"),
+    };
+    let logs = work.join("logs");
+    let _ = fs::remove_dir_all(&logs);
+    fs::create_dir_all(&logs).with_context(|| format!("creating {}", logs.display()))?;
+    let arch = crate::fetch::host_arch()?;
+    let started = std::time::Instant::now();
+    let mut report = Report::new(codecs);
+
+    eprintln!("==> bench: payload");
+    let fixtures = crate::fixtures::ensure(spec, &work.join("fixtures"), &[arch])?;
+    let sizes = if args.quick {
+        payload::Sizes::QUICK
+    } else {
+        payload::Sizes::FULL
+    };
+    let payload = payload::write(spec, &fixtures, arch, &sizes, &work.join("inputs"))?;
+
+    let exe = std::env::current_exe().context("finding the xtask executable")?;
+    let cache = work.join("cache");
+    let _ = fs::remove_dir_all(&cache);
+    let dist = |out: &Path, cached: bool, log: &str| -> Result<Sample> {
+        let mut cmd = Command::new(&exe);
+        cmd.arg("dist")
+            .arg("--from")
+            .arg(&payload.dir)
+            .args([
+                "--arch",
+                arch.go_name(),
+                "--compression",
+                &codecs.to_string(),
+            ])
+            .arg("--out")
+            .arg(out)
+            .env("SOURCE_DATE_EPOCH", EPOCH.to_string());
+        if cached {
+            cmd.arg("--cache-dir").arg(&cache);
+        } else {
+            cmd.arg("--no-cache");
+        }
+        let load = measure::load();
+        let s = measure::run(&mut cmd, &logs.join(log))?;
+        eprintln!(
+            "    {log}: {:.1} s wall, {:.1} s CPU (load {load:.2})",
+            s.wall, s.cpu
+        );
+        Ok(s)
+    };
+
+    // A build of the wrapper before anything is timed: dist checks it with
+    // cargo on every run, which then costs what a no-change check costs.
+    crate::build::static_binary(&spec.root, "kubelet-wrapper", "kubelet-wrapper", arch)?;
+
+    eprintln!("==> bench: dist, {} cold runs", args.runs);
+    let outs: Vec<PathBuf> = (0..args.runs)
+        .map(|i| work.join(format!("dist-{i}")))
+        .collect();
+    let mut cold = Vec::new();
+    for (i, out) in outs.iter().enumerate() {
+        let _ = fs::remove_dir_all(out);
+        cold.push(dist(out, i == 0, &format!("dist-cold-{i}.log"))?);
+    }
+    let first_sums = read_sums(&outs[0])?;
+
+    eprintln!("==> bench: dist, no-change re-runs");
+    let mut again = Vec::new();
+    for i in 0..3 {
+        again.push(dist(&outs[0], true, &format!("dist-again-{i}.log"))?);
+    }
+    let rerun_sums = read_sums(&outs[0])?;
+
+    eprintln!("==> bench: codec floor");
+    let streams = floor::streams(&outs[0], &codecs)?;
+    let load = measure::load();
+    let floor = floor::run(&streams)?;
+    drop(streams);
+    eprintln!(
+        "    {:.1} s wall, {:.1} s CPU (load {load:.2})",
+        floor.sample.wall, floor.sample.cpu
+    );
+
+    let native = if args.no_native {
+        None
+    } else {
+        eprintln!("==> bench: native tools");
+        let load = measure::load();
+        let n = native::run(&outs[0], &work.join("native"), &codecs, EPOCH, &logs)?;
+        let (t, _) = n.total();
+        eprintln!(
+            "    {:.1} s wall, {:.1} s CPU (load {load:.2})",
+            t.wall, t.cpu
+        );
+        Some(n)
+    };
+
+    eprintln!("==> bench: kubelet-wrapper");
+    let wrapper = wrapper::run(&spec.root, arch, &work.join("wrapper"), 300)?;
+
+    let mut repro = Vec::new();
+    for (i, out) in outs.iter().enumerate().skip(1) {
+        repro.push((
+            format!("cold run 1 vs cold run {}", i + 1),
+            diff(&first_sums, &read_sums(out)?),
+        ));
+    }
+    repro.push((
+        "cold run 1 vs its no-change re-runs".into(),
+        diff(&first_sums, &rerun_sums),
+    ));
+
+    report.payload(&payload);
+    report.dist(&cold, &again, &first_sums, &floor, native.as_ref());
+    report.wrapper(&wrapper);
+    report.reproducible(&repro, first_sums.len());
+    writeln!(
+        report.text,
+        "\nBench run time: {:.0} s. Logs: `{}`.",
+        started.elapsed().as_secs_f64(),
+        logs.display()
+    )?;
+    let path = work.join("report.md");
+    fs::write(&path, &report.text).with_context(|| format!("writing {}", path.display()))?;
+    print!("{}", report.text);
+    eprintln!("==> bench: report in {}", path.display());
+    Ok(())
+}
+
+/// `(name, size, sha256)` of the artifacts listed in `dir/SHA256SUMS`.
+fn read_sums(dir: &Path) -> Result<Vec<(String, u64, String)>> {
+    let path = dir.join("SHA256SUMS");
+    let text = fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    let mut rows = Vec::new();
+    for line in text.lines() {
+        let (sha, name) = line
+            .split_once("  ")
+            .with_context(|| format!("{}: bad line {line:?}", path.display()))?;
+        let size = fs::metadata(dir.join(name))
+            .with_context(|| format!("reading {}", dir.join(name).display()))?
+            .len();
+        rows.push((name.to_string(), size, sha.to_string()));
+    }
+    Ok(rows)
+}
+
+/// The artifacts whose digests differ (or that one side lacks).
+fn diff(a: &[(String, u64, String)], b: &[(String, u64, String)]) -> Vec<String> {
+    let mut out: Vec<String> = a
+        .iter()
+        .filter(|x| !b.iter().any(|y| y.0 == x.0 && y.2 == x.2))
+        .map(|x| x.0.clone())
+        .collect();
+    out.extend(
+        b.iter()
+            .filter(|y| !a.iter().any(|x| x.0 == y.0))
+            .map(|y| y.0.clone()),
+    );
+    out
+}
+
+struct Report {
+    text: String,
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / f64::from(1u32 << 20))
+}
+
+fn verdict(ok: bool) -> &'static str {
+    if ok {
+        "met"
+    } else {
+        "**missed**"
+    }
+}
+
+impl Report {
+    fn new(codecs: Codecs) -> Report {
+        let cpu = fs::read_to_string("/proc/cpuinfo")
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find(|l| l.starts_with("model name"))
+                    .and_then(|l| l.split_once(':'))
+                    .map(|(_, m)| m.trim().to_string())
+            })
+            .unwrap_or_else(|| "unknown CPU".into());
+        let mem = fs::read_to_string("/proc/meminfo")
+            .ok()
+            .and_then(|s| {
+                s.lines().next().and_then(|l| {
+                    l.split_whitespace()
+                        .nth(1)
+                        .and_then(|kb| kb.parse::<u64>().ok())
+                })
+            })
+            .map_or_else(String::new, |kb| {
+                format!(", {:.0} GiB RAM", kb as f64 / 1048576.0)
+            });
+        let loadavg = fs::read_to_string("/proc/loadavg").unwrap_or_default();
+        let mut text = String::new();
+        let _ = writeln!(
+            text,
+            "Machine: {} CPUs ({cpu}){mem}; load average at start {}.\n\
+             Codecs: `{codecs}`.\n",
+            measure::cpus(),
+            loadavg
+                .split_whitespace()
+                .take(3)
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+        Report { text }
+    }
+
+    fn payload(&mut self, p: &payload::Payload) {
+        let files: Vec<String> = p
+            .files
+            .iter()
+            .map(|(n, b, how)| format!("{n} {} ({how})", mib(*b)))
+            .collect();
+        let _ = writeln!(
+            self.text,
+            "Payload: {} of binaries: {}.\n",
+            mib(p.total()),
+            files.join(", ")
+        );
+    }
+
+    fn dist(
+        &mut self,
+        cold: &[Sample],
+        again: &[Sample],
+        sums: &[(String, u64, String)],
+        floor: &floor::Floor,
+        native: Option<&native::Native>,
+    ) {
+        let walls: Vec<f64> = cold.iter().map(|s| s.wall).collect();
+        let cpus: Vec<f64> = cold.iter().map(|s| s.cpu).collect();
+        let (wmin, wmed) = measure::min_median(&walls);
+        let (cmin, _) = measure::min_median(&cpus);
+        let size: u64 = sums.iter().map(|r| r.1).sum();
+        let t = &mut self.text;
+        let _ = writeln!(t, "| what | wall | CPU | output |\n|---|---:|---:|---:|");
+        let _ = writeln!(
+            t,
+            "| `dist`, {} artifacts, cold (min / median of {}) | {wmin:.1} s / {wmed:.1} s | {cmin:.1} s | {} |",
+            sums.len(),
+            cold.len(),
+            mib(size)
+        );
+        let _ = writeln!(
+            t,
+            "| codec floor: the same {} streams ({}), same codecs, all CPUs | {:.1} s | {:.1} s | {} |",
+            floor.streams,
+            mib(floor.bytes_in),
+            floor.sample.wall,
+            floor.sample.cpu,
+            mib(floor.bytes_out)
+        );
+        if let Some(n) = native {
+            let (total, bytes) = n.total();
+            let _ = writeln!(
+                t,
+                "| native tools, one after another (total) | {:.1} s | {:.1} s | {} |",
+                total.wall,
+                total.cpu,
+                mib(bytes)
+            );
+            for (what, (s, b, count)) in [
+                ("dpkg-deb --build", n.deb),
+                ("rpmbuild -bb", n.rpm),
+                ("tar | compressor", n.tar),
+            ] {
+                let _ = writeln!(
+                    t,
+                    "| &nbsp;&nbsp;{what} ×{count} | {:.1} s | {:.1} s | {} |",
+                    s.wall,
+                    s.cpu,
+                    mib(b)
+                );
+            }
+            if let Some((s, b)) = n.tar_pigz {
+                let _ = writeln!(
+                    t,
+                    "| &nbsp;&nbsp;(for reference: tar \\| pigz, not in the total) | {:.1} s | {:.1} s | {} |",
+                    s.wall,
+                    s.cpu,
+                    mib(b)
+                );
+            }
+        }
+        let awalls: Vec<f64> = again.iter().map(|s| s.wall).collect();
+        let (amin, amed) = measure::min_median(&awalls);
+        let _ = writeln!(
+            t,
+            "| `dist`, no change, re-run (min / median of {}) | {amin:.2} s / {amed:.2} s | {:.2} s | same bytes |",
+            again.len(),
+            again.iter().map(|s| s.cpu).fold(f64::INFINITY, f64::min)
+        );
+
+        let _ = writeln!(t, "\n| ratio | value | target | |\n|---|---:|---:|---|");
+        let r = wmin / floor.sample.wall;
+        let _ = writeln!(
+            t,
+            "| dist / codec floor (wall, min) | {r:.2} | ≤ 1.15 | {} |",
+            verdict(r <= 1.15)
+        );
+        if let Some(n) = native {
+            let (total, bytes) = n.total();
+            let r = wmin / total.wall;
+            let _ = writeln!(
+                t,
+                "| dist / native tools (wall, min) | {r:.2} | ≤ 0.70 | {} |",
+                verdict(r <= 0.70)
+            );
+            let rs = size as f64 / bytes as f64;
+            let _ = writeln!(
+                t,
+                "| dist / native tools (output size) | {rs:.3} | ≤ 1.000 | {} |",
+                verdict(rs <= 1.0)
+            );
+            for (what, ours, theirs) in [
+                ("deb", ext_size(sums, ".deb"), n.deb.1),
+                ("rpm", ext_size(sums, ".rpm"), n.rpm.1),
+                ("tarball", ext_size(sums, ".tar."), n.tar.1),
+            ] {
+                let _ = writeln!(
+                    t,
+                    "| &nbsp;&nbsp;{what}: {} vs {} | {:.3} | ≤ 1.000 | {} |",
+                    mib(ours),
+                    mib(theirs),
+                    ours as f64 / theirs as f64,
+                    verdict(ours <= theirs)
+                );
+            }
+        }
+        let r = amed / wmin;
+        let _ = writeln!(
+            t,
+            "| no-change re-run / cold run (median / min) | {:.1} % | ≤ 5 % | {} |",
+            100.0 * r,
+            verdict(r <= 0.05)
+        );
+    }
+
+    fn wrapper(&mut self, w: &wrapper::Wrapper) {
+        let ms = |s: f64| format!("{:.3} ms", s * 1000.0);
+        let t = &mut self.text;
+        let _ = writeln!(
+            t,
+            "\nkubelet-wrapper, start to exec of a stand-in kubelet that exits at once \
+             (hyperfine, {} runs each after 20 warm-ups):\n\n| command | median | mean ± σ | min |\n|---|---:|---:|---:|",
+            w.runs
+        );
+        for (what, x) in [
+            ("stand-in kubelet, exec'd directly", w.direct),
+            ("kubelet-wrapper → stand-in", w.wrapper),
+            (
+                "/bin/sh wrapper sourcing the same two env files → stand-in",
+                w.shell,
+            ),
+        ] {
+            let _ = writeln!(
+                t,
+                "| {what} | {} | {} ± {} | {} |",
+                ms(x.median),
+                ms(x.mean),
+                ms(x.stddev),
+                ms(x.min)
+            );
+        }
+        let ours = w.wrapper.median - w.direct.median;
+        let shell = w.shell.median - w.direct.median;
+        let _ = writeln!(
+            t,
+            "\n| overhead (median − direct median) | value | target | |\n|---|---:|---:|---|\n\
+             | kubelet-wrapper | {} | ≤ 1 ms | {} |\n\
+             | shell wrapper | {} | | |\n\
+             | kubelet-wrapper / shell wrapper | {:.2} | ≤ 0.10 | {} |",
+            ms(ours),
+            verdict(ours <= 0.001),
+            ms(shell),
+            ours / shell,
+            verdict(ours <= 0.1 * shell)
+        );
+    }
+
+    fn reproducible(&mut self, checks: &[(String, Vec<String>)], count: usize) {
+        let _ = writeln!(
+            self.text,
+            "\nReproducibility (SHA256SUMS compared, SOURCE_DATE_EPOCH={EPOCH}):\n"
+        );
+        for (what, differs) in checks {
+            if differs.is_empty() {
+                let _ = writeln!(self.text, "- {what}: all {count} artifacts identical");
+            } else {
+                let _ = writeln!(self.text, "- {what}: **differ**: {}", differs.join(", "));
+            }
+        }
+    }
+}
+
+fn ext_size(sums: &[(String, u64, String)], ext: &str) -> u64 {
+    sums.iter().filter(|r| r.0.contains(ext)).map(|r| r.1).sum()
+}

@@ -1,0 +1,177 @@
+//! The `.deb` container: `debian-binary`, `control.tar.xz` (cargo-deb's
+//! control archive) and `data.tar.<codec>`.
+//!
+//! cargo-deb compresses only with xz at level 6 (or 1) or gzip through
+//! zopfli, so the data archive is written here, with any codec of
+//! `super::codec`. Its layout is cargo-deb's: `./`-prefixed names, parent
+//! directories (0755) before their first file, root-owned, every mtime
+//! SOURCE_DATE_EPOCH, and cargo-deb's order (non-executables first, then by
+//! extension and path), which keeps similar files together for the codec.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+
+use cargo_deb::listener::Listener;
+use cargo_deb::{BuildEnvironment, CDResult, CargoDebError, PackageConfig};
+
+use super::codec::{self, Codec, Kind};
+
+/// Writes the .deb of `deb` to `out`: its control archive from cargo-deb,
+/// its data archive from `assets` (`(source, dest, mode)`) compressed with
+/// `codec` on `threads` threads.
+#[allow(clippy::too_many_arguments)]
+pub fn write(
+    config: &BuildEnvironment,
+    deb: &PackageConfig,
+    assets: &[(PathBuf, String, u32)],
+    codec: Codec,
+    threads: u32,
+    epoch: u64,
+    out: &Path,
+    listener: &dyn Listener,
+) -> CDResult<()> {
+    let mut control =
+        cargo_deb::deb::control::ControlArchiveBuilder::new(Vec::new(), epoch, listener);
+    control.generate_archive(config, deb)?;
+    let control = control.finish()?;
+    // Small: one thread, the debs' usual xz.
+    let control = codec::compress(Codec::new(Kind::Xz, 6), 1, &control)?;
+
+    let encoder = codec::encoder(codec, threads, Vec::new())?;
+    let data = data_tar(assets, epoch, encoder)?.finish()?;
+
+    let file = fs::File::create(out)
+        .map_err(|e| CargoDebError::IoFile("can't create the .deb", e, out.to_path_buf()))?;
+    let mut ar = ar::Builder::new(io::BufWriter::new(file));
+    for (name, bytes) in [
+        ("debian-binary".to_string(), &b"2.0\n"[..]),
+        ("control.tar.xz".to_string(), &control),
+        (format!("data.tar.{}", codec.ext()), &data),
+    ] {
+        let mut header = ar::Header::new(name.into_bytes(), bytes.len() as u64);
+        // What dpkg-deb and cargo-deb write.
+        header.set_mode(0o100644);
+        header.set_mtime(epoch);
+        header.set_uid(0);
+        header.set_gid(0);
+        ar.append(&header, bytes)
+            .map_err(|e| CargoDebError::IoFile("can't write the .deb", e, out.to_path_buf()))?;
+    }
+    ar.into_inner()
+        .and_then(|mut w| w.flush())
+        .map_err(|e| CargoDebError::IoFile("can't write the .deb", e, out.to_path_buf()))?;
+    Ok(())
+}
+
+/// The data archive of `assets` written into `dest`.
+fn data_tar<W: Write>(assets: &[(PathBuf, String, u32)], epoch: u64, dest: W) -> CDResult<W> {
+    let mut order: Vec<&(PathBuf, String, u32)> = assets.iter().collect();
+    // cargo-deb's sort_assets_by_type (no asset here is a shared library or
+    // was processed by cargo-deb).
+    order.sort_by(|a, b| {
+        let key = |x: &&(PathBuf, String, u32)| {
+            let rel = Path::new(x.1.trim_start_matches('/'));
+            (
+                x.2 & 0o111 != 0,
+                rel.extension().map(|e| e.to_os_string()),
+                rel.to_path_buf(),
+            )
+        };
+        key(a).cmp(&key(b))
+    });
+    let mut tar = tar::Builder::new(dest);
+    let mut added: BTreeSet<PathBuf> = BTreeSet::new();
+    for (src, dest, mode) in order {
+        let rel = Path::new(dest.trim_start_matches('/'));
+        let parents: Vec<&Path> = rel
+            .ancestors()
+            .skip(1)
+            .take_while(|d| !added.contains(*d))
+            .filter(|d| !d.as_os_str().is_empty())
+            .collect();
+        for dir in parents.into_iter().rev() {
+            let mut h = header(&mut tar, dir, true)
+                .map_err(|e| CargoDebError::IoFile("can't add a directory", e, dir.into()))?;
+            h.set_mtime(epoch);
+            h.set_size(0);
+            h.set_mode(0o755);
+            h.set_entry_type(tar::EntryType::Directory);
+            h.set_cksum();
+            tar.append(&h, io::empty())
+                .map_err(|e| CargoDebError::IoFile("can't add a directory", e, dir.into()))?;
+            added.insert(dir.to_path_buf());
+        }
+        let file = fs::File::open(src)
+            .map_err(|e| CargoDebError::IoFile("can't read an asset", e, src.clone()))?;
+        let size = file
+            .metadata()
+            .map_err(|e| CargoDebError::IoFile("can't read an asset", e, src.clone()))?
+            .len();
+        let mut h = header(&mut tar, rel, false)
+            .map_err(|e| CargoDebError::IoFile("can't add a file", e, rel.into()))?;
+        h.set_mtime(epoch);
+        h.set_mode(*mode);
+        h.set_size(size);
+        h.set_cksum();
+        // take(): a file that grew since it was staged cannot corrupt the
+        // archive; a shorter one fails in append.
+        tar.append(&h, file.take(size))
+            .map_err(|e| CargoDebError::IoFile("can't add a file", e, src.clone()))?;
+    }
+    tar.into_inner().map_err(|e| {
+        CargoDebError::IoFile(
+            "can't finish the data archive",
+            e,
+            PathBuf::from("data.tar"),
+        )
+    })
+}
+
+/// A header named `./<path>` (directories with a trailing `/`), as cargo-deb
+/// writes them: the old header while the name fits, else a GNU header behind
+/// a `././@LongLink` entry holding the full name.
+fn header<W: Write>(
+    tar: &mut tar::Builder<W>,
+    path: &Path,
+    is_dir: bool,
+) -> io::Result<tar::Header> {
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = path.as_os_str().as_bytes();
+    let slash = is_dir && !bytes.ends_with(b"/");
+    let mut h = if bytes.len() < 98 {
+        tar::Header::new_old()
+    } else {
+        tar::Header::new_gnu()
+    };
+    let field = &mut h.as_old_mut().name;
+    field[..2].copy_from_slice(b"./");
+    let n = bytes.len().min(98);
+    field[2..2 + n].copy_from_slice(&bytes[..n]);
+    // Room for the NUL, and for the slash first when one is needed.
+    let fits = 98 - n >= if slash { 2 } else { 1 };
+    if fits && slash {
+        field[2 + n] = b'/';
+    }
+    if !fits {
+        let mut name = b"./".to_vec();
+        name.extend_from_slice(bytes);
+        if slash {
+            name.push(b'/');
+        }
+        let mut long = tar::Header::new_gnu();
+        const LONG_LINK: &[u8] = b"././@LongLink\0";
+        long.as_old_mut().name[..LONG_LINK.len()].copy_from_slice(LONG_LINK);
+        long.set_mode(0o644);
+        long.set_uid(0);
+        long.set_gid(0);
+        long.set_mtime(0);
+        name.push(0);
+        long.set_size(name.len() as u64);
+        long.set_entry_type(tar::EntryType::new(b'L'));
+        long.set_cksum();
+        tar.append(&long, name.as_slice())?;
+    }
+    Ok(h)
+}
