@@ -1,28 +1,33 @@
-//! The repository signing key: loading an operator's OpenPGP key (or
-//! generating a test key), refusing expired or revoked keys, and the three
-//! signature forms the clients read: cleartext (`InRelease`), detached
-//! armoured (`Release.gpg`, `repomd.xml.asc`), and the public key itself.
+//! The repository signing key: an operator's OpenPGP key from a file or
+//! from gpg's agent, or a generated test key; refusing expired or revoked
+//! keys; and the signature forms the clients read: cleartext (`InRelease`),
+//! detached armoured (`Release.gpg`, `repomd.xml.asc`), detached binary
+//! (inside each rpm), and the public key itself.
 //!
-//! OpenPGP is done in-process with rpgp (`pgp`), the library the `rpm`
-//! crate signs packages with, so there is no gpg-agent or keyring state.
+//! A key file is used in-process with rpgp (`pgp`), the library the `rpm`
+//! crate builds on: no gpg-agent or keyring state. A key held by gpg's
+//! agent (smart card, token, a passphrase the agent caches) is reached
+//! through `gpg` itself (see `gpg.rs`); everything but the signing — key
+//! selection, expiry checks, the published public key — is the same code.
 
 use std::io::BufReader;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{anyhow, bail, Context, Result};
 use pgp::composed::{
     ArmorOptions, CleartextSignedMessage, Deserializable, DetachedSignature, KeyType,
-    SecretKeyParamsBuilder, SignedPublicKey, SignedSecretKey,
+    SecretKeyParamsBuilder, SignedPublicKey, SignedPublicSubKey, SignedSecretKey,
 };
 use pgp::crypto::hash::HashAlgorithm;
 use pgp::packet::{Signature, SignatureConfig, SignatureType, Subpacket, SubpacketData};
 use pgp::ser::Serialize;
-use pgp::types::{KeyDetails, KeyVersion, Password, SigningKey, Timestamp};
+use pgp::types::{Fingerprint, KeyDetails, KeyVersion, Password, SigningKey, Tag, Timestamp};
 
 use super::files;
+use super::gpg::Gpg;
 
-/// Where a protected key's passphrase comes from.
+/// Where a protected key file's passphrase comes from (or --passphrase-file).
 pub const PASSPHRASE_ENV: &str = "KUBEDIST_KEY_PASSPHRASE";
 
 /// A key that expires sooner than this gets a warning on every run.
@@ -30,22 +35,25 @@ pub const WARN_BEFORE_EXPIRY_DAYS: u64 = 90;
 
 const DAY: u64 = 86_400;
 
-/// Which key packet makes the signatures.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Signer {
-    Primary,
-    Subkey(usize),
-}
-
 pub struct RepoKey {
-    secret: SignedSecretKey,
-    signer: Signer,
-    passphrase: Option<String>,
-    /// The key file, for messages.
-    source: PathBuf,
+    /// The certificate: what clients get, and what validity is judged on.
+    public: SignedPublicKey,
+    /// The key packet (primary or subkey) that makes the signatures.
+    signing: Fingerprint,
+    backend: Backend,
+    /// The key file, or `gpg key <fingerprint>`, for messages.
+    source: String,
 }
 
-/// Validity of one key packet as its latest self-signature states it.
+enum Backend {
+    File {
+        secret: Box<SignedSecretKey>,
+        passphrase: Option<String>,
+    },
+    Gpg(Gpg),
+}
+
+/// Validity of one key packet as its latest valid self-signature states it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Validity {
     /// Seconds since the epoch; `None` for a key that never expires.
@@ -55,16 +63,30 @@ struct Validity {
 }
 
 impl RepoKey {
-    /// Loads an armoured or binary secret key from `path`.
-    pub fn load(path: &Path) -> Result<Self> {
+    /// Loads an armoured or binary secret key from `path`; `passphrase`
+    /// unlocks a protected one.
+    pub fn load(path: &Path, passphrase: Option<String>) -> Result<Self> {
         let data =
             std::fs::read(path).with_context(|| format!("{}: cannot read key", path.display()))?;
         let secret = parse_secret_key(&data)
             .with_context(|| format!("{}: not a usable OpenPGP secret key", path.display()))?;
-        let passphrase = std::env::var(PASSPHRASE_ENV).ok();
-        let key = Self::new(secret, passphrase, path)?;
-        key.check_unlocks()?;
-        Ok(key)
+        let public = secret.to_public_key();
+        let backend = Backend::File {
+            secret: Box::new(secret),
+            passphrase,
+        };
+        Self::new(public, backend, path.display().to_string())
+    }
+
+    /// The secret key gpg (and its agent) holds for `spec`: a fingerprint,
+    /// key ID or user ID that names exactly one key.
+    pub fn from_gpg(spec: &str) -> Result<Self> {
+        let (fingerprint, export) = super::gpg::find_key(spec)?;
+        let source = format!("gpg key {fingerprint}");
+        let public = SignedPublicKey::from_bytes(BufReader::new(&export[..]))
+            .map_err(|e| anyhow!("{source}: gpg --export gave no usable public key: {e}"))?;
+        let backend = Backend::Gpg(Gpg::new(&source));
+        Self::new(public, backend, source)
     }
 
     /// Generates an Ed25519 signing key without expiry and writes its
@@ -96,39 +118,30 @@ impl RepoKey {
             hex_upper(secret.fingerprint().as_bytes()),
             path.display()
         );
-        Self::new(secret, None, path)
-    }
-
-    fn new(secret: SignedSecretKey, passphrase: Option<String>, source: &Path) -> Result<Self> {
-        let mut key = RepoKey {
-            secret,
-            signer: Signer::Primary,
-            passphrase,
-            source: source.to_path_buf(),
+        let public = secret.to_public_key();
+        let backend = Backend::File {
+            secret: Box::new(secret),
+            passphrase: None,
         };
-        key.signer = key.choose_signer(now_secs()?)?;
-        Ok(key)
+        Self::new(public, backend, path.display().to_string())
     }
 
-    /// The newest valid signing subkey (what gpg uses too), else the
-    /// primary key when it may sign.
-    fn choose_signer(&self, now: u64) -> Result<Signer> {
-        let usable = |v: &Validity| v.can_sign && !v.revoked && v.expires.is_none_or(|e| e > now);
-        let newest_subkey = (0..self.secret.secret_subkeys.len())
-            .filter(|&i| self.subkey_validity(i).is_some_and(|v| usable(&v)))
-            .max_by_key(|&i| self.secret.secret_subkeys[i].key.created_at().as_secs());
-        if let Some(i) = newest_subkey {
-            return Ok(Signer::Subkey(i));
-        }
-        let primary = self.primary_validity();
-        if primary.can_sign {
-            // Expiry and revocation are reported by check_validity.
-            return Ok(Signer::Primary);
-        }
-        bail!(
-            "{}: neither the primary key nor a valid subkey may sign (no signing capability, or all signing subkeys expired or revoked)",
-            self.source.display()
-        )
+    fn new(public: SignedPublicKey, backend: Backend, source: String) -> Result<Self> {
+        let signing = choose_signer(&public, now_secs()?)
+            .with_context(|| format!("{source}: no key may sign"))?;
+        let key = RepoKey {
+            public,
+            signing,
+            backend,
+            source,
+        };
+        // A wrong passphrase or an absent card fails before anything is written.
+        let probe = match &key.backend {
+            Backend::File { .. } => key.signature(SignatureType::Binary, b"", 0).map(drop),
+            Backend::Gpg(gpg) => gpg.detached(&key.signing, b"", false).map(drop),
+        };
+        probe.map_err(|e| anyhow!("{}: cannot sign: {e:#}", key.source))?;
+        Ok(key)
     }
 
     /// Refuses an expired or revoked key (clients would reject everything
@@ -138,19 +151,23 @@ impl RepoKey {
             .duration_since(UNIX_EPOCH)
             .context("system clock before 1970")?
             .as_secs();
-        let mut checked = vec![("primary key", self.fingerprint(), self.primary_validity())];
-        if let Signer::Subkey(i) = self.signer {
-            let v = self
-                .subkey_validity(i)
-                .context("signing subkey lost its binding")?;
-            checked.push(("signing subkey", self.signing_fingerprint_upper(), v));
+        let mut checked = vec![(
+            "primary key",
+            self.fingerprint(),
+            primary_validity(&self.public),
+        )];
+        if self.signing != self.public.primary_key.fingerprint() {
+            let sub = self.signing_subkey().context("signing subkey vanished")?;
+            let v =
+                subkey_validity(&self.public, sub).context("signing subkey lost its binding")?;
+            checked.push(("signing subkey", hex_upper(self.signing.as_bytes()), v));
         }
         let mut warnings = Vec::new();
         for (what, fpr, validity) in checked {
             if validity.revoked {
                 bail!(
                     "{}: {what} {fpr} is revoked: sign with another key",
-                    self.source.display()
+                    self.source
                 );
             }
             let Some(expires) = validity.expires else {
@@ -158,84 +175,42 @@ impl RepoKey {
             };
             if expires <= now {
                 bail!(
-                    "{}: {what} {fpr} expired on {} UTC: clients refuse its signatures; extend it (gpg --quick-set-expire {fpr} 2y) or use another key, then republish kubedist.asc/kubedist.gpg",
-                    self.source.display(),
+                    "{}: {what} {fpr} expired on {} UTC: apt and dnf refuse its signatures; extend it (gpg --quick-set-expire {fpr} 2y) or use another key, then republish kubedist.asc/kubedist.gpg",
+                    self.source,
                     format_date(expires)
                 );
             }
-            let left = (expires - now) / DAY;
             if expires - now < WARN_BEFORE_EXPIRY_DAYS * DAY {
                 warnings.push(format!(
-                    "{}: {what} {fpr} expires on {} UTC (in {left} days); after that apt and dnf refuse this repository: extend it (gpg --quick-set-expire {fpr} 2y), re-run, and give clients the new kubedist.asc/kubedist.gpg",
-                    self.source.display(),
-                    format_date(expires)
+                    "{}: {what} {fpr} expires on {} UTC (in {} days); after that apt and dnf refuse this repository: extend it (gpg --quick-set-expire {fpr} 2y), re-run, and give clients the new kubedist.asc/kubedist.gpg",
+                    self.source,
+                    format_date(expires),
+                    (expires - now) / DAY
                 ));
             }
         }
         Ok(warnings)
     }
 
-    fn primary_validity(&self) -> Validity {
-        let primary = &self.secret.primary_key;
-        let fpr = primary.fingerprint();
-        let id = primary.legacy_key_id();
-        let by_primary = |s: &&Signature| {
-            s.issuer_fingerprint().contains(&&fpr) || s.issuer_key_id().contains(&&id)
-        };
-        let details = &self.secret.details;
-        let latest = details
-            .users
+    fn signing_subkey(&self) -> Option<&SignedPublicSubKey> {
+        self.public
+            .public_subkeys
             .iter()
-            .flat_map(|u| &u.signatures)
-            .chain(&details.direct_signatures)
-            .filter(by_primary)
-            .max_by_key(|s| s.created().map(|t| t.as_secs()).unwrap_or(0));
-        let flags = latest.map(|s| s.key_flags());
-        Validity {
-            expires: latest.and_then(|s| expiry(primary.created_at(), s)),
-            revoked: details.revocation_signatures.iter().any(|s| by_primary(&s)),
-            // Old keys carry no key flags at all; their primary may sign.
-            can_sign: flags.as_ref().is_none_or(|f| {
-                f.sign()
-                    || !(f.certify()
-                        || f.encrypt_comms()
-                        || f.encrypt_storage()
-                        || f.authentication())
-            }),
-        }
-    }
-
-    fn subkey_validity(&self, index: usize) -> Option<Validity> {
-        let sub = self.secret.secret_subkeys.get(index)?;
-        let of = |t: SignatureType| sub.signatures.iter().filter(move |s| s.typ() == Some(t));
-        let binding = of(SignatureType::SubkeyBinding)
-            .max_by_key(|s| s.created().map(|t| t.as_secs()).unwrap_or(0))?;
-        Some(Validity {
-            expires: expiry(sub.key.created_at(), binding),
-            revoked: of(SignatureType::SubkeyRevocation).next().is_some(),
-            can_sign: binding.key_flags().sign(),
-        })
+            .find(|s| s.key.fingerprint() == self.signing)
     }
 
     /// Fingerprint of the primary key, upper-case hex (as gpg prints it).
     pub fn fingerprint(&self) -> String {
-        hex_upper(self.secret.fingerprint().as_bytes())
-    }
-
-    fn signing_fingerprint_upper(&self) -> String {
-        hex_upper(self.signing_fingerprint().as_bytes())
+        hex_upper(self.public.fingerprint().as_bytes())
     }
 
     /// Fingerprint of the key packet that signs (primary or subkey).
-    pub fn signing_fingerprint(&self) -> pgp::types::Fingerprint {
-        match self.signer {
-            Signer::Primary => self.secret.primary_key.fingerprint(),
-            Signer::Subkey(i) => self.secret.secret_subkeys[i].key.fingerprint(),
-        }
+    pub fn signing_fingerprint(&self) -> &Fingerprint {
+        &self.signing
     }
 
     pub fn user_id(&self) -> String {
-        self.secret
+        self.public
             .details
             .users
             .first()
@@ -243,43 +218,31 @@ impl RepoKey {
             .unwrap_or_else(|| "no user ID".into())
     }
 
-    pub fn passphrase(&self) -> Option<&str> {
-        self.passphrase.as_deref()
-    }
-
-    /// The secret key armoured, for the `rpm` crate's signer.
-    pub fn secret_armored(&self) -> Result<String> {
-        self.secret
-            .to_armored_string(ArmorOptions::default())
-            .map_err(|e| anyhow!("{}: armouring the key: {e}", self.source.display()))
-    }
-
-    fn public_key(&self) -> SignedPublicKey {
-        self.secret.to_public_key()
-    }
-
     /// The public key, ASCII-armoured (`kubedist.asc`, dnf's `gpgkey=`).
     pub fn public_armored(&self) -> Result<String> {
-        self.public_key()
+        self.public
             .to_armored_string(ArmorOptions::default())
             .map_err(|e| anyhow!("armouring the public key: {e}"))
     }
 
     /// The public key as a binary keyring (`kubedist.gpg`, apt's `signed-by=`).
     pub fn public_binary(&self) -> Result<Vec<u8>> {
-        self.public_key()
+        self.public
             .to_bytes()
             .map_err(|e| anyhow!("serialising the public key: {e}"))
     }
 
     /// `text` cleartext-signed (apt's `InRelease`).
     pub fn clearsign(&self, text: &str, time: u64) -> Result<String> {
+        if let Backend::Gpg(gpg) = &self.backend {
+            return gpg.clearsign(&self.signing, text);
+        }
         let message = CleartextSignedMessage::new_many(text, |normalized| {
             self.signature(SignatureType::Text, normalized.as_bytes(), time)
                 .map(|s| vec![s])
                 .map_err(|e| pgp::errors::Error::from(format!("{e:#}")))
         })
-        .map_err(|e| anyhow!("signing: {e}"))?;
+        .map_err(|e| anyhow!("{}: signing: {e}", self.source))?;
         message
             .to_armored_string(ArmorOptions::default())
             .map_err(|e| anyhow!("armouring a signature: {e}"))
@@ -287,78 +250,155 @@ impl RepoKey {
 
     /// A detached, armoured signature of `data` (`Release.gpg`, `repomd.xml.asc`).
     pub fn detached_armored(&self, data: &[u8], time: u64) -> Result<String> {
+        if let Backend::Gpg(gpg) = &self.backend {
+            let out = gpg.detached(&self.signing, data, true)?;
+            return String::from_utf8(out).context("gpg --armor wrote non-UTF-8 output");
+        }
         DetachedSignature::new(self.signature(SignatureType::Binary, data, time)?)
             .to_armored_string(ArmorOptions::default())
             .map_err(|e| anyhow!("armouring a signature: {e}"))
     }
 
+    /// A detached binary signature packet of `data` (an rpm's header
+    /// signature).
+    pub fn detached_binary(&self, data: &[u8], time: u64) -> Result<Vec<u8>> {
+        if let Backend::Gpg(gpg) = &self.backend {
+            return gpg.detached(&self.signing, data, false);
+        }
+        DetachedSignature::new(self.signature(SignatureType::Binary, data, time)?)
+            .to_bytes()
+            .map_err(|e| anyhow!("serialising a signature: {e}"))
+    }
+
     /// The creation time to give a signature meant to be made at `wanted`:
     /// never before the signing key itself was created, which gpgv rejects
     /// ("time conflict") — as happens with SOURCE_DATE_EPOCH and a newer key.
+    /// gpg-made signatures carry gpg's clock instead.
     pub fn signature_time(&self, wanted: u64) -> u64 {
-        let created = match self.signer {
-            Signer::Primary => self.secret.primary_key.created_at(),
-            Signer::Subkey(i) => self.secret.secret_subkeys[i].key.created_at(),
+        let created = match self.signing_subkey() {
+            Some(sub) => sub.key.created_at(),
+            None => self.public.primary_key.created_at(),
         };
         wanted.max(u64::from(created.as_secs()))
     }
 
     fn signature(&self, typ: SignatureType, data: &[u8], time: u64) -> Result<Signature> {
+        let Backend::File { secret, passphrase } = &self.backend else {
+            bail!("{}: a key held by gpg signs through gpg", self.source);
+        };
+        let password: Password = passphrase.clone().unwrap_or_default().into();
         let time = self.signature_time(time);
-        let password: Password = self.passphrase.clone().unwrap_or_default().into();
-        let result = match self.signer {
-            Signer::Primary => sign_with(&self.secret.primary_key, &password, typ, data, time),
-            Signer::Subkey(i) => sign_with(
-                &self.secret.secret_subkeys[i].key,
-                &password,
-                typ,
-                data,
-                time,
-            ),
+        let result = if secret.primary_key.fingerprint() == self.signing {
+            sign_with(&secret.primary_key, &password, typ, data, time)
+        } else {
+            let sub = secret
+                .secret_subkeys
+                .iter()
+                .find(|s| s.key.fingerprint() == self.signing)
+                .context("the signing subkey's secret part is not in the key file")?;
+            sign_with(&sub.key, &password, typ, data, time)
         };
-        result.with_context(|| format!("{}: signing failed", self.source.display()))
-    }
-
-    /// Signs once, so a wrong or missing passphrase fails before anything
-    /// is written.
-    fn check_unlocks(&self) -> Result<()> {
-        let encrypted = match self.signer {
-            Signer::Primary => self.secret.primary_key.secret_params().is_encrypted(),
-            Signer::Subkey(i) => self.secret.secret_subkeys[i]
-                .key
-                .secret_params()
-                .is_encrypted(),
-        };
-        if encrypted && self.passphrase.is_none() {
-            bail!(
-                "{}: the key is passphrase-protected: set {PASSPHRASE_ENV}",
-                self.source.display()
-            );
-        }
-        let password: Password = self.passphrase.clone().unwrap_or_default().into();
-        let unlocked = match self.signer {
-            Signer::Primary => sign_with(
-                &self.secret.primary_key,
-                &password,
-                SignatureType::Binary,
-                b"",
-                0,
-            ),
-            Signer::Subkey(i) => sign_with(
-                &self.secret.secret_subkeys[i].key,
-                &password,
-                SignatureType::Binary,
-                b"",
-                0,
-            ),
-        };
-        unlocked.map(drop).map_err(|e| {
-            anyhow!(
-                "{}: cannot unlock the key (wrong {PASSPHRASE_ENV}?): {e:#}",
-                self.source.display()
-            )
+        result.map_err(|e| {
+            let encrypted = secret.primary_key.secret_params().is_encrypted()
+                || secret
+                    .secret_subkeys
+                    .iter()
+                    .any(|s| s.key.secret_params().is_encrypted());
+            match passphrase {
+                None if encrypted => anyhow!(
+                    "the key is passphrase-protected: set {PASSPHRASE_ENV} or give --passphrase-file"
+                ),
+                Some(_) if encrypted => anyhow!("wrong passphrase? {e:#}"),
+                _ => e,
+            }
         })
     }
+}
+
+/// The newest valid signing subkey (what gpg picks too), else the primary
+/// key when it may sign. Expiry and revocation of the primary key are
+/// reported by `check_validity`, with dates.
+fn choose_signer(key: &SignedPublicKey, now: u64) -> Result<Fingerprint> {
+    let usable = |v: &Validity| v.can_sign && !v.revoked && v.expires.is_none_or(|e| e > now);
+    let newest_subkey = key
+        .public_subkeys
+        .iter()
+        .filter(|s| subkey_validity(key, s).is_some_and(|v| usable(&v)))
+        .max_by_key(|s| s.key.created_at().as_secs());
+    if let Some(sub) = newest_subkey {
+        return Ok(sub.key.fingerprint());
+    }
+    if primary_validity(key).can_sign {
+        return Ok(key.primary_key.fingerprint());
+    }
+    bail!("neither the primary key nor a valid subkey may sign (no signing capability, or every signing subkey expired or revoked)")
+}
+
+/// True when `sig` names `key` as its issuer.
+fn issued_by(sig: &Signature, key: &impl KeyDetails) -> bool {
+    let (fpr, id) = (key.fingerprint(), key.legacy_key_id());
+    sig.issuer_fingerprint().contains(&&fpr) || sig.issuer_key_id().contains(&&id)
+}
+
+fn created(sig: &Signature) -> u32 {
+    sig.created().map(|t| t.as_secs()).unwrap_or(0)
+}
+
+/// The primary key's validity from its self-signatures that verify; the
+/// certifications of other keys (common on real keys) do not count.
+fn primary_validity(key: &SignedPublicKey) -> Validity {
+    let primary = &key.primary_key;
+    let details = &key.details;
+    let certifications = details.users.iter().flat_map(|u| {
+        u.signatures.iter().filter(move |s| {
+            s.is_certification()
+                && issued_by(s, primary)
+                && s.verify_certification(primary, Tag::UserId, &u.id).is_ok()
+        })
+    });
+    let direct = details
+        .direct_signatures
+        .iter()
+        .filter(|s| issued_by(s, primary) && s.verify_key(primary).is_ok());
+    let latest = certifications.chain(direct).max_by_key(|s| created(s));
+    let flags = latest.map(|s| s.key_flags());
+    Validity {
+        expires: latest.and_then(|s| expiry(primary.created_at(), s)),
+        revoked: details
+            .revocation_signatures
+            .iter()
+            .any(|s| issued_by(s, primary) && s.verify_key(primary).is_ok()),
+        // Old keys carry no key flags at all; their primary may sign.
+        can_sign: flags.as_ref().is_none_or(|f| {
+            f.sign()
+                || !(f.certify() || f.encrypt_comms() || f.encrypt_storage() || f.authentication())
+        }),
+    }
+}
+
+/// A subkey's validity from its latest binding that verifies (with the
+/// subkey's back-signature when it may sign); `None` when none does.
+fn subkey_validity(key: &SignedPublicKey, sub: &SignedPublicSubKey) -> Option<Validity> {
+    let primary = &key.primary_key;
+    let verified = |t: SignatureType| {
+        sub.signatures.iter().filter(move |s| {
+            s.typ() == Some(t)
+                && issued_by(s, primary)
+                && s.verify_subkey_binding(primary, &sub.key).is_ok()
+        })
+    };
+    let binding = verified(SignatureType::SubkeyBinding)
+        .filter(|s| {
+            !s.key_flags().sign()
+                || s.embedded_signature()
+                    .is_some_and(|b| b.verify_primary_key_binding(&sub.key, primary).is_ok())
+        })
+        .max_by_key(|s| created(s))?;
+    Some(Validity {
+        expires: expiry(sub.key.created_at(), binding),
+        revoked: verified(SignatureType::SubkeyRevocation).next().is_some(),
+        can_sign: binding.key_flags().sign(),
+    })
 }
 
 /// A signature with creation time `time`, naming its issuer by
@@ -399,24 +439,18 @@ fn parse_secret_key(data: &[u8]) -> Result<SignedSecretKey> {
     } else {
         SignedSecretKey::from_bytes(BufReader::new(data))
     };
-    match parsed {
-        Ok(key) => {
-            key.verify_bindings()
-                .map_err(|e| anyhow!("its self-signatures do not verify: {e}"))?;
-            Ok(key)
+    parsed.map_err(|e| {
+        let public = if armored {
+            SignedPublicKey::from_armor_single(data).is_ok()
+        } else {
+            SignedPublicKey::from_bytes(BufReader::new(data)).is_ok()
+        };
+        if public {
+            anyhow!("it holds only a public key; signing needs the secret key (gpg --export-secret-keys), or use --gpg-key to sign through gpg's agent")
+        } else {
+            anyhow!("{e}")
         }
-        Err(e) => {
-            let public = if armored {
-                SignedPublicKey::from_armor_single(data).is_ok()
-            } else {
-                SignedPublicKey::from_bytes(BufReader::new(data)).is_ok()
-            };
-            if public {
-                bail!("it holds only a public key; signing needs the secret key (gpg --export-secret-keys)")
-            }
-            Err(anyhow!("{e}"))
-        }
-    }
+    })
 }
 
 /// When a key created at `created` expires according to `sig`.
@@ -432,11 +466,11 @@ fn now_secs() -> Result<u64> {
         .as_secs())
 }
 
-fn hex_upper(bytes: &[u8]) -> String {
+pub fn hex_upper(bytes: &[u8]) -> String {
     super::hex(bytes).to_ascii_uppercase()
 }
 
-/// `2025-03-01` for messages.
+/// `2025-03-01 12:00` for messages.
 fn format_date(secs: u64) -> String {
     let secs = i64::try_from(secs).unwrap_or(i64::MAX);
     chrono::DateTime::from_timestamp(secs, 0)
@@ -452,6 +486,10 @@ mod tests {
         RepoKey::generate_test_key(&dir.join("k.asc")).unwrap()
     }
 
+    fn key_created(key: &RepoKey) -> u64 {
+        u64::from(key.public.primary_key.created_at().as_secs())
+    }
+
     #[test]
     fn generated_key_round_trips_and_signs() {
         let tmp = tempfile::tempdir().unwrap();
@@ -464,7 +502,7 @@ mod tests {
         assert_eq!(mode & 0o777, 0o600);
         assert!(key.check_validity(SystemTime::now()).unwrap().is_empty());
 
-        let loaded = RepoKey::load(&tmp.path().join("k.asc")).unwrap();
+        let loaded = RepoKey::load(&tmp.path().join("k.asc"), None).unwrap();
         assert_eq!(loaded.fingerprint(), key.fingerprint());
 
         let public =
@@ -474,12 +512,11 @@ mod tests {
         sig.verify(&public, b"Release\n").unwrap();
         assert!(sig.verify(&public, b"Tampered\n").is_err());
         // Never older than the key: gpgv rejects such signatures.
-        let key_created = u64::from(key.secret.primary_key.created_at().as_secs());
         assert_eq!(
             sig.signature.created().map(|t| u64::from(t.as_secs())),
-            Some(key_created)
+            Some(key_created(&key))
         );
-        let later = key_created + 10;
+        let later = key_created(&key) + 10;
         let sig = key.detached_armored(b"x", later).unwrap();
         let (sig, _) = DetachedSignature::from_string(&sig).unwrap();
         assert_eq!(
@@ -487,12 +524,45 @@ mod tests {
             Some(later)
         );
 
+        let binary = key.detached_binary(b"header", later).unwrap();
+        let sig = DetachedSignature::from_bytes(BufReader::new(&binary[..])).unwrap();
+        sig.verify(&public, b"header").unwrap();
+
         let signed = key
             .clearsign("Origin: kubedist\n- dash\n", 1_700_000_000)
             .unwrap();
         let (msg, _) = CleartextSignedMessage::from_string(&signed).unwrap();
         msg.verify(&public).unwrap();
         assert_eq!(msg.signed_text(), "Origin: kubedist\r\n- dash\r\n");
+    }
+
+    #[test]
+    fn protected_key_needs_the_right_passphrase() {
+        let tmp = tempfile::tempdir().unwrap();
+        let params = SecretKeyParamsBuilder::default()
+            .key_type(KeyType::Ed25519Legacy)
+            .can_certify(true)
+            .can_sign(true)
+            .passphrase(Some("s3cret".into()))
+            .primary_user_id("protected <p@kubedist.invalid>".into())
+            .build()
+            .unwrap();
+        let secret = params.generate(rand::thread_rng()).unwrap();
+        let path = tmp.path().join("p.asc");
+        std::fs::write(
+            &path,
+            secret.to_armored_string(ArmorOptions::default()).unwrap(),
+        )
+        .unwrap();
+
+        let none = format!("{:#}", RepoKey::load(&path, None).err().unwrap());
+        assert!(none.contains("passphrase-protected"), "{none}");
+        let wrong = format!(
+            "{:#}",
+            RepoKey::load(&path, Some("nope".into())).err().unwrap()
+        );
+        assert!(wrong.contains("wrong passphrase"), "{wrong}");
+        assert!(RepoKey::load(&path, Some("s3cret".into())).is_ok());
     }
 
     #[test]
@@ -511,7 +581,7 @@ mod tests {
         let key = test_key(tmp.path());
         let path = tmp.path().join("pub.asc");
         std::fs::write(&path, key.public_armored().unwrap()).unwrap();
-        let err = format!("{:#}", RepoKey::load(&path).err().unwrap());
+        let err = format!("{:#}", RepoKey::load(&path, None).err().unwrap());
         assert!(err.contains("only a public key"), "{err}");
     }
 

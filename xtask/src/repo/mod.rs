@@ -19,6 +19,7 @@ mod apt;
 mod clients;
 mod debfile;
 mod files;
+mod gpg;
 mod inputs;
 mod keys;
 mod yum;
@@ -36,18 +37,30 @@ const LOCK_FILE: &str = ".kubedist-repo.lock";
 /// Packages already in REPO_DIR are kept, so adding a release leaves the
 /// older ones installable; all metadata is rebuilt and re-signed on every run.
 #[derive(clap::Args)]
-#[command(after_long_help = "\
+#[command(
+    group(clap::ArgGroup::new("signing key").required(true).args(["key", "gpg_key", "generate_test_key"])),
+    after_long_help = "\
 Examples:
-  # first release, throwaway key for a test setup
-  cargo xtask repo --from target/dist/1.31.2 --out /srv/kubedist --generate-test-key /root/kubedist-test.key
-  # add the next release, signed with the operator's key
-  KUBEDIST_KEY_PASSPHRASE=... cargo xtask repo --from target/dist/1.31.3 --out /srv/kubedist --key /root/repo-signing.asc
+  # a throwaway key and the first release, for a test setup
+  cargo xtask repo --from target/dist --out /srv/kubedist --generate-test-key /root/kubedist-test.key
+  # add the next release, signed with the operator's key file
+  cargo xtask repo --from ../dist-1.34.3 --out /srv/kubedist --key /root/repo-signing.asc \\
+      --passphrase-file /run/secrets/repo-key-pass --base-url https://mirror.example/kubedist
+  # sign with a key that gpg's agent holds (smart card, cached passphrase)
+  cargo xtask repo --from ../dist-1.34.3 --out /srv/kubedist --gpg-key 0123456789ABCDEF0123456789ABCDEF01234567
   # re-sign everything (e.g. after extending the key's expiry): no --from
   cargo xtask repo --out /srv/kubedist --key /root/repo-signing.asc
 
+Clients: copy REPO_DIR/kubedist.gpg to /etc/apt/keyrings/ and kubedist.sources (or
+kubedist.list) to /etc/apt/sources.list.d/; on dnf hosts kubedist.repo to
+/etc/yum.repos.d/. A key that expires within 90 days gets a warning; an expired
+or revoked key is refused.
+
 Environment:
-  KUBEDIST_KEY_PASSPHRASE  passphrase of a protected --key
-  SOURCE_DATE_EPOCH        timestamp for Release, repomd.xml and rpm signatures (reproducible output)")]
+  KUBEDIST_KEY_PASSPHRASE  passphrase of a protected --key (or --passphrase-file)
+  GNUPGHOME                gpg's home for --gpg-key
+  SOURCE_DATE_EPOCH        timestamp for Release, repomd.xml and signatures (reproducible output)"
+)]
 pub struct Args {
     /// A dist output directory to add (its *.deb and *.rpm, checked against
     /// its SHA256SUMS). Repeat, or give several, to add several releases.
@@ -59,15 +72,22 @@ pub struct Args {
     #[arg(long, value_name = "REPO_DIR")]
     out: PathBuf,
 
-    /// The OpenPGP secret key that signs (armoured or binary). A protected
-    /// key's passphrase is read from KUBEDIST_KEY_PASSPHRASE.
-    #[arg(
-        long,
-        value_name = "FILE",
-        required_unless_present = "generate_test_key",
-        conflicts_with = "generate_test_key"
-    )]
+    /// Sign with the OpenPGP secret key in FILE (armoured or binary, as
+    /// `gpg --export-secret-keys` writes it). The newest valid signing
+    /// subkey signs, else the primary key.
+    #[arg(long, value_name = "FILE")]
     key: Option<PathBuf>,
+
+    /// The passphrase of a protected --key: the first line of FILE.
+    /// Otherwise it is read from KUBEDIST_KEY_PASSPHRASE.
+    #[arg(long, value_name = "FILE", requires = "key")]
+    passphrase_file: Option<PathBuf>,
+
+    /// Sign through gpg with the secret key it holds for KEYID (a
+    /// fingerprint, or anything naming exactly one key): gpg's agent
+    /// unlocks it (pinentry, cached passphrase, smart card).
+    #[arg(long, value_name = "KEYID")]
+    gpg_key: Option<String>,
 
     /// Generate a new signing key without expiry, write its secret half to
     /// FILE (mode 0600; FILE must not exist and must lie outside REPO_DIR),
@@ -113,13 +133,15 @@ pub fn run(_root: &Path, args: &Args) -> Result<()> {
         .with_context(|| format!("{}: cannot resolve", args.out.display()))?;
     let _lock = files::lock(&out.join(LOCK_FILE))?;
 
-    let key = match (&args.key, &args.generate_test_key) {
-        (Some(path), _) => keys::RepoKey::load(path)?,
-        (None, Some(path)) => {
-            refuse_inside(path, &out)?;
-            keys::RepoKey::generate_test_key(path)?
-        }
-        (None, None) => bail!("one of --key FILE or --generate-test-key FILE is required"),
+    let key = if let Some(path) = &args.key {
+        keys::RepoKey::load(path, passphrase(args)?)?
+    } else if let Some(spec) = &args.gpg_key {
+        keys::RepoKey::from_gpg(spec)?
+    } else if let Some(path) = &args.generate_test_key {
+        refuse_inside(path, &out)?;
+        keys::RepoKey::generate_test_key(path)?
+    } else {
+        bail!("one of --key FILE, --gpg-key KEYID or --generate-test-key FILE is required");
     };
     for warning in key.check_validity(SystemTime::now())? {
         eprintln!("warning: {warning}");
@@ -160,6 +182,20 @@ pub fn run(_root: &Path, args: &Args) -> Result<()> {
     println!("signed by {} ({})", key.fingerprint(), key.user_id());
     println!("repository: {}", out.display());
     Ok(())
+}
+
+/// The passphrase for --key: --passphrase-file, else the environment.
+fn passphrase(args: &Args) -> Result<Option<String>> {
+    let Some(path) = &args.passphrase_file else {
+        return Ok(std::env::var(keys::PASSPHRASE_ENV).ok());
+    };
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("{}: cannot read passphrase", path.display()))?;
+    let line = text.lines().next().unwrap_or_default();
+    if line.is_empty() {
+        bail!("{}: empty passphrase file", path.display());
+    }
+    Ok(Some(line.to_string()))
 }
 
 fn settings(args: &Args) -> Result<Settings> {

@@ -3,7 +3,8 @@
 //! the detached armoured `repomd.xml.asc` that `repo_gpgcheck=1` checks).
 //! Clients use `baseurl=<base>/$basearch`.
 //!
-//! Packages are signed in-process with the `rpm` crate (its rpgp signer).
+//! Packages are signed with the repository key (keys.rs) and the signature
+//! put into the rpm's signature header with the `rpm` crate.
 //! The repodata is written by `createrepo_c`: the only Rust implementation
 //! we found (createrepo_rs) is a young single-author 0.1 crate that
 //! brings its own SQLite; createrepo_c is the implementation Fedora and
@@ -17,7 +18,6 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use rpm::signature::pgp::Signer;
 use rpm::{Package, PackageMetadata};
 use sha2::{Digest, Sha256};
 
@@ -67,10 +67,9 @@ pub fn publish(
         return Ok(Vec::new());
     }
     require_createrepo()?;
-    let signer = signer(key)?;
     for p in &planned {
         files::create_dir(p.dest.parent().context("rpm destination has no parent")?)?;
-        write_signed(&p.source, &p.dest, &signer, key, settings.timestamp)?;
+        write_signed(&p.source, &p.dest, key, settings.timestamp)?;
     }
 
     let mut summary = Vec::new();
@@ -82,7 +81,7 @@ pub fn publish(
                 // Signed by an earlier key (or not at all): clients that
                 // trust only the current key would refuse it.
                 eprintln!("re-signing {} with {}", rpm.display(), key.fingerprint());
-                write_signed(rpm, rpm, &signer, key, settings.timestamp)?;
+                write_signed(rpm, rpm, key, settings.timestamp)?;
             }
         }
         write_repodata(&dir, key, settings)?;
@@ -185,32 +184,21 @@ fn content_digest(path: &Path) -> Result<String> {
     Ok(super::hex(&hasher.finalize()))
 }
 
-fn signer(key: &RepoKey) -> Result<Signer> {
-    let armored = key.secret_armored()?;
-    let mut signer = Signer::from_asc(&armored)
-        .context("the rpm signer cannot use this key")?
-        .with_signing_key(key.signing_fingerprint().as_bytes())
-        .context("the rpm signer cannot select the signing key")?;
-    if let Some(pass) = key.passphrase() {
-        signer = signer.with_key_passphrase(pass);
-    }
-    Ok(signer)
-}
-
 /// Writes `source` signed to `dest` (they may be the same file),
-/// atomically, with the mtime createrepo_c will record.
-fn write_signed(
-    source: &Path,
-    dest: &Path,
-    signer: &Signer,
-    key: &RepoKey,
-    timestamp: u64,
-) -> Result<()> {
+/// atomically, with the mtime createrepo_c will record. The signature is
+/// rpm's v4 header signature: a detached OpenPGP signature of the header,
+/// which covers the payload through the header's payload digest.
+fn write_signed(source: &Path, dest: &Path, key: &RepoKey, timestamp: u64) -> Result<()> {
     let mut pkg = Package::open(source)
         .with_context(|| format!("{}: not a readable rpm", source.display()))?;
-    let t = u32::try_from(key.signature_time(timestamp)).context("timestamp beyond 2106")?;
-    pkg.sign_with_timestamp(signer.clone(), t)
+    let header = pkg
+        .header_bytes()
+        .with_context(|| format!("{}: header", source.display()))?;
+    let signature = key
+        .detached_binary(&header, timestamp)
         .with_context(|| format!("{}: signing failed", source.display()))?;
+    pkg.apply_signature(signature)
+        .with_context(|| format!("{}: cannot add the signature", source.display()))?;
     files::write_atomic_with(dest, files::FILE_MODE, |f| {
         pkg.write(f).map_err(io::Error::other)
     })?;
