@@ -380,13 +380,13 @@ detect_init() {
 	done
 	found=
 	for i in systemd openrc runit; do
-		init_installed "$i" && found="$found $i"
+		init_installed "$i" && found="${found:+$found, }$i"
 	done
 	case $found in
 	'') die "no init system found${root:+ in $root} (systemd, OpenRC or runit); pass --init" ;;
-	' '*' '*) die "several init systems are installed${root:+ in $root} ($found ) and none is running; pass --init" ;;
+	*,*) die "several init systems are installed${root:+ in $root} ($found) and none is running; pass --init" ;;
 	esac
-	init=${found# } how="installed"
+	init=$found how="installed"
 }
 
 detect_family() {
@@ -515,13 +515,20 @@ make_parents() { # SET PATH
 }
 
 # Writes SRC to host path DEST with MODE: temp file beside it, then rename.
+# A killed run may have left the temp file (half written, or anything else):
+# it is removed first, never written through.
 put_file() { # SRC MODE DEST
 	t=$root$3
 	tmp=${t%/*}/.${t##*/}.kubedist-tmp
 	[ -d "$t" ] && die "$t: is a directory, expected a file"
+	rm -f -- "$tmp" || die "$tmp: cannot remove the leftover of an earlier run"
 	cp -- "$1" "$tmp" || die "$tmp: cannot write"
 	chmod "$2" "$tmp" || die "$tmp: cannot set mode $2"
 	mv -f -- "$tmp" "$t" || die "$t: cannot rename $tmp over it"
+	# For tests of interrupted runs: stop right here (the file in place, its
+	# journal line not yet written), so that a test can kill the installer
+	# at a known point.
+	if [ "${KUBEDIST_INSTALL_TEST_STOP_AFTER:-}" = "$3" ]; then kill -STOP $$; fi
 }
 
 install_file() { # SET MODE SHA SRC DEST: a vendor file, always ours to replace
@@ -536,8 +543,8 @@ install_file() { # SET MODE SHA SRC DEST: a vendor file, always ours to replace
 	fi
 	if [ -e "$t" ]; then act "update $5"; else act "install $5"; fi
 	if [ -z "$dry_run" ]; then
-		journal "$1" file "$2" "$3" "$5"
 		put_file "$4" "$2" "$5"
+		journal "$1" file "$2" "$3" "$5"
 	fi
 	record "$1" file "$2" "$3" "$5"
 }
@@ -549,7 +556,7 @@ install_config() { # SET MODE SHA SRC DEST: an admin-editable file
 	[ "$(printf '%s' "$prev" | cut -f1)" = config ] && prev_sha=$(printf '%s' "$prev" | cut -f3)
 	if [ ! -e "$t" ]; then
 		act "install $5"
-		[ -n "$dry_run" ] || { journal "$1" config "$2" "$3" "$5"; put_file "$4" "$2" "$5"; }
+		[ -n "$dry_run" ] || { put_file "$4" "$2" "$5"; journal "$1" config "$2" "$3" "$5"; }
 		record "$1" config "$2" "$3" "$5"
 		return 0
 	fi
@@ -561,7 +568,7 @@ install_config() { # SET MODE SHA SRC DEST: an admin-editable file
 	if [ -n "$prev_sha" ] && [ "$now" = "$prev_sha" ]; then
 		# Unedited since we installed it: it follows the release.
 		act "update $5"
-		[ -n "$dry_run" ] || { journal "$1" config "$2" "$3" "$5"; put_file "$4" "$2" "$5"; }
+		[ -n "$dry_run" ] || { put_file "$4" "$2" "$5"; journal "$1" config "$2" "$3" "$5"; }
 		record "$1" config "$2" "$3" "$5"
 		return 0
 	fi
@@ -571,8 +578,16 @@ install_config() { # SET MODE SHA SRC DEST: an admin-editable file
 		record "$1" new "$2" "$3" "$5.new"
 		return 0
 	fi
+	offered=$(old_record "$1" "$5.new")
+	if [ ! -e "$t.new" ] && [ "$(printf '%s' "$offered" | cut -f1)" = new ] &&
+		[ "$(printf '%s' "$offered" | cut -f3)" = "$3" ]; then
+		# This default was offered before and you removed FILE.new: it is
+		# not offered again until a release changes it.
+		record "$1" new "$2" "$3" "$5.new"
+		return 0
+	fi
 	act "keep your edited $5; the new default is in $5.new"
-	[ -n "$dry_run" ] || { journal "$1" new "$2" "$3" "$5.new"; put_file "$4" "$2" "$5.new"; }
+	[ -n "$dry_run" ] || { put_file "$4" "$2" "$5.new"; journal "$1" new "$2" "$3" "$5.new"; }
 	record "$1" new "$2" "$3" "$5.new"
 }
 
@@ -636,8 +651,11 @@ write_manifest() { # SET: the manifest = other sets' records + this run's
 		echo "# set	kind	mode	sha256	path"
 		[ -z "$family" ] || printf '@family %s\n' "$family"
 		[ -z "$init" ] || printf '@init %s\n' "$init"
-		awk -F "$tab" -v s="$1" '$1 != s' "$work/old"
-		cat "$work/new"
+		# Sorted, so the same install gives the same manifest however it got there.
+		{
+			awk -F "$tab" -v s="$1" '$1 != s' "$work/old"
+			cat "$work/new"
+		} | LC_ALL=C sort -u -t "$tab" -k1,1 -k5,5 -k2,4
 	} >"$work/manifest"
 	if [ -f "$manifest" ] && cmp -s "$work/manifest" "$manifest"; then
 		return 0
@@ -651,6 +669,14 @@ write_manifest() { # SET: the manifest = other sets' records + this run's
 
 take_lock() {
 	[ -n "$dry_run" ] && return 0
+	# Ancestors of the state directory that we create (under a --prefix)
+	# are recorded, so that uninstall leaves the prefix as it found it.
+	state_parents=
+	d=${state%/*}
+	while [ -n "$d" ] && [ "$d" != "$root" ] && [ ! -d "$d" ]; do
+		state_parents="${d#"$root"} $state_parents"
+		d=${d%/*}
+	done
 	if ! { mkdir -p "$state" && chmod 0755 "$state"; }; then die "$state: cannot create"; fi
 	if ! mkdir "$lock" 2>/dev/null; then
 		pid=$(cat "$lock/pid" 2>/dev/null) || pid=
@@ -662,6 +688,9 @@ take_lock() {
 	fi
 	locked=1
 	echo $$ >"$lock/pid"
+	for d in $state_parents; do
+		journal state dir 0755 - "$d"
+	done
 }
 
 # ---------------------------------------------------------------------------
@@ -750,7 +779,10 @@ service_after_install() {
 			say "not linked (--no-enable/--no-start); to enable and start: ln -s /etc/sv/kubelet $d/"
 		else
 			act "enable and start the kubelet: link $d/kubelet -> /etc/sv/kubelet"
-			[ -n "$dry_run" ] || ln -s /etc/sv/kubelet "$d/kubelet" || die "$d/kubelet: cannot create the link"
+			if [ -z "$dry_run" ]; then
+				ln -s /etc/sv/kubelet "$d/kubelet" || die "$d/kubelet: cannot create the link"
+				journal main link - /etc/sv/kubelet "$d/kubelet"
+			fi
 			record main link - /etc/sv/kubelet "$d/kubelet"
 		fi
 		;;
@@ -827,13 +859,13 @@ do_install() {
 	: >"$work/new"
 	: >"$work/made"
 
-	# Directories first (MANIFEST order is sorted, so parents come first),
-	# then the missing parents of files, then files, then configs.
+	# Directories first, by path (parents before children, so each gets its
+	# own mode), then the missing parents of files, then files, then configs.
+	awk -F "$tab" '$3 == "dir"' "$work/selected" | LC_ALL=C sort -t "$tab" -k6,6 >"$work/dirs.selected"
 	while IFS=$tab read -r fam _ kind mode _ path; do
-		[ "$kind" = dir ] || continue
 		make_parents "$set_name" "$path"
 		make_dir "$set_name" "$mode" "$path"
-	done <"$work/selected"
+	done <"$work/dirs.selected"
 	for k in file config; do
 		while IFS=$tab read -r fam _ kind mode _ path; do
 			[ "$kind" = "$k" ] || continue
@@ -909,7 +941,7 @@ do_uninstall() {
 		[ -s "$work/remove" ] || die "no side-by-side kubelet ${set_name#kubelet-} is recorded in $manifest"
 	else
 		set_name=
-		cp "$work/old" "$work/remove"
+		awk -F "$tab" '$1 != "state"' "$work/old" >"$work/remove"
 		service_before_uninstall
 	fi
 	: >"$work/dirs"
@@ -929,7 +961,12 @@ do_uninstall() {
 		rm -f "$manifest" "$journal"
 		rm -rf "$lock"
 		locked=
-		rmdir "$state" 2>/dev/null || say "note: kept ${state#"$root"}: not empty"
+		if rmdir "$state" 2>/dev/null; then
+			awk -F "$tab" '$1 == "state" && $2 == "dir" { print $5 }' "$work/old" | sort -r |
+				while IFS= read -r d; do rmdir "$root$d" 2>/dev/null || true; done
+		else
+			say "note: kept ${state#"$root"}: not empty"
+		fi
 		if [ "$init" = systemd ] && [ -z "$root" ] && init_running systemd; then
 			run_cmd systemctl daemon-reload || true
 		fi

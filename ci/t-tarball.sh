@@ -1,0 +1,804 @@
+#!/bin/sh
+# The air-gapped tarball's install.sh, run for real in bookworm roots with no
+# network at all (kd_run_offline): release N-1's and N's tarballs from
+# $KD_DIST_PREV and $KD_DIST, unpacked as an operator would.
+#
+# Roots (each an overlay over one of two unpacked base roots, so a fresh
+# root costs a mount, not an unpack):
+#   S  systemd installed, not running: install N-1, re-run, upgrade to N
+#      with the env file unedited (it follows the release)
+#   O  OpenRC, booted as a host boots it (the service really starts under
+#      supervise-daemon): install N-1, re-run (no restart), upgrade to N
+#      with the env file edited (kept, .new beside it), side-by-side
+#      kubelets, uninstall
+#   O2 OpenRC: --no-enable and --no-start
+#   C  OpenRC installed, not running: --dry-run, tampered/missing/extra
+#      payload files, then the clean install the next two are compared to
+#   K  the same install killed with SIGKILL half way, then run again
+#   B  the same install by busybox sh with only busybox's applets on PATH
+#   D  a dpkg-installed kubelet: refused
+#   E  detection rules, --prefix and DESTDIR, in directories under /srv
+#
+# "Nothing written" and "nothing changed" are checked against a listing of
+# the whole root (all but /proc, /sys, /dev, /run and /tmp) with type, mode,
+# owner, size, sha256 and, where it matters, mtime of every file.
+#
+# Wall time: about 1.5 min on 2 cores with the base tarballs cached.
+
+# shellcheck disable=SC2016 # $... in single quotes is for the root's shell
+# shellcheck source=ci/lib.sh
+. "$(dirname "$0")/lib.sh"
+
+kd_require unshare mount tar sha256sum shellcheck dash busybox
+kd_require_dist
+
+# The overlay roots are mounted in a mount namespace of this suite's own:
+# whatever happens, they vanish with it.
+if [ "${KD_TARBALL_NS:-}" != 1 ]; then
+	KD_TARBALL_NS=1
+	export KD_TARBALL_NS
+	exec unshare --mount --propagation private -- sh "$0" "$@"
+fi
+
+one() { # GLOB-RESULT... : exactly one existing file
+	if [ $# -ne 1 ] || [ ! -f "$1" ]; then
+		echo "$KD_SUITE: FAIL: expected exactly one file, found: $*" >&2
+		echo "0 passed, 1 failed"
+		exit 1
+	fi
+	printf '%s\n' "$1"
+}
+TARBALL_PREV=$(one "$KD_DIST_PREV"/kubedist-*-linux-amd64.tar.gz)
+TARBALL_CUR=$(one "$KD_DIST"/kubedist-*-linux-amd64.tar.gz)
+DEB_KUBELET=$(one "$KD_DIST"/kubelet_*_amd64.deb)
+
+TB=$KD_WORK/t-tarball
+rm -rf "$TB"
+mkdir -p "$TB"
+tb_mounts=
+tb_cleanup() {
+	for m in $tb_mounts; do
+		umount -l "$m" 2>/dev/null || true
+	done
+	rm -rf "$TB"
+	kd_cleanup
+}
+trap tb_cleanup EXIT
+
+# lower NAME TARBALL : unpacks a base root once, with both releases'
+# tarballs unpacked in /srv/kd/{prev,cur} and the kubelet .deb in /srv/kd/deb.
+lower() {
+	d=$TB/lower-$1
+	mkdir "$d"
+	tar -xf "$2" -C "$d" --numeric-owner
+	mkdir -p "$d/srv/kd/prev" "$d/srv/kd/cur" "$d/srv/kd/deb"
+	tar -xzf "$TARBALL_PREV" -C "$d/srv/kd/prev"
+	tar -xzf "$TARBALL_CUR" -C "$d/srv/kd/cur"
+	cp "$DEB_KUBELET" "$d/srv/kd/deb/"
+	printf '%s\n' "$d"
+}
+LOWER_SYSTEMD=$(lower systemd "$(kd_base_tarball tarball-systemd systemd procps)")
+LOWER_OPENRC=$(lower openrc "$(kd_base_tarball openrc openrc procps jq logrotate)")
+
+# new_root LOWER : a fresh root (an overlay over LOWER) in $NEW_ROOT.
+new_root() {
+	d=$(mktemp -d "$TB/root.XXXXXX")
+	mkdir "$d/upper" "$d/work" "$d/root"
+	mount -t overlay overlay -o "lowerdir=$1,upperdir=$d/upper,workdir=$d/work" "$d/root"
+	tb_mounts="$tb_mounts $d/root"
+	NEW_ROOT=$d/root
+}
+
+# Shell functions every in-root script starts with.
+PRELUDE=$(
+	cat <<'EOF'
+fail() { echo "FAIL: $*" >&2; exit 1; }
+TAB=$(printf '\t')
+PREV=$(echo /srv/kd/prev/kubedist-*-linux-amd64)
+CUR=$(echo /srv/kd/cur/kubedist-*-linux-amd64)
+M=/var/lib/kubedist/install.manifest
+sha() { sha256sum <"$1" | cut -c1-64; }
+# payload_sum DIR FAMILY PATH : the sha256 SHA256SUMS gives the payload file.
+payload_sum() { awk -v p="payload/$2$3" '$2 == p { print $1 }' "$1/SHA256SUMS"; }
+# payload_of DIR PATH FAMILY : the payload file installed at PATH for FAMILY.
+payload_of() {
+	f=$(awk -F "$TAB" -v p="$2" -v f="$3" '$6 == p && ($1 == f || $1 == "any") { print $1; exit }' "$1/MANIFEST")
+	[ -n "$f" ] || fail "no $2 for $3 in $1/MANIFEST"
+	echo "$1/payload/$f$2"
+}
+# run_install DIR ARGS... : DIR/install.sh; output in /tmp/out (shown), status in $rc.
+run_install() {
+	d=$1
+	shift
+	echo "\$ $d/install.sh $*"
+	set +e
+	"$d/install.sh" "$@" >/tmp/out 2>&1
+	rc=$?
+	set -e
+	sed 's/^/  | /' /tmp/out
+	echo "  (exit status $rc)"
+}
+said() { grep -qF -- "$1" /tmp/out || fail "install.sh did not say: $1"; }
+not_said() { if grep -F -- "$1" /tmp/out; then fail "install.sh said: $1"; fi; }
+ok() { [ "$rc" = 0 ] || fail "install.sh exited with $rc"; }
+
+# snapshot FILE [mtime] [PRUNE...] : every entry under / but /proc, /sys,
+# /dev, /run, /tmp (and PRUNE...): type, mode, owner, symlink target, and for
+# files size and sha256 (and mtime, with "mtime").
+snapshot() {
+	out=$1
+	shift
+	mt=
+	if [ "${1:-}" = mtime ]; then
+		mt='\t%T@'
+		shift
+	fi
+	set -- /proc /sys /dev /run /tmp "$@"
+	prune=
+	for p; do prune="$prune -path $p -o"; done
+	# shellcheck disable=SC2086 # $prune is find's words, no globs
+	find / \( $prune -false \) -prune -o -type f -printf "%p\tf\t%m\t%U:%G\t%s$mt\n" | sort >"$out.meta"
+	# shellcheck disable=SC2086
+	find / \( $prune -false \) -prune -o ! -type f -printf '%p\t%y\t%m\t%U:%G\t%l\n' >"$out.other"
+	# shellcheck disable=SC2086
+	find / \( $prune -false \) -prune -o -type f -exec sha256sum {} + |
+		awk '{ print substr($0, 67) "\t" $1 }' | sort >"$out.sums"
+	join -t "$TAB" "$out.meta" "$out.sums" | cat - "$out.other" | sort >"$out"
+	rm -f "$out.meta" "$out.other" "$out.sums"
+}
+same_snapshot() { # A B WHAT
+	diff -u "$1" "$2" >/tmp/snapdiff || { head -n 40 /tmp/snapdiff; fail "$3"; }
+}
+
+# check_landed DIR FAMILY INIT [PREFIX] : every MANIFEST entry of DIR for
+# FAMILY and INIT is installed with the tarball's content and MANIFEST's mode
+# and (unless it is a directory that was there before) in the install
+# manifest; no entry of another family or init system is installed. With KEPT=PATH, PATH may hold other content (an edited config).
+check_landed() {
+	d=$1 fam=$2 ini=$3 pre=${4:-}
+	sel='($1 == "any" || $1 == f) && ($2 == "any" || $2 == i)'
+	awk -F "$TAB" -v f="$fam" -v i="$ini" "$sel" "$d/MANIFEST" >/tmp/sel
+	awk -F "$TAB" -v f="$fam" -v i="$ini" "!($sel)" "$d/MANIFEST" >/tmp/unsel
+	[ -s /tmp/sel ] || fail "MANIFEST has nothing for $fam/$ini"
+	while IFS=$TAB read -r f _ kind mode _ path; do
+		t=$pre$path
+		if [ "$kind" = dir ]; then
+			[ -d "$t" ] || fail "directory $t is missing"
+		else
+			[ -f "$t" ] || fail "$t is missing"
+			[ "$path" = "${KEPT:-}" ] ||
+				[ "$(sha "$t")" = "$(payload_sum "$d" "$f" "$path")" ] || fail "$t is not the tarball's payload/$f$path"
+		fi
+		[ "$(stat -c %a "$t")" = "${mode#0}" ] || fail "$t has mode $(stat -c %a "$t"), MANIFEST says $mode"
+		[ "$kind" = dir ] ||
+			awk -F "$TAB" -v p="$path" '$5 == p { found = 1 } END { exit !found }' "$pre$M" ||
+			fail "$path is not in $pre$M"
+	done </tmp/sel
+	cut -f6 /tmp/sel | while read -r p; do readlink -f "$pre$p"; done | sort -u >/tmp/sel.real
+	while IFS=$TAB read -r f i _ _ _ path; do
+		[ -e "$pre$path" ] || continue
+		# (on a merged-/usr root /lib/x and /usr/lib/x are one file)
+		grep -qxF "$(readlink -f "$pre$path")" /tmp/sel.real && continue
+		fail "$pre$path ($f/$i) is installed on a $fam/$ini host"
+	done </tmp/unsel
+	echo "all $(wc -l </tmp/sel) MANIFEST entries for $fam/$ini are in place${pre:+ under $pre}"
+}
+
+# OpenRC's state tree of a booted host (in this run's fresh /run) and a
+# service that provides "net", as a real host's network service does.
+openrc_boot() {
+	for s in started starting stopping inactive wasinactive exclusive failed \
+		scheduled options daemons tmp; do
+		mkdir -p "/run/openrc/$s"
+	done
+	echo default >/run/openrc/softlevel
+	if [ ! -f /etc/init.d/net-standin ]; then
+		printf '#!/sbin/openrc-run\n# Test stand-in for the host network service.\ndepend() { provide net; }\nstart() { return 0; }\n' \
+			>/etc/init.d/net-standin
+		chmod 0755 /etc/init.d/net-standin
+	fi
+}
+wait_until() { # SECONDS CMD...
+	n=$(($1 * 10))
+	shift
+	until "$@" 2>/dev/null; do
+		n=$((n - 1))
+		[ "$n" -gt 0 ] || return 1
+		sleep 0.1
+	done
+}
+REC=/tmp/kubedist-standin
+starts() { if [ -f $REC/kubelet.log ]; then wc -l <$REC/kubelet.log; else echo 0; fi; }
+has_starts() { [ "$(starts)" -ge "$1" ]; }
+standin_pid() { jq -r .pid $REC/kubelet.json; }
+alive() { kill -0 "$1" 2>/dev/null; }
+# start_kubelet : rc-service kubelet start, and wait for the stand-in.
+start_kubelet() {
+	n0=$(starts)
+	rc-service kubelet start
+	wait_until 10 has_starts $((n0 + 1)) || fail "the kubelet did not start"
+	sleep 0.5
+}
+EOF
+)
+
+# in_root ROOT : runs the script on stdin in ROOT, offline, after the prelude.
+in_root() {
+	script=$(mktemp "$1/tmp/kd-test.XXXXXX")
+	{
+		echo 'set -eu'
+		printf '%s\n' "$PRELUDE"
+		cat
+	} >"$script"
+	kd_run_offline "$1" sh "/tmp/${script##*/}"
+}
+
+# ---------------------------------------------------------------------------
+
+test_shellcheck_and_shells() {
+	shellcheck -s sh "$KD_REPO/installer/install.sh"
+	# The installer parses with the shells it promises to run under.
+	dash -n "$KD_REPO/installer/install.sh"
+	busybox sh -n "$KD_REPO/installer/install.sh"
+	# The tarball carries this very installer.
+	top=$(tar -tzf "$TARBALL_CUR" | head -n 1)
+	tar -xzOf "$TARBALL_CUR" "${top%/}/install.sh" | cmp - "$KD_REPO/installer/install.sh" ||
+		{ echo "the tarball's install.sh is not installer/install.sh (rebuild the dist output)"; return 1; }
+}
+
+test_help_explains_everything() {
+	sh "$KD_REPO/installer/install.sh" --help >"$TB/help"
+	cat "$TB/help"
+	for w in install uninstall --init systemd openrc runit --family /etc/default /etc/sysconfig \
+		--prefix DESTDIR --dry-run --no-enable --no-start --kubelet-only --kubelet-version \
+		KUBELET_VERSION /opt/kubernetes SHA256SUMS .new install.manifest 'nothing to do' \
+		interrupted package-manager 'sv restart kubelet' 'kubeadm upgrade' /opt/cni/bin 'Exit status'; do
+		grep -qF -- "$w" "$TB/help" || { echo "--help does not mention '$w'"; return 1; }
+	done
+	set +e
+	sh "$KD_REPO/installer/install.sh" --bogus >"$TB/bad" 2>&1
+	rc=$?
+	set -e
+	cat "$TB/bad"
+	assert_eq 2 "$rc" "exit status for a bad option"
+	assert_eq 1 "$(wc -l <"$TB/bad")" "lines printed for a bad option"
+}
+
+# --- S: a systemd host (installed, not running), deb family ---------------
+
+new_root "$LOWER_SYSTEMD"
+ROOT_S=$NEW_ROOT
+
+test_systemd_install() {
+	in_root "$ROOT_S" <<'EOF'
+[ -x /lib/systemd/systemd ] && [ ! -e /sbin/openrc-run ] || fail "not a systemd-only root"
+run_install "$PREV"
+ok
+said "installing for systemd (installed), family deb (found)"
+check_landed "$PREV" deb systemd
+cmp /etc/default/kubelet "$(payload_of "$PREV" /etc/default/kubelet deb)"
+grep -qx 'EnvironmentFile=-/etc/default/kubelet' /lib/systemd/system/kubelet.service.d/10-kubeadm.conf ||
+	fail "the drop-in does not read /etc/default/kubelet"
+for p in /etc/init.d/kubelet /etc/conf.d/kubelet /etc/sv/kubelet /etc/sysconfig/kubelet; do
+	[ ! -e "$p" ] || fail "$p does not belong on a deb systemd host"
+done
+# No systemd runs here: the installer says what to run instead of running it.
+said "systemctl enable kubelet"
+not_said "running: systemctl"
+echo "== the installed unit and drop-in, as this root's systemd sees them"
+systemd-analyze verify --man=no kubelet.service >/tmp/verify 2>&1 || { cat /tmp/verify; fail "systemd-analyze verify failed"; }
+[ ! -s /tmp/verify ] || { cat /tmp/verify; fail "systemd-analyze verify complained"; }
+EOF
+}
+
+test_systemd_rerun_nothing_to_do() {
+	in_root "$ROOT_S" <<'EOF'
+snapshot /tmp/s1 mtime
+run_install "$PREV"
+ok
+said "nothing to do"
+snapshot /tmp/s2 mtime
+same_snapshot /tmp/s1 /tmp/s2 "a re-run with nothing changed changed the root"
+EOF
+}
+
+test_systemd_upgrade_unedited_follows() {
+	in_root "$ROOT_S" <<'EOF'
+cmp -s "$(payload_of "$PREV" /etc/default/kubelet deb)" "$(payload_of "$CUR" /etc/default/kubelet deb)" &&
+	fail "N-1 and N ship the same /etc/default/kubelet: this test needs them to differ"
+run_install "$CUR"
+ok
+said "update /etc/default/kubelet"
+cmp /etc/default/kubelet "$(payload_of "$CUR" /etc/default/kubelet deb)" ||
+	fail "the unedited /etc/default/kubelet did not follow the release"
+[ ! -e /etc/default/kubelet.new ] || fail "a .new beside an unedited config"
+check_landed "$CUR" deb systemd
+run_install "$CUR"
+ok
+said "nothing to do"
+EOF
+}
+
+# --- O: an OpenRC host, booted: the service really runs --------------------
+
+new_root "$LOWER_OPENRC"
+ROOT_O=$NEW_ROOT
+# A third party's CNI plugin, there before kubedist.
+mkdir -p "$ROOT_O/opt/cni/bin"
+printf '#!/bin/sh\necho vendor\n' >"$ROOT_O/opt/cni/bin/vendor-plugin"
+chmod 0755 "$ROOT_O/opt/cni/bin/vendor-plugin"
+# The root as it was before any install, for the uninstall test.
+in_root "$ROOT_O" >"$KD_WORK/$KD_SUITE.O-snapshot.log" 2>&1 <<'EOF'
+snapshot /tmp/before-install
+EOF
+
+test_openrc_install_enables_and_starts() {
+	in_root "$ROOT_O" <<'EOF'
+openrc_boot
+run_install "$PREV"
+ok
+said "installing for openrc (running), family deb (found)"
+check_landed "$PREV" deb openrc
+grep -qx 'kubelet_family="deb"' /etc/conf.d/kubelet || fail "/etc/conf.d/kubelet is not rendered for deb"
+for p in /lib/systemd/system/kubelet.service /usr/lib/systemd/system/kubelet.service.d /etc/sv/kubelet /etc/sysconfig/kubelet; do
+	[ ! -e "$p" ] || fail "$p does not belong on a deb OpenRC host"
+done
+said "running: rc-update add kubelet default"
+said "running: rc-service kubelet start"
+[ -L /etc/runlevels/default/kubelet ] || fail "kubelet is not in the default runlevel"
+rc-service kubelet status | grep -q 'status: started' || fail "the service is not started"
+# kubeadm join writes its config: the waiting wrapper becomes the kubelet.
+: >/var/lib/kubelet/config.yaml
+wait_until 10 has_starts 1 || fail "the kubelet did not start once config.yaml appeared"
+[ "$(jq -r '.argv[0]' $REC/kubelet.json)" = /usr/bin/kubelet ] || fail "not /usr/bin/kubelet"
+EOF
+}
+
+test_openrc_rerun_restarts_nothing() {
+	in_root "$ROOT_O" <<'EOF'
+openrc_boot
+start_kubelet
+n=$(starts)
+pid=$(standin_pid)
+snapshot /tmp/s1 mtime
+run_install "$PREV"
+ok
+said "nothing to do"
+not_said "rc-service"
+sleep 1
+[ "$(starts)" = "$n" ] && [ "$(standin_pid)" = "$pid" ] && alive "$pid" ||
+	fail "the kubelet was restarted by a re-run that changed nothing"
+snapshot /tmp/s2 mtime
+same_snapshot /tmp/s1 /tmp/s2 "a re-run with nothing changed changed the root"
+EOF
+}
+
+test_openrc_upgrade_keeps_edited_config() {
+	in_root "$ROOT_O" <<'EOF'
+openrc_boot
+start_kubelet
+n=$(starts)
+pid=$(standin_pid)
+echo 'KUBELET_EXTRA_ARGS="--node-ip=192.0.2.10"' >>/etc/default/kubelet
+cp -p /etc/default/kubelet /tmp/edited
+cp -p /etc/conf.d/kubelet /tmp/confd
+run_install "$CUR"
+ok
+said "keep your edited /etc/default/kubelet; the new default is in /etc/default/kubelet.new"
+cmp /tmp/edited /etc/default/kubelet || fail "the edited /etc/default/kubelet was changed"
+cmp /etc/default/kubelet.new "$(payload_of "$CUR" /etc/default/kubelet deb)" || fail ".new is not N's default"
+[ "$(stat -c %a /etc/default/kubelet.new)" = 644 ] || fail ".new has mode $(stat -c %a /etc/default/kubelet.new)"
+cmp /tmp/confd /etc/conf.d/kubelet || fail "/etc/conf.d/kubelet changed"
+KEPT=/etc/default/kubelet check_landed "$CUR" deb openrc
+said "running: rc-service kubelet restart"
+wait_until 10 has_starts $((n + 1)) || fail "the upgrade did not restart the kubelet"
+alive "$pid" && fail "the old kubelet still runs"
+jq -e '.argv | index("--node-ip=192.0.2.10")' $REC/kubelet.json >/dev/null ||
+	fail "the restarted kubelet lacks the edited KUBELET_EXTRA_ARGS"
+
+echo "== again: nothing to do, nothing restarted"
+n=$(starts)
+run_install "$CUR"
+ok
+said "nothing to do"
+echo "== the admin merged and removed .new: it is not offered again"
+rm /etc/default/kubelet.new
+run_install "$CUR"
+ok
+said "nothing to do"
+[ ! -e /etc/default/kubelet.new ] || fail ".new came back"
+sleep 0.5
+[ "$(starts)" = "$n" ] || fail "a re-run restarted the kubelet"
+EOF
+}
+
+test_side_by_side_kubelet() {
+	in_root "$ROOT_O" <<'EOF'
+run_install "$CUR" --kubelet-only
+ok
+run_install "$PREV" --kubelet-only --kubelet-version v1.33.7
+ok
+K=$(payload_of "$CUR" /usr/bin/kubelet deb)
+for v in v1.34.2 v1.33.7; do
+	f=/opt/kubernetes/$v/bin/kubelet
+	[ -f "$f" ] || fail "$f is missing"
+	[ "$(stat -c %a "$f")" = 755 ] || fail "$f has mode $(stat -c %a "$f")"
+	cmp "$f" "$K" || fail "$f is not the tarball's kubelet"
+done
+print() { # [VAR=VALUE...]
+	env "$@" kubelet-wrapper --family deb --print | tee /tmp/plan.json |
+		jq -c '{argv0: .argv[0], kubelet_version, kubelet_exists}'
+}
+print
+[ "$(jq -r '.argv[0]' /tmp/plan.json)" = /usr/bin/kubelet ] || fail "without KUBELET_VERSION the wrapper does not run /usr/bin/kubelet"
+print KUBELET_VERSION=v1.33.7
+[ "$(jq -r '.argv[0]' /tmp/plan.json)" = /opt/kubernetes/v1.33.7/bin/kubelet ] ||
+	fail "KUBELET_VERSION=v1.33.7 does not pick /opt/kubernetes/v1.33.7/bin/kubelet"
+jq -e .kubelet_exists /tmp/plan.json >/dev/null || fail "the wrapper does not find it"
+
+echo "== KUBELET_VERSION in the env file, through the real service"
+cp -p /etc/default/kubelet /tmp/env
+echo 'KUBELET_VERSION=v1.34.2' >>/etc/default/kubelet
+print
+openrc_boot
+start_kubelet
+[ "$(jq -r '.argv[0]' $REC/kubelet.json)" = /opt/kubernetes/v1.34.2/bin/kubelet ] ||
+	fail "the service did not run /opt/kubernetes/v1.34.2/bin/kubelet"
+rc-service kubelet stop
+cp -p /tmp/env /etc/default/kubelet
+
+echo "== uninstall one of them"
+run_install "$CUR" uninstall --kubelet-only --kubelet-version v1.33.7
+ok
+[ ! -e /opt/kubernetes/v1.33.7 ] || fail "/opt/kubernetes/v1.33.7 is still there"
+[ -f /opt/kubernetes/v1.34.2/bin/kubelet ] && [ -f /usr/bin/kubelet ] || fail "uninstalled too much"
+run_install "$CUR"
+ok
+said "nothing to do"
+EOF
+}
+
+test_uninstall_removes_only_what_it_installed() {
+	# A file another tool put in a directory kubedist created.
+	printf '{"cniVersion":"1.0.0","name":"other"}\n' >"$ROOT_O/etc/cni/net.d/10-other.conflist"
+	in_root "$ROOT_O" <<'EOF'
+openrc_boot
+start_kubelet
+run_install "$CUR" uninstall
+ok
+said "note: kept /etc/default/kubelet: you edited it"
+said "running: rc-service kubelet stop"
+said "running: rc-update del kubelet default"
+[ ! -e /etc/runlevels/default/kubelet ] || fail "kubelet is still in the default runlevel"
+if pgrep -x supervise-daemon; then fail "supervise-daemon still runs"; fi
+[ ! -e /var/lib/kubedist ] || fail "/var/lib/kubedist is still there"
+[ -x /opt/cni/bin/vendor-plugin ] || fail "the third-party plugin is gone"
+rm -f /etc/init.d/net-standin
+snapshot /tmp/after-uninstall
+echo "== added since before the install:"
+comm -13 /tmp/before-install /tmp/after-uninstall | cut -f1 | tee /tmp/added
+echo "== removed or changed since before the install:"
+comm -23 /tmp/before-install /tmp/after-uninstall | tee /tmp/removed
+[ ! -s /tmp/removed ] || fail "uninstall removed or changed what was there before"
+# What stays: the edited env file, what others and the kubelet wrote, and
+# the directories holding it.
+cat >/tmp/expected <<'LIST'
+/etc/cni
+/etc/cni/net.d
+/etc/cni/net.d/10-other.conflist
+/etc/default/kubelet
+/var/lib/kubelet
+/var/lib/kubelet/config.yaml
+/var/log/kubelet
+/var/log/kubelet/kubelet.log
+LIST
+diff -u /tmp/expected /tmp/added || fail "uninstall left other things behind"
+EOF
+}
+
+# --- O2: --no-enable, --no-start -------------------------------------------
+
+new_root "$LOWER_OPENRC"
+ROOT_O2=$NEW_ROOT
+
+test_no_enable_no_start() {
+	in_root "$ROOT_O2" <<'EOF'
+openrc_boot
+run_install "$CUR" --no-start
+ok
+[ -L /etc/runlevels/default/kubelet ] || fail "--no-start did not enable"
+if rc-service kubelet status; then fail "--no-start started the kubelet"; fi
+not_said "rc-service kubelet start"
+run_install "$CUR" uninstall
+ok
+run_install "$CUR" --no-enable
+ok
+[ ! -e /etc/runlevels/default/kubelet ] || fail "--no-enable enabled the kubelet"
+rc-service kubelet status | grep -q 'status: started' || fail "--no-enable did not start it"
+EOF
+}
+
+# --- C: dry run, tampering, then a clean install ---------------------------
+
+new_root "$LOWER_OPENRC"
+ROOT_C=$NEW_ROOT
+
+test_dry_run_changes_nothing() {
+	in_root "$ROOT_C" <<'EOF'
+snapshot /tmp/s0 mtime
+run_install "$CUR" --dry-run
+ok
+said "would install /usr/bin/kubelet"
+said "would install /etc/default/kubelet"
+said "would create directory /opt/cni/bin"
+said "dry run: nothing was changed"
+snapshot /tmp/s1 mtime
+same_snapshot /tmp/s0 /tmp/s1 "--dry-run changed the root"
+ls /tmp | grep kubedist-install && fail "a temporary directory was left in /tmp"
+true
+EOF
+}
+
+test_tampered_tarball_refused() {
+	in_root "$ROOT_C" <<'EOF'
+cp -a "$CUR" /tmp/pristine
+snapshot /tmp/s0 mtime
+# refused HOW EXPECTED-WORDS : a copy of the tarball changed by HOW is
+# refused with one line naming the file, and nothing is written.
+refused() {
+	rm -rf /tmp/t
+	cp -a /tmp/pristine /tmp/t
+	echo "== $1"
+	sh -c "$1"
+	run_install /tmp/t
+	[ "$rc" = 1 ] || fail "install.sh exited with $rc, expected 1"
+	[ "$(wc -l </tmp/out)" = 1 ] || fail "expected one line of error"
+	said "$2"
+	snapshot /tmp/s1 mtime
+	same_snapshot /tmp/s0 /tmp/s1 "a refused install changed the root"
+	ls /tmp | grep kubedist-install && fail "a temporary directory was left in /tmp"
+	true
+}
+refused 'printf x >>/tmp/t/payload/any/usr/bin/kubectl' "payload/any/usr/bin/kubectl: FAILED"
+refused 'printf "\n# harmless?\n" >>/tmp/t/payload/deb/etc/default/kubelet' "payload/deb/etc/default/kubelet: FAILED"
+refused 'rm /tmp/t/payload/any/opt/cni/bin/bridge' "payload/any/opt/cni/bin/bridge"
+refused 'cp /tmp/t/payload/any/usr/bin/kubectl /tmp/t/payload/any/usr/bin/kubectl-extra' \
+	"payload/any/usr/bin/kubectl-extra: not listed in SHA256SUMS"
+refused 'sed -i "s|^any\tany\tfile\t0755\tkubelet\t/usr/bin/kubelet$|any\tany\tfile\t4755\tkubelet\t/usr/bin/kubelet|" /tmp/t/MANIFEST' \
+	"MANIFEST: FAILED"
+EOF
+}
+
+test_clean_install() {
+	in_root "$ROOT_C" <<'EOF'
+run_install "$CUR"
+ok
+said "installing for openrc (installed), family deb (found)"
+said "OpenRC is not running here"
+check_landed "$CUR" deb openrc
+snapshot /tmp/clean
+EOF
+}
+
+# --- K: killed half way, then run again ------------------------------------
+
+new_root "$LOWER_OPENRC"
+ROOT_K=$NEW_ROOT
+
+test_killed_install_completes_on_rerun() {
+	in_root "$ROOT_K" <<'EOF'
+# KUBEDIST_INSTALL_TEST_STOP_AFTER makes install.sh stop itself (SIGSTOP)
+# right after renaming that file into place, before its journal line: the
+# worst moment to die. MANIFEST order: crictl, kubeadm, kubectl, kubelet, ...
+KUBEDIST_INSTALL_TEST_STOP_AFTER=/usr/bin/kubectl "$CUR/install.sh" >/tmp/killed.out 2>&1 &
+inst=$!
+stopped() { [ "$(sed 's/.*) //' /proc/$inst/stat | cut -d ' ' -f 1)" = T ]; }
+wait_until 60 stopped || fail "install.sh did not stop at /usr/bin/kubectl"
+kill -KILL "$inst"
+set +e
+wait "$inst"
+status=$?
+set -e
+[ "$status" = 137 ] || fail "install.sh ended with $status, not by SIGKILL"
+cat /tmp/killed.out
+echo "== the state it was killed in"
+cat /var/lib/kubedist/install.journal
+for f in crictl kubeadm kubectl; do
+	[ "$(sha /usr/bin/$f)" = "$(payload_sum "$CUR" any /usr/bin/$f)" ] || fail "/usr/bin/$f was not written before the kill"
+done
+grep -q "$TAB/usr/bin/kubeadm\$" /var/lib/kubedist/install.journal || fail "kubeadm is not in the journal"
+if grep "$TAB/usr/bin/kubectl\$" /var/lib/kubedist/install.journal; then fail "kubectl is in the journal already"; fi
+[ ! -e /usr/bin/kubelet ] && [ ! -e /opt/cni/bin/bridge ] && [ ! -e /etc/default/kubelet ] ||
+	fail "more than half was done"
+[ ! -e $M ] || fail "a manifest already"
+
+echo "== run again"
+run_install "$CUR"
+ok
+said "completing an interrupted earlier run"
+check_landed "$CUR" deb openrc
+[ ! -e /var/lib/kubedist/install.journal ] || fail "the journal is still there"
+snapshot /tmp/rerun
+EOF
+	diff -u "$ROOT_C/tmp/clean" "$ROOT_K/tmp/rerun" || {
+		echo "killed + re-run differs from a clean install"
+		return 1
+	}
+}
+
+# --- B: busybox sh and busybox's applets only -------------------------------
+
+new_root "$LOWER_OPENRC"
+ROOT_B=$NEW_ROOT
+mkdir -p "$ROOT_B/tmp/bb"
+cp /usr/bin/busybox "$ROOT_B/tmp/bb/busybox"
+
+test_busybox_sh() {
+	in_root "$ROOT_B" <<'EOF'
+/tmp/bb/busybox --install -s /tmp/bb
+echo "\$ env -i PATH=/tmp/bb /tmp/bb/sh $CUR/install.sh"
+set +e
+env -i PATH=/tmp/bb /tmp/bb/sh "$CUR/install.sh" >/tmp/out 2>&1
+rc=$?
+set -e
+sed 's/^/  | /' /tmp/out
+ok
+said "installing for openrc (installed), family deb (found)"
+check_landed "$CUR" deb openrc
+snapshot /tmp/busybox
+set +e
+env -i PATH=/tmp/bb /tmp/bb/sh "$CUR/install.sh" >/tmp/out 2>&1
+rc=$?
+set -e
+cat /tmp/out
+ok
+said "nothing to do"
+EOF
+	diff -u "$ROOT_C/tmp/clean" "$ROOT_B/tmp/busybox" || {
+		echo "the busybox install differs from a clean install"
+		return 1
+	}
+}
+
+# --- D: a package manager's kubelet ----------------------------------------
+
+new_root "$LOWER_OPENRC"
+ROOT_D=$NEW_ROOT
+
+test_refuses_over_dpkg_install() {
+	in_root "$ROOT_D" <<'EOF'
+# (iptables, conntrack, ... are not in this offline root)
+dpkg -i --force-depends /srv/kd/deb/kubelet_*.deb
+[ "$(dpkg-query -W -f '${db:Status-Status}' kubelet)" = installed ] || fail "dpkg did not install kubelet"
+snapshot /tmp/s0 mtime
+run_install "$CUR"
+[ "$rc" = 1 ] || fail "install.sh exited with $rc, expected 1"
+said "already installed by a package manager: kubelet (dpkg: installed)"
+snapshot /tmp/s1 mtime
+same_snapshot /tmp/s0 /tmp/s1 "a refused install changed the root"
+echo "== a side-by-side kubelet is fine beside the package"
+run_install "$CUR" --kubelet-only
+ok
+[ -x /opt/kubernetes/v1.34.2/bin/kubelet ] || fail "no side-by-side kubelet"
+EOF
+}
+
+# --- E: detection rules, --prefix, DESTDIR ----------------------------------
+
+new_root "$LOWER_OPENRC"
+ROOT_E=$NEW_ROOT
+
+test_detection_rules() {
+	in_root "$ROOT_E" <<'EOF'
+exe() { mkdir -p "${1%/*}" && printf '#!/bin/sh\n' >"$1" && chmod 0755 "$1"; }
+# detect DIR EXPECTED [ARGS...] : a dry run into DIR says EXPECTED
+detect() {
+	d=$1 want=$2
+	shift 2
+	run_install "$CUR" --dry-run --prefix "$d" "$@"
+	ok
+	said "$want"
+}
+mkdir -p /srv/h/systemd /srv/h/openrc /srv/h/runit /srv/h/two /srv/h/none
+exe /srv/h/systemd/usr/lib/systemd/systemd
+exe /srv/h/openrc/sbin/openrc-run
+exe /srv/h/runit/usr/bin/runsvdir
+exe /srv/h/two/lib/systemd/systemd
+exe /srv/h/two/sbin/runsvdir
+detect /srv/h/systemd "installing for systemd (installed)"
+detect /srv/h/openrc "installing for openrc (installed)"
+detect /srv/h/runit "installing for runit (installed)"
+detect /srv/h/two "installing for runit (--init)" --init runit
+run_install "$CUR" --dry-run --prefix /srv/h/two
+[ "$rc" = 1 ] || fail "exit status $rc"
+said "several init systems are installed in /srv/h/two (systemd, runit) and none is running; pass --init"
+run_install "$CUR" --dry-run --prefix /srv/h/none
+[ "$rc" = 1 ] || fail "exit status $rc"
+said "no init system found in /srv/h/none"
+
+echo "== the running one wins over the installed ones (here: OpenRC installed)"
+mkdir -p /run/systemd/system
+run_install "$CUR" --dry-run
+said "installing for systemd (running)"
+rmdir /run/systemd/system
+openrc_boot
+run_install "$CUR" --dry-run
+said "installing for openrc (running)"
+
+echo "== family"
+mkdir -p /srv/f/rpm/etc/sysconfig /srv/f/deb/etc/default /srv/f/both/etc/sysconfig /srv/f/both/etc/default \
+	/srv/f/debian/etc/sysconfig /srv/f/debian/etc/default /srv/f/neither
+echo 12 >/srv/f/debian/etc/debian_version
+detect /srv/f/rpm "family rpm (found)" --init systemd
+detect /srv/f/deb "family deb (found)" --init systemd
+detect /srv/f/both "family rpm (found)" --init systemd
+detect /srv/f/debian "family deb (found)" --init systemd
+detect /srv/f/neither "family deb (found)" --init systemd
+detect /srv/f/rpm "family deb (--family)" --init systemd --family deb
+EOF
+}
+
+test_prefix_and_destdir() {
+	in_root "$ROOT_E" <<'EOF'
+mkdir -p /srv/img1/etc/sysconfig /srv/img2/etc/sysconfig
+snapshot /tmp/outside0 mtime /srv
+echo "== DESTDIR, rpm family, systemd"
+export DESTDIR=/srv/img1
+run_install "$CUR" --init systemd
+unset DESTDIR
+ok
+said "family rpm (found), into /srv/img1"
+said "systemd is not running here in /srv/img1"
+check_landed "$CUR" rpm systemd /srv/img1
+grep -qx 'EnvironmentFile=-/etc/sysconfig/kubelet' /srv/img1/usr/lib/systemd/system/kubelet.service.d/10-kubeadm.conf ||
+	fail "the rpm drop-in does not read /etc/sysconfig/kubelet"
+grep -q /srv/img1 /srv/img1$M && fail "the manifest records paths with the prefix"
+
+echo "== --prefix, rpm family, runit"
+run_install "$CUR" --prefix /srv/img2 --init runit
+ok
+check_landed "$CUR" rpm runit /srv/img2
+grep -qx 'KUBELET_WRAPPER_FAMILY=rpm' /srv/img2/etc/sv/kubelet/conf || fail "runit's conf is not rendered for rpm"
+said "runit is not running here in /srv/img2"
+run_install "$CUR" --prefix /srv/img2
+ok
+said "installing for runit (recorded by the earlier install), family rpm (recorded by the earlier install)"
+said "nothing to do"
+
+snapshot /tmp/outside1 mtime /srv
+same_snapshot /tmp/outside0 /tmp/outside1 "an install into a prefix changed the root outside it"
+
+echo "== uninstall both: back to what was there"
+export DESTDIR=/srv/img1
+run_install "$CUR" uninstall
+unset DESTDIR
+ok
+run_install "$CUR" uninstall --prefix /srv/img2
+ok
+for d in /srv/img1 /srv/img2; do
+	left=$(cd $d && find . -mindepth 1 | sort | tr '\n' ' ')
+	[ "$left" = "./etc ./etc/sysconfig " ] || fail "left in $d: $left"
+done
+EOF
+}
+
+kd_test shellcheck-and-shells test_shellcheck_and_shells
+kd_test help-explains-everything test_help_explains_everything
+kd_test systemd-host-install test_systemd_install
+kd_test systemd-host-rerun-nothing-to-do test_systemd_rerun_nothing_to_do
+kd_test systemd-host-upgrade-unedited-config-follows test_systemd_upgrade_unedited_follows
+kd_test openrc-host-install-enables-and-starts test_openrc_install_enables_and_starts
+kd_test openrc-host-rerun-restarts-nothing test_openrc_rerun_restarts_nothing
+kd_test openrc-host-upgrade-keeps-edited-config test_openrc_upgrade_keeps_edited_config
+kd_test side-by-side-kubelet-version test_side_by_side_kubelet
+kd_test uninstall-removes-only-what-it-installed test_uninstall_removes_only_what_it_installed
+kd_test no-enable-no-start test_no_enable_no_start
+kd_test dry-run-changes-nothing test_dry_run_changes_nothing
+kd_test tampered-missing-extra-refused test_tampered_tarball_refused
+kd_test clean-install test_clean_install
+kd_test killed-install-completes-on-rerun test_killed_install_completes_on_rerun
+kd_test busybox-sh-only test_busybox_sh
+kd_test refuses-over-dpkg-install test_refuses_over_dpkg_install
+kd_test detection-rules test_detection_rules
+kd_test prefix-and-destdir test_prefix_and_destdir
+kd_summary
