@@ -13,15 +13,20 @@
 #   A  unedited /etc/default/kubelet: install, upgrade, reinstall, remove, purge
 #   B  edited /etc/default/kubelet: the same lifecycle, admin edit kept
 #   C  Debian's containernetworking-plugins beside our kubernetes-cni
-#   D  N-1 and N mixed between kubeadm and the other packages
+#   D  both releases in a local apt repository: N-1 and N mixed, `pkg=VERSION`
+#      downgrades, kubeadm upgraded alone while the others are held
 #
-# Wall time: about a minute on 2 cores with the base tarball cached.
+# Versions come from the artifacts: kubelet, kubeadm and kubectl carry the
+# Kubernetes version, kubernetes-cni the CNI plugins' and cri-tools its own
+# (as upstream's packages do), all with the same revision.
+#
+# Wall time: about 80 s on 2 cores with the base tarball cached.
 
 # shellcheck disable=SC2016 # ${...} in single quotes are dpkg-query formats
 # shellcheck source=ci/lib.sh
 . "$(dirname "$0")/lib.sh"
 
-kd_require mmdebstrap unshare dpkg-deb jq sha256sum
+kd_require mmdebstrap unshare dpkg-deb apt-ftparchive jq sha256sum
 kd_require_dist
 
 PACKAGES="kubelet kubeadm kubectl kubernetes-cni cri-tools"
@@ -35,14 +40,43 @@ ADMIN_CONFLIST=/etc/cni/net.d/10-admin.conflist
 ADMIN_OVERRIDE=/etc/systemd/system/kubelet.service.d/20-admin.conf
 EXTRA_ARGS='--node-ip=192.0.2.10 --v=4'
 
-# netbase is in the base root because apt never autoremoves it once a
-# dependency pulled it in (priority important): the purge test removes the
+# netbase and mount are in the base root because apt never autoremoves a
+# package of priority important or required once a dependency pulled it in
+# (kubelet's `mount`, iptables' `netbase`): the purge test removes the
 # pulled-in dependencies with `apt-get autoremove --purge` and compares.
-BASE=$(kd_base_tarball deb netbase)
+BASE=$(kd_base_tarball deb netbase mount)
 
-version_of() { dpkg-deb -f "$1" Version; }
-V_PREV=$(version_of "$KD_DIST_PREV"/kubelet_*.deb)
-V_CUR=$(version_of "$KD_DIST"/kubelet_*.deb)
+# deb_of DIST PACKAGE : the path of PACKAGE's .deb in DIST (exactly one).
+deb_of() {
+    set -- "$1" "$2" "$1/$2"_*.deb
+    if [ $# -ne 3 ] || [ ! -f "$3" ]; then
+        echo "t-deb: expected one $2 .deb in $1" >&2
+        return 1
+    fi
+    printf '%s\n' "$3"
+}
+version_of() { dpkg-deb -f "$(deb_of "$1" "$2")" Version; }
+
+# expect [PACKAGE...] : "name version" of our five packages, sorted: the named
+# ones at release N-1, the others at N, each as its artifact says.
+expect() {
+    for p in $PACKAGES; do
+        d=$KD_DIST
+        case " $* " in *" $p "*) d=$KD_DIST_PREV ;; esac
+        echo "$p $(version_of "$d" "$p")"
+    done | LC_ALL=C sort
+}
+# shellcheck disable=SC2086 # one word per package
+ALL_PREV=$(expect $PACKAGES)
+ALL_CUR=$(expect)
+# Each package must differ between the releases, or an upgrade proves nothing.
+for p in $PACKAGES; do
+    if [ "$(version_of "$KD_DIST_PREV" "$p")" = "$(version_of "$KD_DIST" "$p")" ]; then
+        echo "t-deb: FAIL: $p has the same version in KD_DIST_PREV and KD_DIST" >&2
+        echo "0 passed, 1 failed"
+        exit 1
+    fi
+done
 
 # The shipped defaults of both releases, straight from the packages.
 seed_of() { # DEB OUT
@@ -93,20 +127,27 @@ listing() {
 # What apt and dpkg keep about their own work, and nothing else: package
 # database and lists, downloaded archives, debconf's database, their logs, and
 # the linker cache that libc-bin's trigger rewrites.
-BOOKKEEPING='^\./(var/lib/dpkg|var/lib/apt|var/cache/apt|var/cache/debconf|var/cache/ldconfig|var/log/apt|var/log/dpkg\.log|var/log/alternatives\.log|etc/ld\.so\.cache)( |/)'
+BOOKKEEPING='\./(var/lib/dpkg|var/lib/apt|var/cache/apt|var/cache/debconf|var/cache/ldconfig|var/log/apt|var/log/dpkg\.log|var/log/alternatives\.log|etc/ld\.so\.cache)( |/)'
 
-# package_states ROOT : "name version status" for our five packages.
+# package_states ROOT : "name version status" for those of our five packages
+# dpkg knows about (one without conffiles or postrm is forgotten on remove).
 package_states() {
     # shellcheck disable=SC2086
-    kd_run "$1" dpkg-query -W -f '${Package} ${Version} ${db:Status-Abbrev}\n' $PACKAGES
+    kd_run "$1" dpkg-query -W -f '${Package} ${Version} ${db:Status-Abbrev}\n' $PACKAGES 2>/dev/null |
+        LC_ALL=C sort
 }
 
-assert_all_installed() { # ROOT VERSION
+# assert_all_installed ROOT EXPECTED : each package installed and configured
+# ("ii"), at the versions of EXPECTED (from `expect`).
+assert_all_installed() {
     states=$(package_states "$1")
     echo "$states"
-    for p in $PACKAGES; do
-        assert_eq "$p $2 ii" "$(echo "$states" | awk -v p="$p" '$1 == p { print $1, $2, $3 }')" "dpkg state of $p"
-    done
+    assert_eq "$(echo "$2" | sed 's/$/ ii/')" "$(echo "$states" | awk '{ print $1, $2, $3 }')" "dpkg states"
+}
+
+# known_packages ROOT : those of our packages dpkg still has a record of.
+known_packages() {
+    package_states "$1" | awk '$3 != "un" { print $1 }' | tr '\n' ' '
 }
 
 # assert_extra_args_reach_kubelet ROOT : KUBELET_EXTRA_ARGS from the deb
@@ -147,6 +188,9 @@ EOF
         echo "assertion failed: the upgrade reached dpkg's conffile prompt" >&2
         return 1
     fi
+    # Nothing left half-installed or half-configured.
+    assert_eq "" "$(kd_run "$1" dpkg --audit)" "dpkg --audit after the upgrade"
+    printf '%s\n' "$out"
 }
 
 # run_test NAME : runs the test function NAME (kd_test).
@@ -175,11 +219,11 @@ apt-get install -y ./kubelet_*.deb ./kubeadm_*.deb ./kubectl_*.deb ./kubernetes-
 apt-mark showauto | grep -x iptables
 apt-mark showauto | grep -x conntrack
 EOF
-    assert_all_installed "$ROOT_A" "$V_PREV"
+    assert_all_installed "$ROOT_A" "$ALL_PREV"
 }
 
 maintainer_scripts_succeed_without_systemd() { # failure 7
-    assert_all_installed "$ROOT_A" "$V_PREV"
+    assert_all_installed "$ROOT_A" "$ALL_PREV"
     # dpkg --audit lists half-installed and half-configured packages.
     assert_eq "" "$(kd_run "$ROOT_A" dpkg --audit)" "dpkg --audit"
 }
@@ -230,13 +274,15 @@ deb_dropin_reads_etc_default_kubelet() { # failure 2
 
 upgrade_replaces_unedited_env_file_noninteractive() { # failures 1, 3
     upgrade_noninteractive "$ROOT_A"
-    assert_all_installed "$ROOT_A" "$V_CUR"
+    assert_all_installed "$ROOT_A" "$ALL_CUR"
     if cmp -s "$SEED_PREV" "$SEED_CUR"; then
         echo "assertion failed: releases N-1 and N ship the same default; the test would prove nothing" >&2
         return 1
     fi
     cmp "$SEED_CUR" "$ROOT_A$ENV_FILE"
     assert_no_file "$ROOT_A$ENV_FILE.dpkg-dist"
+    # shellcheck disable=SC2086
+    assert_eq "" "$(kd_run "$ROOT_A" dpkg --verify $PACKAGES)" "dpkg --verify after the upgrade"
 }
 
 third_party_cni_plugin_survives_upgrade() { # failure 5
@@ -270,10 +316,14 @@ remove_keeps_config_and_admin_files() { # failure 5
     kd_run "$ROOT_A" apt-get remove -y $PACKAGES </dev/null
     states=$(package_states "$ROOT_A")
     echo "$states"
-    if echo "$states" | awk '$3 == "ii"' | grep .; then
-        echo "assertion failed: packages still installed after remove" >&2
+    # Removed, with only their configuration left ("rc"), or forgotten when
+    # there was none.
+    if echo "$states" | awk '$3 != "rc"' | grep .; then
+        echo "assertion failed: packages not in state rc after remove (above)" >&2
         return 1
     fi
+    echo "$states" | awk '$1 == "kubelet" && $3 == "rc"' | grep -q . ||
+        { echo "assertion failed: kubelet's configuration was not kept" >&2; return 1; }
     assert_no_file "$ROOT_A/usr/bin/kubelet"
     assert_no_file "$ROOT_A/opt/cni/bin/bridge"
     cmp "$SEED_CUR" "$ROOT_A$ENV_FILE"
@@ -281,8 +331,11 @@ remove_keeps_config_and_admin_files() { # failure 5
 }
 
 purge_leaves_nothing_behind() { # failures 5, 7
-    # shellcheck disable=SC2086
-    kd_run "$ROOT_A" apt-get purge -y $PACKAGES </dev/null
+    # Only packages dpkg still knows can be purged: apt cannot even name one
+    # that came from a local file and left nothing behind on remove.
+    # shellcheck disable=SC2046 # one word per package
+    kd_run "$ROOT_A" apt-get purge -y $(known_packages "$ROOT_A") </dev/null
+    assert_eq "" "$(known_packages "$ROOT_A")" "packages dpkg still knows after purge"
     assert_no_file "$ROOT_A$ENV_FILE"
     assert_no_file "$ROOT_A/var/lib/kubedist"
     assert_admin_files_intact "$ROOT_A"
@@ -329,8 +382,10 @@ EOF
 }
 
 upgrade_keeps_edited_env_file_noninteractive() { # failures 1, 3
-    upgrade_noninteractive "$ROOT_B"
-    assert_all_installed "$ROOT_B" "$V_CUR"
+    out=$(upgrade_noninteractive "$ROOT_B")
+    # What the operator sees in apt's output.
+    assert_grep "keeping your edited $ENV_FILE; the new default is in $ENV_FILE.dpkg-dist" "$out"
+    assert_all_installed "$ROOT_B" "$ALL_CUR"
     cmp "$KD_WORK/deb.B.edited" "$ROOT_B$ENV_FILE"
     # The new default lands beside the admin's file.
     cmp "$SEED_CUR" "$ROOT_B$ENV_FILE.dpkg-dist"
@@ -345,8 +400,8 @@ remove_keeps_edited_env_file() {
 }
 
 purge_removes_edited_env_file() {
-    # shellcheck disable=SC2086
-    kd_run "$ROOT_B" apt-get purge -y $PACKAGES </dev/null
+    # shellcheck disable=SC2046 # one word per package
+    kd_run "$ROOT_B" apt-get purge -y $(known_packages "$ROOT_B") </dev/null
     assert_no_file "$ROOT_B$ENV_FILE"
     assert_no_file "$ROOT_B$ENV_FILE.dpkg-dist"
     assert_no_file "$ROOT_B/var/lib/kubedist"
@@ -381,7 +436,7 @@ apt-get install -y containernetworking-plugins </dev/null
 cd /srv/cur
 apt-get install -y ./kubelet_*.deb ./kubeadm_*.deb ./kubectl_*.deb ./kubernetes-cni_*.deb ./cri-tools_*.deb </dev/null
 EOF
-    assert_all_installed "$ROOT_C" "$V_CUR"
+    assert_all_installed "$ROOT_C" "$ALL_CUR"
     assert_eq "install ok installed" "$(kd_run "$ROOT_C" dpkg-query -W -f '${Status}' containernetworking-plugins)" "status of containernetworking-plugins"
     assert_file "$ROOT_C/usr/lib/cni/bridge"
     assert_file "$ROOT_C/opt/cni/bin/bridge"
@@ -398,44 +453,61 @@ run_test coexists_with_debian_containernetworking_plugins
 
 ROOT_D=$(new_root)
 
-# version_table : "name version" of our five packages in root D, sorted.
-version_table() { package_states "$ROOT_D" | awk '{ print $1, $2 }' | LC_ALL=C sort; }
+# A local repository with both releases, the way an operator's mirror of
+# pkgs.k8s.io holds several versions. Unsigned ([trusted=yes]): signing is
+# the repo suite's concern.
+mkdir -p "$ROOT_D/srv/repo"
+cp "$KD_DIST_PREV"/*.deb "$KD_DIST"/*.deb "$ROOT_D/srv/repo/"
+(
+    cd "$ROOT_D/srv/repo"
+    apt-ftparchive packages . >Packages
+    apt-ftparchive release . >Release
+)
+echo 'deb [trusted=yes] file:/srv/repo ./' >"$ROOT_D/etc/apt/sources.list.d/kubedist.list"
+
+# repo_apt ARGS... : `apt-get -y ARGS` in root D after refreshing the
+# repository's lists (and no other source's: Debian's stay as the base root
+# has them). Prints the path of the output (in_root).
+repo_apt() {
+    in_root "$ROOT_D" <<EOF
+apt-get update -o Dir::Etc::sourcelist=sources.list.d/kubedist.list \
+    -o Dir::Etc::sourceparts=- -o APT::Get::List-Cleanup=0 >/dev/null
+apt-get -y $* </dev/null
+EOF
+}
+
+# version_table : "name version" of our installed packages in root D, sorted.
+# Held packages are "hi": any wanted state, installed.
+version_table() { package_states "$ROOT_D" | awk '$3 ~ /^.i$/ { print $1, $2 }'; }
+
+v_prev() { version_of "$KD_DIST_PREV" "$1"; }
 
 mixed_versions_prev_kubeadm_with_cur_kubelet() { # failure 8
-    in_root "$ROOT_D" <<'EOF' >/dev/null
-apt-get install -y /srv/prev/kubeadm_*.deb /srv/cur/kubelet_*.deb /srv/cur/kubectl_*.deb \
-    /srv/cur/kubernetes-cni_*.deb /srv/cur/cri-tools_*.deb </dev/null
-EOF
-    assert_eq "cri-tools $V_CUR
-kubeadm $V_PREV
-kubectl $V_CUR
-kubelet $V_CUR
-kubernetes-cni $V_CUR" "$(version_table)" "installed versions"
+    repo_apt install "kubeadm=$(v_prev kubeadm)" kubelet kubectl kubernetes-cni cri-tools >/dev/null
+    assert_eq "$(expect kubeadm)" "$(version_table)" "installed versions"
 }
 
 older_versions_stay_installable() { # failure 8
-    in_root "$ROOT_D" <<'EOF' >/dev/null
-apt-get install -y --allow-downgrades /srv/prev/kubelet_*.deb /srv/prev/kubectl_*.deb \
-    /srv/prev/kubernetes-cni_*.deb /srv/prev/cri-tools_*.deb </dev/null
-EOF
-    assert_all_installed "$ROOT_D" "$V_PREV"
+    # apt-get install PACKAGE=OLDER, as an operator pins back a release.
+    repo_apt install --allow-downgrades "kubelet=$(v_prev kubelet)" "kubectl=$(v_prev kubectl)" \
+        "kubernetes-cni=$(v_prev kubernetes-cni)" "cri-tools=$(v_prev cri-tools)" >/dev/null
+    # shellcheck disable=SC2086
+    assert_eq "$(expect $PACKAGES)" "$(version_table)" "installed versions"
 }
 
-upgrade_kubeadm_alone_leaves_others() { # failure 8
-    out=$(in_root "$ROOT_D" <<'EOF'
-apt-get install -y /srv/cur/kubeadm_*.deb </dev/null
-EOF
-    )
+upgrade_kubeadm_alone_while_others_held() { # failure 8
+    # Held as kubeadm's upgrade guide says; with exact pins apt would refuse
+    # ("held packages were changed") or want to unhold everything.
+    kd_run "$ROOT_D" apt-mark hold kubelet kubectl kubernetes-cni cri-tools
+    out=$(repo_apt install kubeadm)
     assert_grep '^1 upgraded, 0 newly installed, 0 to remove' "$out"
-    assert_eq "cri-tools $V_PREV
-kubeadm $V_CUR
-kubectl $V_PREV
-kubelet $V_PREV
-kubernetes-cni $V_PREV" "$(version_table)" "installed versions"
+    assert_eq "$(expect kubelet kubectl kubernetes-cni cri-tools)" "$(version_table)" "installed versions"
+    assert_eq "cri-tools kubectl kubelet kubernetes-cni" \
+        "$(kd_run "$ROOT_D" apt-mark showhold | LC_ALL=C sort | tr '\n' ' ' | sed 's/ $//')" "held packages"
 }
 
 run_test mixed_versions_prev_kubeadm_with_cur_kubelet
 run_test older_versions_stay_installable
-run_test upgrade_kubeadm_alone_leaves_others
+run_test upgrade_kubeadm_alone_while_others_held
 
 kd_summary
