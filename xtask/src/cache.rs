@@ -17,14 +17,14 @@
 //! beyond a size budget are removed.
 
 use std::fs;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use anyhow::{Context, Result};
 use sha2::{Digest, Sha256};
 
-use crate::stage::hex;
+use crate::fetch::digest::{copy_hashing, hex, sha256_file};
 
 pub struct Cache {
     dir: PathBuf,
@@ -82,7 +82,9 @@ impl Cache {
         let dest = out_dir.join(name);
         let mut sha = String::new();
         let copied = crate::emit::write_atomic(&dest, |out| {
-            sha = copy_hashing(&src, out)?;
+            let mut input =
+                fs::File::open(&src).with_context(|| format!("reading {}", src.display()))?;
+            sha = copy_hashing(&mut input, &src, out, &dest)?.0;
             Ok(())
         });
         match copied {
@@ -189,31 +191,6 @@ fn touch(path: &Path) {
     if let Ok(f) = fs::OpenOptions::new().write(true).open(path) {
         let _ = f.set_modified(SystemTime::now());
     }
-}
-
-/// Copies `src` into `out`, returning its SHA-256.
-fn copy_hashing(src: &Path, out: &mut fs::File) -> Result<String> {
-    let mut input = fs::File::open(src).with_context(|| format!("reading {}", src.display()))?;
-    let mut h = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = input
-            .read(&mut buf)
-            .with_context(|| format!("reading {}", src.display()))?;
-        if n == 0 {
-            break;
-        }
-        h.update(&buf[..n]);
-        out.write_all(&buf[..n])
-            .context("writing a cached artifact")?;
-    }
-    Ok(hex(&h.finalize()))
-}
-
-pub fn sha256_file(path: &Path) -> Result<String> {
-    let mut h = Sha256::new();
-    hash_file(&mut h, path)?;
-    Ok(hex(&h.finalize()))
 }
 
 fn hash_file(h: &mut Sha256, path: &Path) -> Result<()> {

@@ -576,7 +576,7 @@ fn write_sums(dir: &Path, known: &BTreeMap<String, String>) -> Result<Vec<(Strin
             .len();
         let sha = match known.get(&name) {
             Some(sha) => sha.clone(),
-            None => crate::cache::sha256_file(&path)?,
+            None => crate::fetch::digest::sha256_file(&path)?,
         };
         rows.push((name, size, sha));
     }

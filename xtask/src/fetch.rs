@@ -331,10 +331,6 @@ impl Upstream {
     pub fn files(&self) -> &[Verified] {
         &self.files
     }
-
-    pub fn arch(&self) -> Arch {
-        self.arch
-    }
 }
 
 fn dedup_join(mut names: Vec<&str>) -> String {

@@ -280,11 +280,6 @@ impl FileEntry {
     pub fn dest_for(&self, family: &FamilyConf) -> String {
         expand_dest(&self.dest, family)
     }
-
-    /// Whether deb and rpm packages carry this file (the tarball carries all).
-    pub fn in_packages(&self) -> bool {
-        matches!(self.init, None | Some(Init::Systemd))
-    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -439,10 +434,6 @@ impl Spec {
             self.release.revision
         )
     }
-
-    pub fn package(&self, name: &str) -> Option<&Package> {
-        self.packages.iter().find(|p| p.name == name)
-    }
 }
 
 fn rel(root: &Path, path: &Path) -> String {
@@ -575,7 +566,7 @@ mod tests {
     fn pre_releases_sort_before_releases() {
         let mut spec = Spec::load(&repo_root()).unwrap();
         spec.release.sources.get_mut("kubernetes").unwrap().version = "1.35.0-rc.1".into();
-        let kubelet = spec.package("kubelet").unwrap();
+        let kubelet = spec.packages.iter().find(|p| p.name == "kubelet").unwrap();
         assert_eq!(
             spec.package_version(kubelet),
             format!("1.35.0~rc.1-{}", spec.release.revision)

@@ -9,13 +9,12 @@
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use anyhow::{bail, Context, Result};
-use sha2::{Digest, Sha256};
 
+use crate::fetch::digest::{copy_hashing, sha256_bytes};
 use crate::spec::{Arch, Content, Dep, Family, FileEntry, Init, Package, Spec};
 
 /// Where file contents come from, for one architecture.
@@ -54,8 +53,6 @@ pub struct Staged {
     pub files: Vec<StagedFile>,
     /// Sorted by path.
     pub dirs: Vec<StagedDir>,
-    /// Dests of files that are recorder stand-ins.
-    pub standins: Vec<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -234,7 +231,6 @@ fn stage_one(
         systemd_units: package.systemd_units.clone(),
         files,
         dirs,
-        standins,
     })
 }
 
@@ -349,7 +345,7 @@ fn write_file(path: &Path, data: &[u8], mode: u32, epoch: u64) -> Result<(String
     fs::write(&tmp, data).with_context(|| format!("writing {}", tmp.display()))?;
     set_mode_and_time(&tmp, mode, epoch)?;
     rename(&tmp, path)?;
-    Ok((hex(&Sha256::digest(data)), data.len() as u64))
+    Ok((sha256_bytes(data), data.len() as u64))
 }
 
 /// Copies `src` to `dest` (temp file + rename), hashing on the way.
@@ -358,27 +354,12 @@ fn copy_file(src: &Path, dest: &Path, mode: u32, epoch: u64) -> Result<(String, 
     let tmp = temp_beside(dest)?;
     let mut output =
         fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
-    let mut hasher = Sha256::new();
-    let mut size = 0u64;
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = input
-            .read(&mut buf)
-            .with_context(|| format!("reading {}", src.display()))?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-        output
-            .write_all(&buf[..n])
-            .with_context(|| format!("writing {}", tmp.display()))?;
-        size += n as u64;
-    }
+    let (sha256, size) = copy_hashing(&mut input, src, &mut output, &tmp)?;
     // No fsync: the staged tree is scratch space, rebuilt by every run.
     drop(output);
     set_mode_and_time(&tmp, mode, epoch)?;
     rename(&tmp, dest)?;
-    Ok((hex(&hasher.finalize()), size))
+    Ok((sha256, size))
 }
 
 fn link_file(first: &Path, dest: &Path) -> Result<()> {
@@ -415,17 +396,6 @@ fn set_mode_and_time(path: &Path, mode: u32, epoch: u64) -> Result<()> {
         .with_context(|| format!("setting the mtime of {}", path.display()))
 }
 
-/// Lower-case hex of a digest.
-pub fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write as _;
-    bytes
-        .iter()
-        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
-            let _ = write!(s, "{b:02x}");
-            s
-        })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -458,10 +428,5 @@ mod tests {
         for bad in ["relative", "/a b", "/a/../b", "/a//b", "/a/", "/a*", "/"] {
             assert!(check_path(bad).is_err(), "{bad}");
         }
-    }
-
-    #[test]
-    fn hex_is_lower_case() {
-        assert_eq!(hex(&[0, 0xab, 0x10]), "00ab10");
     }
 }

@@ -28,8 +28,9 @@ use cargo_deb::BuildEnvironment;
 use md5::{Digest, Md5};
 
 use super::{Meta, ScriptValues, MAINTAINER};
+use crate::fetch::digest::hex;
 use crate::spec::{ConfigStyle, FamilyConf};
-use crate::stage::{hex, Staged};
+use crate::stage::Staged;
 
 /// Where a `config = true` file's pristine default lives in a deb.
 pub const SEED_DIR: &str = "/usr/share/kubedist/seed";

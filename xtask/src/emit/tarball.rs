@@ -29,8 +29,9 @@ use sha2::{Digest, Sha256};
 
 use super::codec::{self, Codec};
 use super::Meta;
+use crate::fetch::digest::hex;
 use crate::spec::{Arch, Family};
-use crate::stage::{hex, Staged, StagedFile};
+use crate::stage::{Staged, StagedFile};
 
 /// The tarball's file name for a Kubernetes version, architecture and codec.
 pub fn file_name(k8s_version: &str, arch: Arch, codec: Codec) -> String {

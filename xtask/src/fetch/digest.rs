@@ -1,6 +1,6 @@
 //! Published checksums (`FILE.sha256` / `FILE.sha512`) and hashing.
 use std::fmt::Write as _;
-use std::io::Read;
+use std::io::{Read, Write};
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
@@ -142,7 +142,34 @@ pub fn sha256_bytes(data: &[u8]) -> String {
     hex(&Sha256::digest(data))
 }
 
-fn hex(bytes: &[u8]) -> String {
+/// Copies `input` (read from `from`) to `output` (written to `to`) in one
+/// pass, returning the SHA-256 (lower-case hex) and size of what it copied.
+pub fn copy_hashing(
+    input: &mut impl Read,
+    from: &Path,
+    output: &mut impl Write,
+    to: &Path,
+) -> Result<(String, u64)> {
+    let mut hasher = Sha256::new();
+    let mut size = 0u64;
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = input
+            .read(&mut buf)
+            .with_context(|| format!("reading {}", from.display()))?;
+        if n == 0 {
+            return Ok((hex(&hasher.finalize()), size));
+        }
+        hasher.update(&buf[..n]);
+        output
+            .write_all(&buf[..n])
+            .with_context(|| format!("writing {}", to.display()))?;
+        size += n as u64;
+    }
+}
+
+/// Lower-case hex of a digest.
+pub fn hex(bytes: &[u8]) -> String {
     let mut s = String::with_capacity(bytes.len() * 2);
     for b in bytes {
         // Writing to a String cannot fail.
@@ -153,6 +180,11 @@ fn hex(bytes: &[u8]) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn hex_is_lower_case() {
+        assert_eq!(super::hex(&[0, 0xab, 0x10]), "00ab10");
+    }
+
     use super::*;
 
     const ABC: &str = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
