@@ -39,6 +39,8 @@ pub struct Source {
     pub base: String,
     /// Paths under `base`, with `{version}` and `{arch}` placeholders.
     pub files: Vec<String>,
+    /// Upstream's copyright notice, for the packages' copyright files.
+    pub copyright: String,
 }
 
 impl Source {

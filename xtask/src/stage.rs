@@ -39,9 +39,11 @@ pub struct Staged {
     pub revision: u32,
     /// `X.Y.Z-R`, as both formats spell it.
     pub version: String,
-    /// The `[sources.*]` entry the version comes from, and its `base` URL.
+    /// The `[sources.*]` entry the version comes from, its `base` URL and
+    /// copyright notice.
     pub version_from: String,
     pub upstream_url: String,
+    pub copyright: String,
     pub summary: String,
     /// The package's description, plus the stand-in paragraph of test builds.
     pub description: String,
@@ -214,6 +216,7 @@ fn stage_one(
         version,
         version_from: package.version_from.clone(),
         upstream_url: spec.source(&package.version_from).base.clone(),
+        copyright: spec.source(&package.version_from).copyright.clone(),
         summary: package.summary.clone(),
         description: describe(package, &standins),
         depends: package

@@ -240,7 +240,7 @@ Source: {source}
 Comment: Upstream release binaries, packaged by kubedist ({home}).
 
 Files: *
-Copyright: The {up} authors
+Copyright: {copyright}
 License: Apache-2.0
 
 License: Apache-2.0
@@ -261,6 +261,7 @@ License: Apache-2.0
 ",
         up = pkg.version_from,
         source = pkg.upstream_url,
+        copyright = pkg.copyright,
         home = meta.homepage,
     )
 }

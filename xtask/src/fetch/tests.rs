@@ -106,6 +106,7 @@ fn spec_with(root: &Path, base: &str, files: &[&str]) -> Spec {
             version: "1.0".into(),
             base: base.to_string(),
             files: files.iter().map(|f| f.to_string()).collect(),
+            copyright: "2024 The tool authors".into(),
         },
     )]);
     spec
