@@ -78,20 +78,30 @@ kd_base_tarball() {
 }
 
 # kd_new_root TARBALL : unpacks a fresh root and prints its path. Roots live
-# under target/ci-work and are removed when the suite exits.
+# under target/ci-work and are removed when the suite exits. They are listed
+# in a file, not a variable: `ROOT=$(kd_new_root ...)` runs in a subshell,
+# whose variables the exit trap would never see.
+kd_roots_file=$KD_WORK/roots.$$
 kd_new_root() {
     root=$(mktemp -d "$KD_WORK/root.XXXXXX")
+    kd_remove_on_exit "$root"
     tar -xf "$1" -C "$root" --numeric-owner
     # A copy of the host's resolver, so apt inside can reach the archive.
     cp -L /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
-    kd_roots="${kd_roots:-} $root"
     printf '%s\n' "$root"
 }
 
+# kd_remove_on_exit PATH : PATH is removed when the suite exits.
+kd_remove_on_exit() {
+    printf '%s\n' "$1" >>"$kd_roots_file"
+}
+
 kd_cleanup() {
-    for r in ${kd_roots:-}; do
+    [ -f "$kd_roots_file" ] || return 0
+    while IFS= read -r r; do
         rm -rf "$r"
-    done
+    done <"$kd_roots_file"
+    rm -f "$kd_roots_file"
 }
 trap kd_cleanup EXIT
 

@@ -129,7 +129,7 @@ REPO_BOTH=$(make_repo both "$KD_DIST_PREV" "$KD_DIST")
 # systemd), so that the before/after comparison sees only what we did.
 new_root() {
     r=$(mktemp -d "$KD_WORK/root.XXXXXX")
-    kd_roots="${kd_roots:-} $r"
+    kd_remove_on_exit "$r"
     mkdir -p "$r/bin" "$r/proc" "$r/sys" "$r/dev" "$r/run" "$r/tmp" "$r/root" \
         "$r/etc/sysconfig" "$r/etc/systemd/system" "$r/opt" "$r/usr/lib/systemd/system" \
         "$r/usr/share/licenses" "$r/var/lib" "$r/var/log" "$r/var/cache" "$r/var/tmp"

@@ -48,7 +48,6 @@ EXPECTED_ARGV='/usr/bin/kubelet
 
 # The root, with pristine copies of the inputs under /srv/pristine.
 ROOT=$(kd_new_root "$BASE")
-kd_roots="${kd_roots:-} $ROOT"
 tar -xzf "$TARBALL" -C "$ROOT/root"
 printf '%s\n' "$KUBEADM_FLAGS" >"$ROOT/flags.env"
 printf '%s' "$EXTRA_FILE" >"$ROOT/extra.env"

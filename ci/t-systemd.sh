@@ -29,7 +29,7 @@ kd_require_dist
 TMP=$KD_WORK/t-systemd
 rm -rf "$TMP"
 mkdir -p "$TMP"
-kd_roots="${kd_roots:-} $TMP"
+kd_remove_on_exit "$TMP"
 
 # The host's unit tree, which systemd-analyze needs to resolve
 # network-online.target, multi-user.target, ...

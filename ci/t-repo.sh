@@ -1,0 +1,698 @@
+#!/bin/sh
+# `cargo xtask repo` with the real clients: a signed apt and dnf repository
+# built from releases N-1 and N, used the way an operator's air-gapped hosts
+# use it, and refused by them whenever it has been tampered with.
+#
+# - apt: a bookworm root with only the kubedist repository as a source (the
+#   written kubedist.gpg in /etc/apt/keyrings, kubedist.sources or .list
+#   verbatim, no [trusted=yes]) and no network at all (kd_run_offline):
+#   apt-get update verifies InRelease with our key, installs release N,
+#   pins kubelet back to N-1; a tampered Packages index and a repository
+#   signed by another key are refused.
+# - dnf: a bare busybox root with kubedist.repo verbatim (gpgcheck=1,
+#   repo_gpgcheck=1, gpgkey=file:///srv/kubedist/kubedist.asc). The host's
+#   dnf runs with --installroot in a private mount namespace where a tmpfs
+#   on /srv holds the repository at /srv/kubedist, so the snippet's URLs
+#   work unedited, and without network. Distribution dependencies come from
+#   the TEST-ONLY ci/fixtures/kubedist-test-provides.spec, as in t-rpm.sh.
+#   rpm -K reports our signatures; a corrupted rpm, an rpm signed by another
+#   key, an unsigned rpm and a repomd.xml that no longer matches its
+#   signature are refused.
+# - keys: an expired key is refused and leaves the repository as it was; a
+#   key expiring within 90 days signs with a warning (one expiring later
+#   gets none). Those keys are made with gpg in a throwaway GNUPGHOME
+#   (--faked-system-time for the expired one).
+# - adding release N to a repository holding N-1 keeps N-1 installable and
+#   re-signs the metadata; a client that installed N-1 upgrades to N.
+#
+# The apt roots come from their own cached base tarball with iptables and
+# conntrack (kubelet's and kubeadm's Debian dependencies) preinstalled:
+# offline, apt cannot fetch them from Debian's archive.
+#
+# SOURCE_DATE_EPOCH is left as the caller has it for `cargo xtask repo` (the
+# runner sets one for every step): the build scripts of ring and zstd-sys
+# rerun when it changes, so every new value would rebuild xtask (minutes).
+#
+# Wall time: about 80-110 s on 2 cores with the base tarball cached and
+# xtask built (about 75 s more to build the tarball once); a third of it is
+# removing the roots.
+
+# shellcheck source=ci/lib.sh
+. "$(dirname "$0")/lib.sh"
+
+kd_require mmdebstrap unshare cargo gpg gpgv gpgconf dpkg-deb rpm rpmbuild dnf \
+    createrepo_c busybox gzip xz sha256sum
+kd_require_dist
+
+# The dnf tests mount a tmpfs on /srv in a private mount namespace; a work
+# directory under /srv would be hidden by it.
+if [ ! -d /srv ] || case $KD_WORK in /srv/*) true ;; *) false ;; esac; then
+    echo "$KD_SUITE: FAIL: the dnf tests need a host directory /srv, and KD_WORK outside it" >&2
+    echo "0 passed, 1 failed"
+    exit 1
+fi
+
+TMP=$KD_WORK/t-repo
+rm -rf "$TMP"
+mkdir -p "$TMP"
+# Repository copies and roots: removed when the suite exits (kd_cleanup).
+SCRATCH=$TMP/scratch
+mkdir -p "$SCRATCH"
+kd_remove_on_exit "$SCRATCH"
+
+# gpg and rpm get homes of their own: nothing of the host's keyrings or
+# ~/.rpmmacros is read or written. The rpm database is where an rpm host has
+# it (Debian's rpm defaults to ~/.rpmdb). HOME itself stays: cargo needs it.
+GPG_HOME=$TMP/gnupg
+mkdir -m 0700 "$GPG_HOME"
+RPM_HOME=$TMP/rpm-home
+mkdir -p "$RPM_HOME"
+printf '%%_dbpath /var/lib/rpm\n' >"$RPM_HOME/.rpmmacros"
+gpg_() { gpg --homedir "$GPG_HOME" --batch "$@"; }
+gpgv_() { GNUPGHOME=$GPG_HOME gpgv "$@"; }
+rpm_() { HOME=$RPM_HOME rpm "$@"; }
+# The gpg-agent that gpg starts for GPG_HOME is ours; stop it on exit.
+trap 'gpgconf --homedir "$GPG_HOME" --kill gpg-agent >/dev/null 2>&1 || true; kd_cleanup' EXIT
+
+REPO=$TMP/repo        # release N-1 and N, signed with the generated test key
+TEST_KEY=$TMP/test.key
+OTHER=$SCRATCH/other  # the same, re-signed with another generated key
+OTHER_KEY=$TMP/other.key
+
+# repo ARGS... : this checkout's `cargo xtask repo`.
+repo() {
+    (cd "$KD_REPO" && cargo xtask repo "$@")
+}
+
+# signer STDOUT : the fingerprint `cargo xtask repo` reports it signed with.
+signer() { sed -n 's/^signed by \([0-9A-F]\{40\}\) .*/\1/p' "$1"; }
+
+deb_version() { dpkg-deb -f "$1/$2"_*.deb Version; }
+rpm_version() { rpm_ -qp --qf '%{VERSION}-%{RELEASE}' "$1/$2"-[0-9]*.rpm; }
+
+CLIENT_PACKAGES="kubelet kubeadm kubectl"
+ALL_PACKAGES="kubelet kubeadm kubectl kubernetes-cni cri-tools"
+# Each package must differ between the releases, or pins and the
+# incremental repository prove nothing.
+for p in $ALL_PACKAGES; do
+    if [ "$(deb_version "$KD_DIST_PREV" "$p")" = "$(deb_version "$KD_DIST" "$p")" ] ||
+        [ "$(rpm_version "$KD_DIST_PREV" "$p")" = "$(rpm_version "$KD_DIST" "$p")" ]; then
+        echo "$KD_SUITE: FAIL: $p has the same version in KD_DIST_PREV and KD_DIST" >&2
+        echo "0 passed, 1 failed"
+        exit 1
+    fi
+done
+
+# expect_debs DIST : "name version" of the client packages as DIST has them.
+expect_debs() {
+    for p in $CLIENT_PACKAGES; do echo "$p $(deb_version "$1" "$p")"; done | LC_ALL=C sort
+}
+expect_rpms() {
+    for p in $CLIENT_PACKAGES; do echo "$p $(rpm_version "$1" "$p")"; done | LC_ALL=C sort
+}
+
+# --- apt clients ------------------------------------------------------------
+
+BASE=$(kd_base_tarball repo netbase mount iptables conntrack)
+
+# new_apt_root : a fresh bookworm root in $NEW_ROOT whose only apt source
+# will be ours: an air-gapped host has no route to Debian's archive. (Not
+# $(...): kd_new_root must register the root for cleanup in this shell.)
+new_apt_root() {
+    kd_new_root "$BASE" >"$TMP/new-root"
+    NEW_ROOT=$(cat "$TMP/new-root")
+    rm -f "$NEW_ROOT/etc/apt/sources.list" "$NEW_ROOT"/etc/apt/sources.list.d/*
+}
+
+# apt_client ROOT TREE KEYRING SNIPPET : TREE served at /srv/kubedist in ROOT,
+# KEYRING installed as the operator installs kubedist.gpg, and SNIPPET (a
+# file TREE's build wrote) copied verbatim to /etc/apt/sources.list.d/.
+apt_client() {
+    cp -R "$2" "$1/srv/kubedist"
+    install -m 0644 "$3" "$1/etc/apt/keyrings/kubedist.gpg"
+    install -m 0644 "$2/$4" "$1/etc/apt/sources.list.d/$4"
+}
+
+# offline ROOT OUT : the script on stdin (under set -eu) inside ROOT with no
+# network; its output goes to OUT and to the test's log. Returns its status.
+offline() {
+    script=$(mktemp "$1/tmp/kd-test.XXXXXX")
+    { echo 'set -eu'; cat; } >"$script"
+    status=0
+    kd_run_offline "$1" sh "/tmp/$(basename "$script")" </dev/null >"$2" 2>&1 || status=$?
+    sed 's/^/  | /' "$2" >&2
+    return "$status"
+}
+
+# installed ROOT : "name version" of the client packages dpkg has installed.
+installed() {
+    # shellcheck disable=SC2016,SC2086 # a dpkg-query format; one word per package
+    kd_run "$1" dpkg-query -W -f '${Package} ${Version} ${db:Status-Abbrev}\n' $CLIENT_PACKAGES |
+        awk '$3 == "ii" { print $1, $2 }' | LC_ALL=C sort
+}
+
+# assert_clean_update OUT : apt-get update output with nothing wrong in it.
+assert_clean_update() {
+    if grep -E '^(W|E|Err):' "$1" ||
+        grep -Ei 'unsigned|insecure|not signed|NO_PUBKEY|unauthenticated|trusted=yes' "$1"; then
+        echo "assertion failed: apt-get update reported the problems above" >&2
+        return 1
+    fi
+}
+
+# assert_nothing_offered ROOT : after a refused apt-get update, apt has nothing
+# of ours to install.
+assert_nothing_offered() {
+    offered=$(kd_run "$1" apt-cache madison kubelet 2>/dev/null)
+    assert_eq "" "$offered" "kubelet versions apt offers after the refused update"
+}
+
+ROOT_A=
+ROOT_T=
+ROOT_K=
+ROOT_I=
+new_apt_root
+ROOT_A=$NEW_ROOT
+new_apt_root
+ROOT_T=$NEW_ROOT
+new_apt_root
+ROOT_K=$NEW_ROOT
+new_apt_root
+ROOT_I=$NEW_ROOT
+
+# --- dnf clients ------------------------------------------------------------
+
+# The test-only provides package, built once per version of its spec (the
+# same cache file as t-rpm.sh's).
+provides_rpm() {
+    spec=$KD_REPO/ci/fixtures/kubedist-test-provides.spec
+    out=$KD_CACHE/kubedist-test-provides-$(sha256sum "$spec" | cut -c1-12).noarch.rpm
+    if [ ! -f "$out" ]; then
+        top=$(mktemp -d "$KD_WORK/rpmbuild.XXXXXX")
+        HOME=$RPM_HOME SOURCE_DATE_EPOCH=1700000000 rpmbuild -bb --quiet \
+            --define "_topdir $top" --define "_rpmdir $top/out" \
+            --define 'use_source_date_epoch_as_buildtime 1' \
+            --define '_buildhost kubedist.invalid' "$spec" >&2
+        mv "$top"/out/noarch/kubedist-test-provides-*.noarch.rpm "$out.tmp"
+        mv "$out.tmp" "$out"
+        rm -rf "$top"
+    fi
+    printf '%s\n' "$out"
+}
+PROVIDES_REPO=$TMP/provides
+mkdir -p "$PROVIDES_REPO"
+cp "$(provides_rpm)" "$PROVIDES_REPO/"
+createrepo_c --quiet "$PROVIDES_REPO" >&2
+
+# new_dnf_root : in $NEW_ROOT, a bare root with busybox as /bin/sh (as in
+# t-rpm.sh), kubedist.repo from $REPO verbatim, the TEST-ONLY provides
+# repository (unsigned, never shipped) and a dnf.conf as Fedora's defaults
+# have it (a repository that fails is an error, not skipped).
+new_dnf_root() {
+    r=$(mktemp -d "$SCRATCH/root.XXXXXX")
+    mkdir -p "$r/bin" "$r/proc" "$r/sys" "$r/dev" "$r/run" "$r/tmp" "$r/root" \
+        "$r/etc/yum.repos.d" "$r/etc/dnf" "$r/etc/sysconfig" "$r/etc/systemd/system" \
+        "$r/opt" "$r/usr/lib/systemd/system" "$r/var/lib" "$r/var/log" "$r/var/cache" "$r/var/tmp"
+    chmod 1777 "$r/tmp" "$r/var/tmp"
+    cp /usr/bin/busybox "$r/bin/busybox"
+    for applet in $(busybox --list-full); do
+        [ -e "$r/$applet" ] && continue
+        mkdir -p "$r/$(dirname "$applet")"
+        ln -s /bin/busybox "$r/$applet"
+    done
+    echo 'root:x:0:0:root:/root:/bin/sh' >"$r/etc/passwd"
+    echo 'root:x:0:' >"$r/etc/group"
+    printf '[main]\ngpgcheck=1\nskip_if_unavailable=False\ninstall_weak_deps=False\n' >"$r/etc/dnf/dnf.conf"
+    cp "$REPO/kubedist.repo" "$r/etc/yum.repos.d/kubedist.repo"
+    printf '%s\n' '# TEST ONLY: declares the distribution packages kubedist needs (t-rpm.sh)' \
+        '[kubedist-test-provides]' 'name=kubedist TEST-ONLY provides' \
+        'baseurl=file:///srv/kubedist-test-provides' 'gpgcheck=0' 'repo_gpgcheck=0' \
+        >"$r/etc/yum.repos.d/kubedist-test-provides.repo"
+    NEW_ROOT=$r
+}
+
+# dnf_offline ROOT TREE OUT ARGS... : `dnf -y --installroot ROOT ARGS` with
+# TREE at /srv/kubedist (a tmpfs on /srv in a private mount namespace: the
+# host's /srv is not touched) and no network. Output in OUT and the log;
+# returns dnf's status.
+dnf_offline() {
+    root=$1
+    tree=$2
+    out=$3
+    shift 3
+    # A fresh cache each call, under /tmp (dnf also writes it into the root).
+    cache=$(mktemp -d /tmp/kd-dnf-cache.XXXXXX)
+    status=0
+    # shellcheck disable=SC2016 # expanded by the inner shell
+    HOME=$RPM_HOME unshare --mount --net -- sh -c '
+        tree=$1 provides=$2 root=$3 cache=$4
+        shift 4
+        mount -t tmpfs -o mode=0755 kd-srv /srv
+        mkdir /srv/kubedist /srv/kubedist-test-provides
+        mount --bind "$tree" /srv/kubedist
+        mount --bind "$provides" /srv/kubedist-test-provides
+        exec dnf -y --installroot="$root" --releasever=12 --setopt=cachedir="$cache" "$@"
+    ' dnf_offline "$tree" "$PROVIDES_REPO" "$root" "$cache" "$@" </dev/null >"$out" 2>&1 || status=$?
+    rm -rf "$cache"
+    sed 's/^/  | /' "$out" >&2
+    return "$status"
+}
+
+rpm_installed() {
+    # shellcheck disable=SC2086 # one word per package
+    rpm_ --root "$1" -q --qf '%{NAME} %{VERSION}-%{RELEASE}\n' $CLIENT_PACKAGES | LC_ALL=C sort
+}
+
+# tree_listing DIR : every path under DIR with type and mode, and the
+# sha256 of every file, sorted.
+tree_listing() {
+    (cd "$1" && find . -printf '%p %y %m\n' && find . -type f -exec sha256sum {} +) | LC_ALL=C sort
+}
+
+# sign_repomd TREE : repodata regenerated for TREE/x86_64 as it now is, and
+# repomd.xml signed with the repository's own key (the test holds it), as a
+# mirror that regenerates metadata would: dnf then has only each package's
+# own signature to go by.
+sign_repomd() {
+    rm -rf "$1/x86_64/repodata"
+    createrepo_c --quiet --no-database "$1/x86_64" >&2
+    gpg_ --quiet --import "$TEST_KEY"
+    gpg_ --yes --armor --local-user "$(signer "$TMP/build.out")!" --detach-sign \
+        -o "$1/x86_64/repodata/repomd.xml.asc" "$1/x86_64/repodata/repomd.xml"
+    gpgv_ --keyring "$1/kubedist.gpg" "$1/x86_64/repodata/repomd.xml.asc" "$1/x86_64/repodata/repomd.xml"
+}
+
+run_test() { kd_test "$1" "$1"; }
+
+# --- the repository ----------------------------------------------------------
+
+repo_built_from_both_releases_with_test_key() {
+    repo --from "$KD_DIST_PREV" "$KD_DIST" --out "$REPO" --generate-test-key "$TEST_KEY" \
+        --base-url file:///srv/kubedist >"$TMP/build.out" 2>"$TMP/build.err"
+    cat "$TMP/build.out" "$TMP/build.err"
+    fpr=$(signer "$TMP/build.out")
+    [ -n "$fpr" ] || { echo "assertion failed: no 'signed by' line" >&2; return 1; }
+    assert_grep "generated test signing key $fpr -> $TEST_KEY" "$TMP/build.err"
+    assert_eq 600 "$(stat -c %a "$TEST_KEY")" "mode of the generated secret key"
+    # A key that never expires: no expiry warning.
+    if grep -E '^warning: .*expire' "$TMP/build.err"; then
+        echo "assertion failed: expiry warning for a key without expiry" >&2
+        return 1
+    fi
+    # Nothing secret is published (the packages' payloads are compressed
+    # and hold programs that may name PEM blocks: not searched).
+    if grep -rl --exclude='*.deb' --exclude='*.rpm' -- '-----BEGIN PGP PRIVATE KEY BLOCK-----' "$REPO"; then
+        echo "assertion failed: a secret key is inside the repository" >&2
+        return 1
+    fi
+    assert_eq 10 "$(find "$REPO/pool" -name '*.deb' | wc -l)" ".debs in the pool"
+    assert_eq 10 "$(find "$REPO/x86_64" -name '*.rpm' | wc -l)" "rpms in x86_64/"
+    # The client snippets point at the repository and at the key, and
+    # trust nothing unsigned.
+    assert_grep '^URIs: file:///srv/kubedist$' "$REPO/kubedist.sources"
+    assert_grep '^Signed-By: /etc/apt/keyrings/kubedist.gpg$' "$REPO/kubedist.sources"
+    assert_grep '^deb \[signed-by=/etc/apt/keyrings/kubedist.gpg\] file:///srv/kubedist stable main$' "$REPO/kubedist.list"
+    # shellcheck disable=SC2016 # dnf's $basearch, literally
+    assert_grep '^baseurl=file:///srv/kubedist/\$basearch$' "$REPO/kubedist.repo"
+    assert_grep '^gpgcheck=1$' "$REPO/kubedist.repo"
+    assert_grep '^repo_gpgcheck=1$' "$REPO/kubedist.repo"
+    assert_grep '^gpgkey=file:///srv/kubedist/kubedist.asc$' "$REPO/kubedist.repo"
+    if grep -Ei 'trusted|gpgcheck=0|Allow' "$REPO/kubedist.sources" "$REPO/kubedist.list" "$REPO/kubedist.repo"; then
+        echo "assertion failed: a snippet weakens verification" >&2
+        return 1
+    fi
+    # Every signature verifies with the published key, as gpgv sees it.
+    gpgv_ --keyring "$REPO/kubedist.gpg" "$REPO/dists/stable/InRelease"
+    gpgv_ --keyring "$REPO/kubedist.gpg" "$REPO/dists/stable/Release.gpg" "$REPO/dists/stable/Release"
+    gpgv_ --keyring "$REPO/kubedist.gpg" "$REPO/x86_64/repodata/repomd.xml.asc" "$REPO/x86_64/repodata/repomd.xml"
+    assert_eq "$fpr" "$(gpg_ --with-colons --show-keys "$REPO/kubedist.asc" | awk -F: '$1 == "fpr" { print $10; exit }')" \
+        "fingerprint of kubedist.asc"
+}
+
+run_test repo_built_from_both_releases_with_test_key
+FPR=$(signer "$TMP/build.out")
+
+# --- apt: install, pin back ---------------------------------------------------
+
+apt_update_verifies_inrelease_offline() {
+    apt_client "$ROOT_A" "$REPO" "$REPO/kubedist.gpg" kubedist.sources
+    if grep -ri trusted "$ROOT_A/etc/apt/sources.list.d"; then
+        echo "assertion failed: the source is marked trusted: the test would prove nothing" >&2
+        return 1
+    fi
+    offline "$ROOT_A" "$TMP/A.update" <<'EOF'
+if apt-config dump | grep -Ei '(AllowInsecureRepositories|AllowUnauthenticated|AllowDowngradeToInsecureRepositories|AllowWeakRepositories) "(1|true|yes)"'; then
+    echo "apt is configured to accept unsigned repositories: the test would prove nothing" >&2
+    exit 1
+fi
+apt-get update -o Debug::Acquire::gpgv=1
+EOF
+    assert_clean_update "$TMP/A.update"
+    # gpgv's own status line: a good signature by our key, from the keyring
+    # the snippet names.
+    assert_grep "VALIDSIG $FPR " "$TMP/A.update"
+    assert_grep '--keyring /etc/apt/keyrings/kubedist.gpg' "$TMP/A.update"
+    assert_file "$ROOT_A/var/lib/apt/lists/_srv_kubedist_dists_stable_InRelease"
+}
+
+apt_installs_release_n_from_signed_repo() {
+    offline "$ROOT_A" "$TMP/A.install" <<'EOF'
+apt-get install -y kubelet kubeadm kubectl
+EOF
+    assert_eq "$(expect_debs "$KD_DIST")" "$(installed "$ROOT_A")" "installed versions"
+    assert_grep "^Get:.* file:/srv/kubedist stable/main amd64 kubelet amd64 $(deb_version "$KD_DIST" kubelet) " "$TMP/A.install"
+    if grep -Ei 'cannot be authenticated|unauthenticated' "$TMP/A.install"; then
+        echo "assertion failed: apt installed unauthenticated packages" >&2
+        return 1
+    fi
+    # kubernetes-cni came from the repository as kubelet's dependency.
+    # shellcheck disable=SC2016 # a dpkg-query format
+    assert_eq "$(deb_version "$KD_DIST" kubernetes-cni)" \
+        "$(kd_run "$ROOT_A" dpkg-query -W -f '${Version}' kubernetes-cni)" "kubernetes-cni version"
+}
+
+apt_pins_kubelet_back_to_release_n_minus_1() {
+    prev=$(deb_version "$KD_DIST_PREV" kubelet)
+    offline "$ROOT_A" "$TMP/A.pin" <<EOF
+apt-cache madison kubelet
+apt-get install -y --allow-downgrades kubelet=$prev
+EOF
+    # Both releases are offered, and N-1 went in.
+    assert_grep "kubelet | *$prev | file:/srv/kubedist stable/main amd64 Packages" "$TMP/A.pin"
+    assert_grep "kubelet | *$(deb_version "$KD_DIST" kubelet) | file:/srv/kubedist stable/main amd64 Packages" "$TMP/A.pin"
+    assert_grep '^The following packages will be DOWNGRADED:' "$TMP/A.pin"
+    expected=$( (echo "kubelet $prev"; expect_debs "$KD_DIST" | grep -v '^kubelet ') | LC_ALL=C sort)
+    assert_eq "$expected" "$(installed "$ROOT_A")" "installed versions"
+}
+
+run_test apt_update_verifies_inrelease_offline
+run_test apt_installs_release_n_from_signed_repo
+run_test apt_pins_kubelet_back_to_release_n_minus_1
+
+# --- apt: refusals ------------------------------------------------------------
+
+apt_refuses_tampered_packages_index() {
+    apt_client "$ROOT_T" "$REPO" "$REPO/kubedist.gpg" kubedist.sources
+    # An attacker's kubelet: a higher version in every Packages index (the
+    # same length, so only the digests can tell), compressed ones rebuilt.
+    v=$(deb_version "$KD_DIST" kubelet)
+    case $v in *9) evil=${v%?}8 ;; *) evil=${v%?}9 ;; esac
+    dir=$ROOT_T/srv/kubedist/dists/stable/main/binary-amd64
+    sed -i "/^Package: kubelet\$/,/^\$/ s/^Version: $v\$/Version: $evil/" "$dir/Packages"
+    if cmp -s "$REPO/dists/stable/main/binary-amd64/Packages" "$dir/Packages"; then
+        echo "assertion failed: the tampering changed nothing: the test would prove nothing" >&2
+        return 1
+    fi
+    gzip -9n <"$dir/Packages" >"$dir/Packages.gz"
+    xz <"$dir/Packages" >"$dir/Packages.xz"
+    if offline "$ROOT_T" "$TMP/T.update" <<'EOF'; then
+apt-get update
+EOF
+        echo "assertion failed: apt-get update accepted the tampered index" >&2
+        return 1
+    fi
+    grep -E '^E: Failed to fetch .*/Packages(\.xz|\.gz)? +(Hash Sum mismatch|File has unexpected size)' "$TMP/T.update" ||
+        { echo "assertion failed: no hash mismatch error" >&2; return 1; }
+    assert_nothing_offered "$ROOT_T"
+    if kd_run "$ROOT_T" apt-cache policy kubelet 2>&1 | grep -F "$evil"; then
+        echo "assertion failed: apt offers the tampered version" >&2
+        return 1
+    fi
+}
+
+apt_refuses_repo_signed_by_another_key() {
+    # The same repository re-signed (no --from) with a key the client does
+    # not hold; the client keeps the key it was given.
+    cp -a "$REPO" "$OTHER"
+    repo --out "$OTHER" --generate-test-key "$OTHER_KEY" >"$TMP/other.out" 2>"$TMP/other.err"
+    cat "$TMP/other.out" "$TMP/other.err"
+    other=$(signer "$TMP/other.out")
+    if [ -z "$other" ] || [ "$other" = "$FPR" ]; then
+        echo "assertion failed: not re-signed by a new key ($other)" >&2
+        return 1
+    fi
+    assert_grep "note: the signing key changed to $other" "$TMP/other.err"
+    gpgv_ --keyring "$OTHER/kubedist.gpg" "$OTHER/dists/stable/InRelease"
+    apt_client "$ROOT_K" "$OTHER" "$REPO/kubedist.gpg" kubedist.sources
+    if offline "$ROOT_K" "$TMP/K.update" <<'EOF'; then
+apt-get update
+EOF
+        echo "assertion failed: apt-get update accepted a repository signed by an unknown key" >&2
+        return 1
+    fi
+    keyid=$(echo "$other" | cut -c25-40)
+    assert_grep "NO_PUBKEY $keyid" "$TMP/K.update"
+    assert_grep "^E: The repository 'file:/srv/kubedist stable InRelease' is not signed" "$TMP/K.update"
+    assert_nothing_offered "$ROOT_K"
+}
+
+run_test apt_refuses_tampered_packages_index
+run_test apt_refuses_repo_signed_by_another_key
+
+# --- dnf ----------------------------------------------------------------------
+
+new_dnf_root
+ROOT_D=$NEW_ROOT
+
+dnf_installs_with_gpgcheck_and_repo_gpgcheck() {
+    short=$(echo "$FPR" | cut -c33-40)
+    dnf_offline "$ROOT_D" "$REPO" "$TMP/D.install" install kubelet kubeadm kubectl
+    assert_eq "$(expect_rpms "$KD_DIST")" "$(rpm_installed "$ROOT_D")" "installed versions"
+    # The key came from the snippet's gpgkey= and is in the root's rpmdb.
+    assert_grep "^Importing GPG key 0x$short:" "$TMP/D.install"
+    assert_grep '^ From *: /srv/kubedist/kubedist.asc$' "$TMP/D.install"
+    assert_grep "^ kubelet  *x86_64  *$(rpm_version "$KD_DIST" kubelet)  *kubedist " "$TMP/D.install"
+    short_lc=$(echo "$short" | tr 'A-F' 'a-f')
+    rpm_ --root "$ROOT_D" -q "gpg-pubkey-$short_lc"
+}
+
+rpm_checksig_reports_our_signatures() {
+    short_lc=$(echo "$FPR" | cut -c25-40 | tr 'A-F' 'a-f')
+    rpm_ --root "$ROOT_D" -K "$REPO"/x86_64/*.rpm >"$TMP/D.checksig"
+    cat "$TMP/D.checksig"
+    assert_eq 10 "$(grep -c ': digests signatures OK$' "$TMP/D.checksig")" "rpms with good signatures"
+    # What was installed carries our key's signature.
+    for p in $CLIENT_PACKAGES; do
+        # EdDSA and ECDSA header signatures are in DSAHEADER, RSA ones in RSAHEADER.
+        sig=$(rpm_ --root "$ROOT_D" -q --qf '%|DSAHEADER?{%{DSAHEADER:pgpsig}}:{%{RSAHEADER:pgpsig}}|\n' "$p")
+        echo "$p: $sig"
+        case $sig in
+        *"Key ID $short_lc") ;;
+        *) echo "assertion failed: $p is not signed by $FPR" >&2; return 1 ;;
+        esac
+    done
+    # Controls: the unsigned dist rpm has digests only, and without the key
+    # imported the signatures do not check out.
+    out=$(rpm_ --root "$ROOT_D" -K "$KD_DIST"/kubelet-[0-9]*.rpm)
+    echo "$out"
+    case $out in *": digests OK") ;; *) echo "assertion failed: unsigned rpm: $out" >&2; return 1 ;; esac
+    mkdir -p "$SCRATCH/nokey"
+    if rpm_ --root "$SCRATCH/nokey" -K "$REPO"/x86_64/kubelet-[0-9]*.rpm; then
+        echo "assertion failed: rpm -K passes without the key: it would prove nothing" >&2
+        return 1
+    fi
+}
+
+# dnf_refuses TREE PATTERN : dnf in a fresh root must fail to install
+# kubectl from TREE, saying PATTERN.
+dnf_refuses() {
+    new_dnf_root
+    if dnf_offline "$NEW_ROOT" "$1" "$TMP/dnf.refused" install kubectl; then
+        echo "assertion failed: dnf installed from the bad repository" >&2
+        return 1
+    fi
+    assert_grep "$2" "$TMP/dnf.refused"
+    if rpm_ --root "$NEW_ROOT" -q kubectl; then
+        echo "assertion failed: kubectl is installed" >&2
+        return 1
+    fi
+}
+
+kubectl_rpm() { echo "$1/x86_64/kubectl-$(rpm_version "$KD_DIST" kubectl).x86_64.rpm"; }
+
+dnf_refuses_corrupted_rpm_with_original_metadata() {
+    tree=$SCRATCH/corrupt
+    cp -a "$REPO" "$tree"
+    f=$(kubectl_rpm "$tree")
+    # Bytes in the middle of the payload; the size stays.
+    printf 'kubedist-tamper!' | dd of="$f" bs=1 seek=$(($(stat -c %s "$f") / 2)) conv=notrunc 2>/dev/null
+    if cmp "$(kubectl_rpm "$REPO")" "$f"; then
+        echo "assertion failed: the rpm is unchanged: the test would prove nothing" >&2
+        return 1
+    fi
+    dnf_refuses "$tree" 'Package "kubectl-.*" from local repository "kubedist" has incorrect checksum'
+    # rpm itself finds the payload broken, whatever the metadata says.
+    if rpm_ --root "$ROOT_D" -Kv "$f" >"$TMP/corrupt.checksig" 2>&1; then
+        echo "assertion failed: rpm -K accepts the corrupted rpm" >&2
+        return 1
+    fi
+    cat "$TMP/corrupt.checksig"
+    assert_grep 'Payload SHA256 digest: BAD' "$TMP/corrupt.checksig"
+}
+
+dnf_refuses_rpm_signed_by_another_key() {
+    tree=$SCRATCH/foreign
+    cp -a "$REPO" "$tree"
+    # kubectl as the other key signed it (apt_refuses_repo_signed_by_another_key).
+    cp "$(kubectl_rpm "$OTHER")" "$(kubectl_rpm "$tree")"
+    mkdir -p "$SCRATCH/nokey"
+    rpm_ --root "$SCRATCH/nokey" -Kv "$(kubectl_rpm "$tree")" | grep -i "key ID $(echo "$OTHER_FPR" | cut -c33-40)" ||
+        { echo "assertion failed: the replacement is not signed by the other key" >&2; return 1; }
+    sign_repomd "$tree"
+    dnf_refuses "$tree" 'Error: GPG check FAILED'
+    assert_grep "Public key for kubectl-.* is not installed" "$TMP/dnf.refused"
+}
+
+dnf_refuses_unsigned_rpm() {
+    tree=$SCRATCH/unsigned
+    cp -a "$REPO" "$tree"
+    cp "$KD_DIST"/kubectl-[0-9]*.rpm "$(kubectl_rpm "$tree")"
+    sign_repomd "$tree"
+    dnf_refuses "$tree" 'Error: GPG check FAILED'
+    assert_grep "Package kubectl-.* is not signed" "$TMP/dnf.refused"
+}
+
+dnf_refuses_repomd_not_matching_its_signature() {
+    tree=$SCRATCH/repomd
+    cp -a "$REPO" "$tree"
+    sed -i 's|<revision>[0-9]*</revision>|<revision>1</revision>|' "$tree/x86_64/repodata/repomd.xml"
+    if cmp "$REPO/x86_64/repodata/repomd.xml" "$tree/x86_64/repodata/repomd.xml"; then
+        echo "assertion failed: repomd.xml is unchanged: the test would prove nothing" >&2
+        return 1
+    fi
+    dnf_refuses "$tree" "repomd.xml GPG signature verification error: Bad GPG signature"
+}
+
+run_test dnf_installs_with_gpgcheck_and_repo_gpgcheck
+run_test rpm_checksig_reports_our_signatures
+OTHER_FPR=$(signer "$TMP/other.out" 2>/dev/null || true)
+run_test dnf_refuses_corrupted_rpm_with_original_metadata
+run_test dnf_refuses_rpm_signed_by_another_key
+run_test dnf_refuses_unsigned_rpm
+run_test dnf_refuses_repomd_not_matching_its_signature
+
+# --- signing keys --------------------------------------------------------------
+
+# gen_key NAME EXPIRY [GPG-OPTION...] : an unprotected Ed25519 signing key
+# made by gpg, exported (secret) to $TMP/NAME.asc.
+gen_key() {
+    name=$1
+    expiry=$2
+    shift 2
+    gpg_ --passphrase '' "$@" --quick-gen-key "kubedist $name test key <$name@kubedist.invalid>" ed25519 sign "$expiry"
+    fpr=$(gpg_ --with-colons --list-keys "$name@kubedist.invalid" | awk -F: '$1 == "fpr" { print $10; exit }')
+    gpg_ --pinentry-mode loopback --passphrase '' --armor --export-secret-keys "$fpr" >"$TMP/$name.asc"
+}
+
+expired_key_is_refused_and_repo_untouched() {
+    # Made on 2020-01-01, valid for a year.
+    gen_key expired 1y --faked-system-time '20200101T000000!'
+    tree=$SCRATCH/expired
+    cp -a "$REPO" "$tree"
+    tree_listing "$tree" >"$TMP/expired.before"
+    if repo --from "$KD_DIST" --out "$tree" --key "$TMP/expired.asc" >"$TMP/expired.out" 2>"$TMP/expired.err"; then
+        cat "$TMP/expired.out" "$TMP/expired.err"
+        echo "assertion failed: cargo xtask repo signed with an expired key" >&2
+        return 1
+    fi
+    cat "$TMP/expired.out" "$TMP/expired.err"
+    assert_grep "^error: .*expired.asc: primary key [0-9A-F]\{40\} expired on 2020-12-3[01] " "$TMP/expired.err"
+    tree_listing "$tree" >"$TMP/expired.after"
+    diff -u "$TMP/expired.before" "$TMP/expired.after"
+}
+
+key_expiring_within_90_days_warns_but_signs() {
+    gen_key soon 30d
+    tree=$SCRATCH/soon
+    repo --from "$KD_DIST_PREV" --out "$tree" --key "$TMP/soon.asc" >"$TMP/soon.out" 2>"$TMP/soon.err"
+    cat "$TMP/soon.out" "$TMP/soon.err"
+    warning=$(grep '^warning: .*soon.asc: primary key .* expires on ' "$TMP/soon.err")
+    days=$(echo "$warning" | sed -n 's/.*(in \([0-9]*\) days).*/\1/p')
+    if [ -z "$days" ] || [ "$days" -lt 29 ] || [ "$days" -gt 30 ]; then
+        echo "assertion failed: expected a warning 'in 29/30 days': $warning" >&2
+        return 1
+    fi
+    # It signed, and clients accept the signature.
+    soon=$(gpg_ --with-colons --list-keys soon@kubedist.invalid | awk -F: '$1 == "fpr" { print $10; exit }')
+    assert_eq "$soon" "$(signer "$TMP/soon.out")" "signing key"
+    gpgv_ --keyring "$tree/kubedist.gpg" "$tree/dists/stable/InRelease"
+    gpgv_ --keyring "$tree/kubedist.gpg" "$tree/x86_64/repodata/repomd.xml.asc" "$tree/x86_64/repodata/repomd.xml"
+    # Control: 120 days left is no reason to warn.
+    gen_key later 120d
+    repo --from "$KD_DIST_PREV" --out "$SCRATCH/later" --key "$TMP/later.asc" >"$TMP/later.out" 2>"$TMP/later.err"
+    cat "$TMP/later.out" "$TMP/later.err"
+    if grep '^warning: .*expire' "$TMP/later.err"; then
+        echo "assertion failed: a warning for a key with 120 days left" >&2
+        return 1
+    fi
+}
+
+run_test expired_key_is_refused_and_repo_untouched
+run_test key_expiring_within_90_days_warns_but_signs
+
+# --- adding a release --------------------------------------------------------
+
+INC=$SCRATCH/incremental
+
+adding_release_keeps_older_packages_and_resigns() {
+    # Release N-1 alone, and a client that installs it (kubedist.list this time).
+    repo --from "$KD_DIST_PREV" --out "$INC" --key "$TEST_KEY" >"$TMP/inc1.out" 2>"$TMP/inc1.err"
+    cat "$TMP/inc1.out" "$TMP/inc1.err"
+    cp "$INC/dists/stable/InRelease" "$TMP/inc.InRelease.before"
+    apt_client "$ROOT_I" "$INC" "$INC/kubedist.gpg" kubedist.list
+    offline "$ROOT_I" "$TMP/I.first" <<'EOF'
+apt-get update
+apt-get install -y kubelet kubeadm kubectl
+apt-cache madison kubelet
+EOF
+    assert_clean_update "$TMP/I.first"
+    assert_eq "$(expect_debs "$KD_DIST_PREV")" "$(installed "$ROOT_I")" "versions installed from N-1 alone"
+    assert_eq 1 "$(grep -c '^ *kubelet |' "$TMP/I.first")" "kubelet versions offered by N-1 alone"
+
+    # Release N added, with the same key.
+    repo --from "$KD_DIST" --out "$INC" --key "$TEST_KEY" >"$TMP/inc2.out" 2>"$TMP/inc2.err"
+    cat "$TMP/inc2.out" "$TMP/inc2.err"
+    assert_grep '^apt: 10 package(s) in dists/stable for amd64$' "$TMP/inc2.out"
+    assert_grep '^dnf: 10 package(s) in x86_64/$' "$TMP/inc2.out"
+    for p in $ALL_PACKAGES; do
+        assert_file "$INC/pool/main/${p%"${p#?}"}/$p/${p}_$(deb_version "$KD_DIST_PREV" "$p")_amd64.deb"
+        assert_file "$INC/x86_64/$p-$(rpm_version "$KD_DIST_PREV" "$p").x86_64.rpm"
+    done
+    # Re-signed: a new Release listing the new index's digest, and
+    # signatures that verify.
+    if cmp -s "$TMP/inc.InRelease.before" "$INC/dists/stable/InRelease"; then
+        echo "assertion failed: InRelease was not rewritten" >&2
+        return 1
+    fi
+    assert_grep " $(sha256sum <"$INC/dists/stable/main/binary-amd64/Packages" | cut -d ' ' -f 1) .* main/binary-amd64/Packages\$" \
+        "$INC/dists/stable/Release"
+    gpgv_ --keyring "$INC/kubedist.gpg" "$INC/dists/stable/InRelease"
+    gpgv_ --keyring "$INC/kubedist.gpg" "$INC/x86_64/repodata/repomd.xml.asc" "$INC/x86_64/repodata/repomd.xml"
+    for p in $ALL_PACKAGES; do
+        for d in "$KD_DIST_PREV" "$KD_DIST"; do
+            zcat "$INC"/x86_64/repodata/*-primary.xml.gz |
+                grep -q "<location href=\"$p-$(rpm_version "$d" "$p").x86_64.rpm\"/>" ||
+                { echo "assertion failed: $p $(rpm_version "$d" "$p") not in primary.xml" >&2; return 1; }
+        done
+    done
+
+    # The client sees both releases and upgrades to N.
+    rm -rf "$ROOT_I/srv/kubedist"
+    cp -R "$INC" "$ROOT_I/srv/kubedist"
+    offline "$ROOT_I" "$TMP/I.second" <<'EOF'
+apt-get update
+apt-cache madison kubelet kubeadm kubectl
+apt-get upgrade -y
+EOF
+    assert_clean_update "$TMP/I.second"
+    for p in $CLIENT_PACKAGES; do
+        for d in "$KD_DIST_PREV" "$KD_DIST"; do
+            assert_grep "^ *$p | *$(deb_version "$d" "$p") | file:/srv/kubedist stable/main amd64 Packages" "$TMP/I.second"
+        done
+    done
+    assert_eq "$(expect_debs "$KD_DIST")" "$(installed "$ROOT_I")" "versions after the upgrade"
+}
+
+run_test adding_release_keeps_older_packages_and_resigns
+
+kd_summary
