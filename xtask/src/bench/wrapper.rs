@@ -28,7 +28,9 @@ pub struct Wrapper {
 }
 
 const KUBEADM_FLAGS: &str = "KUBELET_KUBEADM_ARGS=\"--container-runtime-endpoint=unix:///run/containerd/containerd.sock --pod-infra-container-image=registry.k8s.io/pause:3.10\"\n";
-const EXTRA: &str = "KUBELET_EXTRA_ARGS=--node-ip=10.0.0.2 --max-pods=200\n";
+// Quoted: systemd also takes the unquoted form, but a shell that sources it
+// runs `--max-pods=200` as a command, and the two wrappers must agree.
+const EXTRA: &str = "KUBELET_EXTRA_ARGS=\"--node-ip=10.0.0.2 --max-pods=200\"\n";
 
 /// The argv the drop-in chain gives for the files above.
 const ARGV: [&str; 8] = [
