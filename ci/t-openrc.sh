@@ -84,6 +84,7 @@ fi
 
 # Shell functions every in-root script starts with.
 PRELUDE=$(
+	cat "$KD_REPO/ci/standin-helpers.sh"
 	cat <<'EOF'
 fail() { echo "FAIL: $*" >&2; exit 1; }
 # The same start for every test: the inputs as first written, a service
@@ -101,22 +102,6 @@ openrc_boot() {
 	done
 	echo default >/run/openrc/softlevel
 }
-# wait_until SECONDS CMD... : polls CMD every 0.1 s.
-wait_until() {
-	n=$(($1 * 10))
-	shift
-	until "$@" 2>/dev/null; do
-		n=$((n - 1))
-		[ "$n" -gt 0 ] || return 1
-		sleep 0.1
-	done
-}
-REC=/tmp/kubedist-standin
-# starts : how many times the stand-in kubelet has started.
-starts() { if [ -f $REC/kubelet.log ]; then wc -l <$REC/kubelet.log; else echo 0; fi; }
-has_starts() { [ "$(starts)" -ge "$1" ]; }
-standin_pid() { jq -r .pid $REC/kubelet.json; }
-alive() { kill -0 "$1" 2>/dev/null; }
 EOF
 )
 

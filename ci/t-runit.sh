@@ -69,6 +69,7 @@ fi
 
 # Shell functions every in-root script starts with.
 PRELUDE=$(
+	cat "$KD_REPO/ci/standin-helpers.sh"
 	cat <<'EOF'
 fail() { echo "FAIL: $*" >&2; exit 1; }
 # The same start for every test: the inputs as first written, no records,
@@ -85,21 +86,6 @@ start_runsv() {
 	env "$@" runsv $SV </dev/null >/tmp/runsv.out 2>&1 &
 	wait_until 5 sv status $SV >/dev/null || fail "runsv did not come up"
 }
-# wait_until SECONDS CMD... : polls CMD every 0.1 s.
-wait_until() {
-	n=$(($1 * 10))
-	shift
-	until "$@" 2>/dev/null; do
-		n=$((n - 1))
-		[ "$n" -gt 0 ] || return 1
-		sleep 0.1
-	done
-}
-REC=/tmp/kubedist-standin
-starts() { if [ -f $REC/kubelet.log ]; then wc -l <$REC/kubelet.log; else echo 0; fi; }
-has_starts() { [ "$(starts)" -ge "$1" ]; }
-standin_pid() { jq -r .pid $REC/kubelet.json; }
-alive() { kill -0 "$1" 2>/dev/null; }
 # The pid sv reports for the service ("run: /etc/sv/kubelet: (pid N) 3s; ...").
 sv_pid() { sv status $SV | sed -n 's/^run: [^ ]*: (pid \([0-9]*\)).*/\1/p'; }
 EOF

@@ -91,6 +91,7 @@ new_root() {
 
 # Shell functions every in-root script starts with.
 PRELUDE=$(
+	cat "$KD_REPO/ci/standin-helpers.sh"
 	cat <<'EOF'
 fail() { echo "FAIL: $*" >&2; exit 1; }
 TAB=$(printf '\t')
@@ -198,20 +199,6 @@ openrc_boot() {
 		chmod 0755 /etc/init.d/net-standin
 	fi
 }
-wait_until() { # SECONDS CMD...
-	n=$(($1 * 10))
-	shift
-	until "$@" 2>/dev/null; do
-		n=$((n - 1))
-		[ "$n" -gt 0 ] || return 1
-		sleep 0.1
-	done
-}
-REC=/tmp/kubedist-standin
-starts() { if [ -f $REC/kubelet.log ]; then wc -l <$REC/kubelet.log; else echo 0; fi; }
-has_starts() { [ "$(starts)" -ge "$1" ]; }
-standin_pid() { jq -r .pid $REC/kubelet.json; }
-alive() { kill -0 "$1" 2>/dev/null; }
 # start_kubelet : rc-service kubelet start, and wait for the stand-in.
 start_kubelet() {
 	n0=$(starts)
