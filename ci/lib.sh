@@ -105,6 +105,42 @@ kd_cleanup() {
 }
 trap kd_cleanup EXIT
 
+# kd_busybox_root DIR [SUBDIR...] : makes DIR a bare rpm-host root: the
+# directories every such host has (plus SUBDIRs), busybox-static as /bin/sh
+# and every applet, and root in /etc/passwd and /etc/group.
+kd_busybox_root() {
+    r=$1
+    shift
+    mkdir -p "$r/bin" "$r/proc" "$r/sys" "$r/dev" "$r/run" "$r/tmp" "$r/root" \
+        "$r/etc/sysconfig" "$r/etc/systemd/system" "$r/opt" "$r/usr/lib/systemd/system" \
+        "$r/var/lib" "$r/var/log" "$r/var/cache" "$r/var/tmp"
+    for d in "$@"; do
+        mkdir -p "$r/$d"
+    done
+    chmod 1777 "$r/tmp" "$r/var/tmp"
+    cp /usr/bin/busybox "$r/bin/busybox"
+    for applet in $(busybox --list-full); do
+        [ -e "$r/$applet" ] && continue
+        mkdir -p "$r/$(dirname "$applet")"
+        ln -s /bin/busybox "$r/$applet"
+    done
+    echo 'root:x:0:0:root:/root:/bin/sh' >"$r/etc/passwd"
+    echo 'root:x:0:' >"$r/etc/group"
+}
+
+# kd_require_distinct_versions PACKAGE... : each package's version (from the
+# suite's `version_of DIST PACKAGE`) differs between KD_DIST_PREV and
+# KD_DIST, or an upgrade proves nothing and the suite fails at once.
+kd_require_distinct_versions() {
+    for p in "$@"; do
+        if [ "$(version_of "$KD_DIST_PREV" "$p")" = "$(version_of "$KD_DIST" "$p")" ]; then
+            echo "$KD_SUITE: FAIL: $p has the same version in KD_DIST_PREV and KD_DIST" >&2
+            echo "0 passed, 1 failed"
+            exit 1
+        fi
+    done
+}
+
 # kd_run ROOT CMD... : runs CMD chrooted into ROOT, in new mount and PID
 # namespaces with /proc, /sys, /dev and a tmpfs /run. When CMD exits, every
 # process it started is killed and every mount disappears.

@@ -69,14 +69,8 @@ expect() {
 # shellcheck disable=SC2086 # one word per package
 ALL_PREV=$(expect $PACKAGES)
 ALL_CUR=$(expect)
-# Each package must differ between the releases, or an upgrade proves nothing.
-for p in $PACKAGES; do
-    if [ "$(version_of "$KD_DIST_PREV" "$p")" = "$(version_of "$KD_DIST" "$p")" ]; then
-        echo "t-deb: FAIL: $p has the same version in KD_DIST_PREV and KD_DIST" >&2
-        echo "0 passed, 1 failed"
-        exit 1
-    fi
-done
+# shellcheck disable=SC2086 # one word per package
+kd_require_distinct_versions $PACKAGES
 
 # The shipped defaults of both releases, straight from the packages.
 seed_of() { # DEB OUT

@@ -210,18 +210,7 @@ createrepo_c --quiet "$PROVIDES_REPO" >&2
 # have it (a repository that fails is an error, not skipped).
 new_dnf_root() {
     r=$(mktemp -d "$SCRATCH/root.XXXXXX")
-    mkdir -p "$r/bin" "$r/proc" "$r/sys" "$r/dev" "$r/run" "$r/tmp" "$r/root" \
-        "$r/etc/yum.repos.d" "$r/etc/dnf" "$r/etc/sysconfig" "$r/etc/systemd/system" \
-        "$r/opt" "$r/usr/lib/systemd/system" "$r/var/lib" "$r/var/log" "$r/var/cache" "$r/var/tmp"
-    chmod 1777 "$r/tmp" "$r/var/tmp"
-    cp /usr/bin/busybox "$r/bin/busybox"
-    for applet in $(busybox --list-full); do
-        [ -e "$r/$applet" ] && continue
-        mkdir -p "$r/$(dirname "$applet")"
-        ln -s /bin/busybox "$r/$applet"
-    done
-    echo 'root:x:0:0:root:/root:/bin/sh' >"$r/etc/passwd"
-    echo 'root:x:0:' >"$r/etc/group"
+    kd_busybox_root "$r" etc/yum.repos.d etc/dnf
     printf '[main]\ngpgcheck=1\nskip_if_unavailable=False\ninstall_weak_deps=False\n' >"$r/etc/dnf/dnf.conf"
     cp "$REPO/kubedist.repo" "$r/etc/yum.repos.d/kubedist.repo"
     printf '%s\n' '# TEST ONLY: declares the distribution packages kubedist needs (t-rpm.sh)' \

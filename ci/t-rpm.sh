@@ -71,14 +71,8 @@ expect() {
 }
 # nvr DIST PACKAGE : NAME-VERSION-RELEASE, as dnf takes it on its command line.
 nvr() { echo "$2-$(version_of "$1" "$2")"; }
-# Each package must differ between the releases, or an upgrade proves nothing.
-for p in $PACKAGES; do
-    if [ "$(version_of "$KD_DIST_PREV" "$p")" = "$(version_of "$KD_DIST" "$p")" ]; then
-        echo "t-rpm: FAIL: $p has the same version in KD_DIST_PREV and KD_DIST" >&2
-        echo "0 passed, 1 failed"
-        exit 1
-    fi
-done
+# shellcheck disable=SC2086 # one word per package
+kd_require_distinct_versions $PACKAGES
 
 # file_of RPM PATH OUT : PATH's content as shipped in RPM.
 file_of() {
@@ -130,18 +124,7 @@ REPO_BOTH=$(make_repo both "$KD_DIST_PREV" "$KD_DIST")
 new_root() {
     r=$(mktemp -d "$KD_WORK/root.XXXXXX")
     kd_remove_on_exit "$r"
-    mkdir -p "$r/bin" "$r/proc" "$r/sys" "$r/dev" "$r/run" "$r/tmp" "$r/root" \
-        "$r/etc/sysconfig" "$r/etc/systemd/system" "$r/opt" "$r/usr/lib/systemd/system" \
-        "$r/usr/share/licenses" "$r/var/lib" "$r/var/log" "$r/var/cache" "$r/var/tmp"
-    chmod 1777 "$r/tmp" "$r/var/tmp"
-    cp /usr/bin/busybox "$r/bin/busybox"
-    for applet in $(busybox --list-full); do
-        [ -e "$r/$applet" ] && continue
-        mkdir -p "$r/$(dirname "$applet")"
-        ln -s /bin/busybox "$r/$applet"
-    done
-    echo 'root:x:0:0:root:/root:/bin/sh' >"$r/etc/passwd"
-    echo 'root:x:0:' >"$r/etc/group"
+    kd_busybox_root "$r" usr/share/licenses
     printf '%s\n' "$r"
 }
 
