@@ -210,8 +210,7 @@ pub fn run(spec: &Spec, args: &Args) -> Result<()> {
             }
         }
     }
-    // Biggest first: the long ones start early and small ones fill the end.
-    jobs.sort_by_key(|j| std::cmp::Reverse(j.size()));
+    jobs.sort_by_key(|j| start_order(j.single_threaded(), j.size()));
 
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let (workers, threads) = schedule(cpus, jobs.len(), args.jobs);
@@ -469,6 +468,11 @@ enum Job<'a> {
 }
 
 impl Job<'_> {
+    /// rpms: the rpm crate compresses the payload on one thread.
+    fn single_threaded(&self) -> bool {
+        matches!(self, Job::Package(p) if p.family == Family::Rpm)
+    }
+
     fn size(&self) -> u64 {
         match self {
             Job::Package(p) => p.package_files().map(|f| f.size).sum(),
@@ -486,6 +490,13 @@ impl Job<'_> {
             Job::Tarball { arch, .. } => format!("tarball ({arch})"),
         }
     }
+}
+
+/// The order artifacts start in: single-threaded ones first, so that the
+/// last to finish are multithreaded and keep every CPU busy to the end; then
+/// biggest first, so that the long ones start early and small ones fill in.
+pub fn start_order(single_threaded: bool, size: u64) -> impl Ord {
+    (std::cmp::Reverse(single_threaded), std::cmp::Reverse(size))
 }
 
 /// How many of `jobs` artifacts to write at once (`requested`, else one per

@@ -5,8 +5,9 @@
 //! The bytes are dist's own uncompressed streams, unpacked from its
 //! artifacts: each deb's data.tar, each rpm's cpio payload, the tarball's
 //! tar. (The control archives, a few KiB each, are left out.) They are
-//! compressed in memory, biggest first, with dist's schedule: as many at
-//! once and as many encoder threads each as dist uses.
+//! compressed in memory with dist's schedule: in the same order, as many at
+//! once and as many encoder threads each as dist uses, and the rpm payloads
+//! on one thread each as the rpm crate compresses them.
 
 use std::fs;
 use std::io::Read;
@@ -20,6 +21,15 @@ use anyhow::{bail, Context, Result};
 use super::measure::{self, Sample};
 use crate::emit::codec::{self, Codec, Codecs};
 
+/// One uncompressed stream of an artifact.
+pub struct Stream {
+    name: String,
+    codec: Codec,
+    /// Compressed on one thread, as the rpm crate does its payloads.
+    single_threaded: bool,
+    bytes: Vec<u8>,
+}
+
 pub struct Floor {
     pub sample: Sample,
     pub streams: usize,
@@ -29,7 +39,7 @@ pub struct Floor {
 
 /// The uncompressed streams of the artifacts in `dist`, each with the codec
 /// dist compressed it with.
-pub fn streams(dist: &Path, codecs: &Codecs) -> Result<Vec<(String, Codec, Vec<u8>)>> {
+pub fn streams(dist: &Path, codecs: &Codecs) -> Result<Vec<Stream>> {
     let mut out = Vec::new();
     let mut paths: Vec<_> = fs::read_dir(dist)
         .with_context(|| format!("reading {}", dist.display()))?
@@ -56,7 +66,12 @@ pub fn streams(dist: &Path, codecs: &Codecs) -> Result<Vec<(String, Codec, Vec<u
                         .with_context(|| format!("reading {name}: {member}"))?;
                     let tar =
                         decompress(&member, &data).with_context(|| format!("{name}: {member}"))?;
-                    out.push((name.clone(), codecs.deb, tar));
+                    out.push(Stream {
+                        name: name.clone(),
+                        codec: codecs.deb,
+                        single_threaded: false,
+                        bytes: tar,
+                    });
                 }
             }
         } else if name.ends_with(".rpm") {
@@ -74,14 +89,24 @@ pub fn streams(dist: &Path, codecs: &Codecs) -> Result<Vec<(String, Codec, Vec<u
                     String::from_utf8_lossy(&cpio.stderr).trim()
                 );
             }
-            out.push((name, codecs.rpm, cpio.stdout));
+            out.push(Stream {
+                name,
+                codec: codecs.rpm,
+                single_threaded: true,
+                bytes: cpio.stdout,
+            });
         } else if [".tar.gz", ".tar.xz", ".tar.zst"]
             .iter()
             .any(|e| name.ends_with(e))
         {
             let data = fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
             let tar = decompress(&name, &data).with_context(|| name.clone())?;
-            out.push((name, codecs.tar, tar));
+            out.push(Stream {
+                name,
+                codec: codecs.tar,
+                single_threaded: false,
+                bytes: tar,
+            });
         }
     }
     Ok(out)
@@ -102,23 +127,22 @@ fn decompress(name: &str, data: &[u8]) -> Result<Vec<u8>> {
 }
 
 /// Compresses `streams` as dist would schedule them and times it.
-pub fn run(streams: &[(String, Codec, Vec<u8>)]) -> Result<Floor> {
+pub fn run(streams: &[Stream]) -> Result<Floor> {
     let (workers, threads) = crate::dist::schedule(measure::cpus(), streams.len(), None);
-    let mut order: Vec<&(String, Codec, Vec<u8>)> = streams.iter().collect();
-    order.sort_by_key(|s| std::cmp::Reverse(s.2.len()));
+    let mut order: Vec<&Stream> = streams.iter().collect();
+    order.sort_by_key(|s| crate::dist::start_order(s.single_threaded, s.bytes.len() as u64));
     let next = AtomicUsize::new(0);
     let sizes: Mutex<Vec<Result<u64>>> = Mutex::new(Vec::new());
     let (_, sample) = measure::in_process(|| {
         std::thread::scope(|s| {
             for _ in 0..workers {
                 s.spawn(|| loop {
-                    let Some((name, codec, bytes)) = order.get(next.fetch_add(1, Ordering::SeqCst))
-                    else {
+                    let Some(stream) = order.get(next.fetch_add(1, Ordering::SeqCst)) else {
                         return;
                     };
-                    let size = codec::compress(*codec, threads, bytes)
+                    let size = compress(stream, threads)
                         .map(|c| c.len() as u64)
-                        .with_context(|| format!("compressing {name}'s stream"));
+                        .with_context(|| format!("compressing {}'s stream", stream.name));
                     if let Ok(mut v) = sizes.lock() {
                         v.push(size);
                     }
@@ -137,7 +161,25 @@ pub fn run(streams: &[(String, Codec, Vec<u8>)]) -> Result<Floor> {
     Ok(Floor {
         sample,
         streams: streams.len(),
-        bytes_in: streams.iter().map(|s| s.2.len() as u64).sum(),
+        bytes_in: streams.iter().map(|s| s.bytes.len() as u64).sum(),
         bytes_out,
     })
+}
+
+/// `stream` compressed as dist compresses it: rpm payloads as the rpm crate
+/// does (libzstd's single-threaded mode, or one gzip stream), the rest with
+/// dist's multithreaded encoders.
+fn compress(stream: &Stream, threads: u32) -> std::io::Result<Vec<u8>> {
+    use codec::Kind;
+    let (codec, bytes) = (stream.codec, stream.bytes.as_slice());
+    match (stream.single_threaded, codec.kind) {
+        (true, Kind::Zstd) => zstd::stream::encode_all(bytes, codec.level as i32),
+        (true, Kind::Gz) => {
+            use std::io::Write;
+            let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(codec.level));
+            e.write_all(bytes)?;
+            e.finish()
+        }
+        _ => codec::compress(codec, threads, bytes),
+    }
 }
