@@ -71,7 +71,8 @@ pub fn load(path: &Path) -> Result<Option<Vec<Assignment>>, Error> {
         .map_err(|e| Error::input(format!("{shown}: cannot read: {e}")))?;
     check_regular(path, &meta)?;
 
-    let mut bytes = Vec::new();
+    // Room for the whole file up front: read in one call, not in doubling steps.
+    let mut bytes = Vec::with_capacity(meta.len().min(MAX_FILE_SIZE) as usize + 1);
     file.take(MAX_FILE_SIZE + 1)
         .read_to_end(&mut bytes)
         .map_err(|e| Error::input(format!("{shown}: cannot read: {e}")))?;

@@ -18,12 +18,11 @@ pub mod version;
 pub mod wait;
 
 use std::collections::BTreeMap;
-use std::ffi::OsString;
+use std::ffi::{c_char, c_int, CString, OsString};
 use std::fmt;
-use std::io::Write;
-use std::os::unix::process::CommandExt;
+use std::io::{self, Write};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// An error that ends the wrapper: one line on stderr and an exit status.
 #[derive(Debug)]
@@ -119,14 +118,62 @@ pub fn run(args: &[OsString]) -> Result<i32, Error> {
         check(&plan)?;
     }
 
-    let err = Command::new(&plan.kubelet)
-        .args(plan.argv[1..].iter().map(|a| &a.value))
-        .envs(plan.env.iter().map(|(k, v)| (k, &v.value)))
-        .exec();
+    let err = exec(&plan);
     Err(Error::input(format!(
         "cannot exec {}: {err}",
         plan.kubelet.display()
     )))
+}
+
+extern "C" {
+    fn execve(path: *const c_char, argv: *const *const c_char, envp: *const *const c_char)
+        -> c_int;
+}
+
+/// Replaces this process with the kubelet: argv[0] is its path, and its
+/// environment is the wrapper's with the plan's variables laid over it.
+/// Returns only on failure. (One `execve` and nothing else: std's `Command`
+/// would also copy the environment into a map and reset signals first.)
+fn exec(plan: &chain::Plan) -> io::Error {
+    let cstring = |bytes: Vec<u8>| {
+        CString::new(bytes).map_err(|_| io::Error::other("an argument holds a NUL byte"))
+    };
+    let build = || -> io::Result<(CString, Vec<CString>, Vec<CString>)> {
+        let path = cstring(plan.kubelet.as_os_str().as_bytes().to_vec())?;
+        let mut argv = vec![path.clone()];
+        for arg in &plan.argv[1..] {
+            argv.push(cstring(arg.value.clone().into_bytes())?);
+        }
+        let mut envp = Vec::new();
+        for (name, value) in std::env::vars_os() {
+            let overridden = name.to_str().is_some_and(|n| plan.env.contains_key(n));
+            if !overridden {
+                let mut entry = name.into_encoded_bytes();
+                entry.push(b'=');
+                entry.extend_from_slice(value.as_bytes());
+                envp.push(cstring(entry)?);
+            }
+        }
+        for (name, value) in &plan.env {
+            envp.push(cstring(format!("{name}={}", value.value).into_bytes())?);
+        }
+        Ok((path, argv, envp))
+    };
+    let (path, argv, envp) = match build() {
+        Ok(parts) => parts,
+        Err(e) => return e,
+    };
+    let pointers = |v: &[CString]| -> Vec<*const c_char> {
+        v.iter()
+            .map(|c| c.as_ptr())
+            .chain(std::iter::once(std::ptr::null()))
+            .collect()
+    };
+    let (argv_ptrs, envp_ptrs) = (pointers(&argv), pointers(&envp));
+    // SAFETY: every pointer refers to a NUL-terminated string owned by
+    // `path`, `argv` or `envp`, which outlive the call; both arrays end in NULL.
+    unsafe { execve(path.as_ptr(), argv_ptrs.as_ptr(), envp_ptrs.as_ptr()) };
+    io::Error::last_os_error()
 }
 
 /// The wrapper's environment; variables that are not UTF-8 are still

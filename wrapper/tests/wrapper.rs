@@ -160,13 +160,16 @@ impl Host {
             parts.pop(); // after the last NUL
             parts
         };
-        let mut env: BTreeMap<String, String> = split0(read("env"))
+        let pairs: Vec<(String, String)> = split0(read("env"))
             .into_iter()
             .map(|kv| {
                 let (k, v) = kv.split_once('=').unwrap();
                 (k.to_string(), v.to_string())
             })
             .collect();
+        let mut env: BTreeMap<String, String> = pairs.iter().cloned().collect();
+        // A variable the env files override appears once, not twice.
+        assert_eq!(env.len(), pairs.len(), "duplicate names in {pairs:?}");
         // dash exports PWD itself; the wrapper does not set it.
         env.remove("PWD");
         let sigign = String::from_utf8(read("sigign")).unwrap();
@@ -243,7 +246,8 @@ fn execs_the_drop_in_chain_with_same_pid_and_print_agrees() {
         env.insert(k.into(), v.into());
     }
     assert_eq!(rec.env, env);
-    // SIGPIPE is not left ignored for the kubelet (Rust ignores it for itself).
+    // SIGPIPE reaches the kubelet as the supervisor left it (here: not
+    // ignored); the wrapper sets no signal disposition of its own.
     assert_eq!(rec.sigign & (1 << (13 - 1)), 0, "SigIgn {:x}", rec.sigign);
     // The invalid name is reported, as systemd logs it.
     assert!(

@@ -176,7 +176,8 @@ fn compress(stream: &Stream, threads: u32) -> std::io::Result<Vec<u8>> {
         (true, Kind::Zstd) => zstd::stream::encode_all(bytes, codec.level as i32),
         (true, Kind::Gz) => {
             use std::io::Write;
-            let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(codec.level));
+            let mut e =
+                flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(codec.level));
             e.write_all(bytes)?;
             e.finish()
         }
