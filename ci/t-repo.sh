@@ -18,9 +18,9 @@
 #   rpm -K reports our signatures; a corrupted rpm, an rpm signed by another
 #   key, an unsigned rpm and a repomd.xml that no longer matches its
 #   signature are refused.
-# - keys: an expired key is refused and leaves the repository as it was; a
-#   key expiring within 90 days signs with a warning (one expiring later
-#   gets none). Those keys are made with gpg in a throwaway GNUPGHOME
+# - keys: an expired key is refused and leaves the repository as it was (or
+#   uncreated); a key expiring within 90 days signs with a warning (one
+#   expiring later gets none). Those keys are made with gpg in a throwaway GNUPGHOME
 #   (--faked-system-time for the expired one).
 # - adding release N to a repository holding N-1 keeps N-1 installable and
 #   re-signs the metadata; a client that installed N-1 upgrades to N.
@@ -588,6 +588,12 @@ expired_key_is_refused_and_repo_untouched() {
     assert_grep "^error: .*expired.asc: primary key [0-9A-F]\{40\} expired on 2020-12-3[01] " "$TMP/expired.err"
     tree_listing "$tree" >"$TMP/expired.after"
     diff -u "$TMP/expired.before" "$TMP/expired.after"
+    # Into a new directory: refused before anything is created.
+    if repo --from "$KD_DIST" --out "$SCRATCH/expired-new" --key "$TMP/expired.asc" >/dev/null 2>&1; then
+        echo "assertion failed: cargo xtask repo signed with an expired key" >&2
+        return 1
+    fi
+    assert_no_file "$SCRATCH/expired-new"
 }
 
 key_expiring_within_90_days_warns_but_signs() {

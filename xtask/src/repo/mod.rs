@@ -126,27 +126,21 @@ pub struct Settings {
 
 pub fn run(_root: &Path, args: &Args) -> Result<()> {
     let settings = settings(args)?;
-    files::create_dir(&args.out)?;
-    let out = args
-        .out
-        .canonicalize()
-        .with_context(|| format!("{}: cannot resolve", args.out.display()))?;
-    let _lock = files::lock(&out.join(LOCK_FILE))?;
-
-    let key = if let Some(path) = &args.key {
-        keys::RepoKey::load(path, passphrase(args)?)?
+    // What can refuse the run is checked before REPO_DIR is created or
+    // locked: a refused run leaves no trace. (A test key is generated later:
+    // it must lie outside REPO_DIR, which is resolved only once it exists.)
+    let given_key = if let Some(path) = &args.key {
+        Some(keys::RepoKey::load(path, passphrase(args)?)?)
     } else if let Some(spec) = &args.gpg_key {
-        keys::RepoKey::from_gpg(spec)?
-    } else if let Some(path) = &args.generate_test_key {
-        refuse_inside(path, &out)?;
-        keys::RepoKey::generate_test_key(path)?
+        Some(keys::RepoKey::from_gpg(spec)?)
     } else {
-        bail!("one of --key FILE, --gpg-key KEYID or --generate-test-key FILE is required");
+        None
     };
-    for warning in key.check_validity(SystemTime::now())? {
-        eprintln!("warning: {warning}");
+    if let Some(key) = &given_key {
+        for warning in key.check_validity(SystemTime::now())? {
+            eprintln!("warning: {warning}");
+        }
     }
-
     let mut debs = Vec::new();
     let mut rpms = Vec::new();
     for dir in &args.from {
@@ -154,12 +148,36 @@ pub fn run(_root: &Path, args: &Args) -> Result<()> {
         debs.extend(found.debs);
         rpms.extend(found.rpms);
     }
-    if debs.is_empty() && rpms.is_empty() && !apt::exists(&out) && !yum::exists(&out)? {
+    let nothing_to_add = debs.is_empty() && rpms.is_empty();
+    let no_repo = |out: &Path| -> Result<()> {
         bail!(
             "{}: no packages in the repository and none given: add a release with --from DIST_DIR",
             out.display()
-        );
+        )
+    };
+    if nothing_to_add && !args.out.exists() {
+        no_repo(&args.out)?;
     }
+
+    files::create_dir(&args.out)?;
+    let out = args
+        .out
+        .canonicalize()
+        .with_context(|| format!("{}: cannot resolve", args.out.display()))?;
+    let _lock = files::lock(&out.join(LOCK_FILE))?;
+    if nothing_to_add && !apt::exists(&out) && !yum::exists(&out)? {
+        no_repo(&out)?;
+    }
+    let key = match (given_key, &args.generate_test_key) {
+        (Some(key), _) => key,
+        (None, Some(path)) => {
+            refuse_inside(path, &out)?;
+            keys::RepoKey::generate_test_key(path)?
+        }
+        (None, None) => {
+            bail!("one of --key FILE, --gpg-key KEYID or --generate-test-key FILE is required")
+        }
+    };
 
     // The key goes out first: metadata is never signed by a key the tree
     // does not publish.
