@@ -134,22 +134,6 @@ pub fn run(spec: &Spec, args: &Args) -> Result<()> {
     // runs, as often, so that a machine that speeds up or slows down during
     // the bench (CPU time for the same work varies by a quarter here) weighs
     // on every side alike; each side's best run is compared.
-    let native_run = |i: usize| -> Result<native::Native> {
-        let load = measure::load();
-        let n = native::run(
-            &outs_dir(&work, 0),
-            &work.join("native"),
-            &codecs,
-            EPOCH,
-            &logs,
-        )?;
-        let (t, _) = n.total();
-        eprintln!(
-            "    native tools {i}: {:.1} s wall, {:.1} s CPU (load {load:.2})",
-            t.wall, t.cpu
-        );
-        Ok(n)
-    };
     eprintln!(
         "==> bench: dist, {} cold runs, each followed by the codec floor{}",
         args.runs,
@@ -159,7 +143,9 @@ pub fn run(spec: &Spec, args: &Args) -> Result<()> {
             " and the native tools"
         }
     );
-    let outs: Vec<PathBuf> = (0..args.runs).map(|i| outs_dir(&work, i)).collect();
+    let outs: Vec<PathBuf> = (0..args.runs)
+        .map(|i| work.join(format!("dist-{i}")))
+        .collect();
     let mut cold = Vec::new();
     let mut floors = Vec::new();
     let mut natives = Vec::new();
@@ -178,7 +164,14 @@ pub fn run(spec: &Spec, args: &Args) -> Result<()> {
         );
         floors.push(floor);
         if !args.no_native {
-            natives.push(native_run(i)?);
+            let load = measure::load();
+            let n = native::run(&outs[0], &work.join("native"), &codecs, EPOCH, &logs)?;
+            let (t, _) = n.total();
+            eprintln!(
+                "    native tools {i}: {:.1} s wall, {:.1} s CPU (load {load:.2})",
+                t.wall, t.cpu
+            );
+            natives.push(n);
         }
     }
     drop(streams);
@@ -228,11 +221,6 @@ pub fn run(spec: &Spec, args: &Args) -> Result<()> {
     print!("{}", report.text);
     eprintln!("==> bench: report in {}", path.display());
     Ok(())
-}
-
-/// The output directory of cold run `i`.
-fn outs_dir(work: &Path, i: usize) -> PathBuf {
-    work.join(format!("dist-{i}"))
 }
 
 /// `(name, size, sha256)` of the artifacts listed in `dir/SHA256SUMS`.
