@@ -18,8 +18,8 @@
 kd_require cargo git sha256sum dpkg-deb rpm tar qemu-aarch64-static readelf
 kd_require_dist
 
-# The epoch of KD_DIST. `cargo xtask test` sets it for every step, so cargo
-# below sees the value it always sees (a change reruns build scripts).
+# The epoch of KD_DIST (`cargo xtask test` passes it to the suites). cargo
+# itself never sees it: `cargo xtask` builds the xtask without it.
 EPOCH=${SOURCE_DATE_EPOCH:-1700000000}
 FIXTURES=$KD_REPO/target/fixtures
 TMP=$KD_WORK/t-dist
@@ -67,6 +67,20 @@ test_reproducible_from_another_checkout() {
     listing "$KD_DIST" >"$TMP/first.list"
     listing "$TMP/again" >"$TMP/second.list"
     assert_eq "$(cat "$TMP/first.list")" "$(cat "$TMP/second.list")" "artifact digests"
+}
+
+# A new SOURCE_DATE_EPOCH, as every release sets one, compiles nothing:
+# `cargo xtask` keeps it away from the cargo that builds the xtask (gcc reads
+# it, so cc-based build scripts would run again and their crates rebuild).
+test_new_epoch_compiles_nothing() {
+    (cd "$KD_REPO" && SOURCE_DATE_EPOCH=1 cargo xtask --help >/dev/null)
+    stamp=$TMP/epoch.stamp
+    touch "$stamp"
+    sleep 1
+    (cd "$KD_REPO" && SOURCE_DATE_EPOCH=2 cargo xtask --help >/dev/null 2>"$TMP/epoch.err")
+    rebuilt=$(find "$KD_REPO/target/debug/deps" "$KD_REPO/target/debug/build" \
+        -newer "$stamp" -type f | head -n 5)
+    assert_eq "" "$rebuilt" "files compiled by a run with another SOURCE_DATE_EPOCH"
 }
 
 test_sums_verify_and_use_upstream_names() {
@@ -161,6 +175,7 @@ test_tampered_input_is_refused_and_output_untouched() { bad_input "linux/amd64/k
 test_missing_input_is_refused_and_output_untouched() { bad_input "crictl-" drop_crictl; }
 test_wrong_checksum_is_refused_and_output_untouched() { bad_input "linux/amd64/kubelet" wrong_sum; }
 
+kd_test new-epoch-compiles-nothing test_new_epoch_compiles_nothing
 kd_test sums-verify-and-use-upstream-names test_sums_verify_and_use_upstream_names
 kd_test tampered-input-is-refused-and-output-untouched test_tampered_input_is_refused_and_output_untouched
 kd_test missing-input-is-refused-and-output-untouched test_missing_input_is_refused_and_output_untouched

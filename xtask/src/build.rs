@@ -37,6 +37,9 @@ pub fn static_binary(root: &Path, package: &str, bin: &str, arch: Arch) -> Resul
     )
     .env("CARGO_ENCODED_RUSTFLAGS", flags.join("\x1f"))
     .env_remove("RUSTFLAGS")
+    // Compilers never need the epoch, and cargo would rebuild C build
+    // scripts whenever it changes (see xtask/launch).
+    .env_remove("SOURCE_DATE_EPOCH")
     .run()
     .with_context(|| format!("building {bin} for {target}"))?;
 
@@ -45,6 +48,58 @@ pub fn static_binary(root: &Path, package: &str, bin: &str, arch: Arch) -> Resul
         bail!("cargo build succeeded but {} does not exist", out.display());
     }
     Ok(out)
+}
+
+/// Makes sure the musl targets of `arches` are installed, adding the missing
+/// ones with `rustup target add` (a fresh toolchain has only the host's).
+/// dist calls it before any long step: a machine that cannot build the static
+/// binaries fails in its first second, with the command that fixes it.
+pub fn ensure_targets(arches: &[Arch]) -> Result<()> {
+    let targets: Vec<&str> = arches.iter().map(|a| a.musl_target()).collect();
+    ensure_targets_with("rustup", &targets)
+}
+
+fn ensure_targets_with(rustup: &str, targets: &[&str]) -> Result<()> {
+    let sh = Shell::new().context("starting a shell for rustup")?;
+    let wanted = targets.join(" ");
+    let installed = cmd!(sh, "{rustup} target list --installed")
+        .quiet()
+        .ignore_stderr()
+        .read()
+        .with_context(|| {
+            format!("static builds need the Rust targets {wanted}, added with rustup, which did not run: install rustup, then `rustup target add {wanted}`")
+        })?;
+    let missing: Vec<&str> = targets
+        .iter()
+        .copied()
+        .filter(|t| !installed.lines().any(|l| l.trim() == *t))
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let missing_list = missing.join(" ");
+    eprintln!(
+        "build: adding Rust target(s) {missing_list} with rustup (for the static kubelet-wrapper)"
+    );
+    let out = std::process::Command::new(rustup)
+        .args(["target", "add"])
+        .args(&missing)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .with_context(|| format!("running `{rustup} target add {missing_list}`"))?;
+    if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let why = stderr
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("no message")
+            .trim();
+        bail!(
+            "Rust target(s) {missing_list} missing and `rustup target add {missing_list}` failed ({why}): run it once rustup can reach its server"
+        );
+    }
+    Ok(())
 }
 
 /// Fails with the exact command to run when the Rust target is missing.
@@ -102,6 +157,78 @@ mod tests {
             "Rust target riscv32-nonexistent-none is not installed: \
              run `rustup target add riscv32-nonexistent-none`"
         );
+    }
+
+    /// A stand-in for rustup: `target list --installed` prints the host
+    /// target only; `target add` appends its arguments to a log and exits
+    /// with `add_status`, saying why on stderr.
+    fn fake_rustup(dir: &Path, add_status: i32) -> PathBuf {
+        let path = dir.join("rustup");
+        let log = dir.join("added");
+        std::fs::write(
+            &path,
+            format!(
+                "#!/bin/sh\n\
+                 case \"$1 $2\" in\n\
+                 'target list') echo x86_64-unknown-linux-gnu ;;\n\
+                 'target add') shift 2; echo \"$*\" >>'{}'; \
+                 [ {add_status} = 0 ] || echo 'error: could not download file from the dist server' >&2; exit {add_status} ;;\n\
+                 esac\n",
+                log.display()
+            ),
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path
+    }
+
+    #[test]
+    fn missing_targets_are_added_with_rustup() {
+        let dir = tempfile::tempdir().unwrap();
+        let rustup = fake_rustup(dir.path(), 0);
+        let targets = [
+            "x86_64-unknown-linux-gnu",
+            "aarch64-unknown-linux-musl",
+            "s390x-unknown-linux-musl",
+        ];
+        ensure_targets_with(rustup.to_str().unwrap(), &targets).unwrap();
+        let added = std::fs::read_to_string(dir.path().join("added")).unwrap();
+        assert_eq!(
+            added,
+            "aarch64-unknown-linux-musl s390x-unknown-linux-musl\n"
+        );
+    }
+
+    #[test]
+    fn a_target_rustup_cannot_add_fails_at_once_with_the_command() {
+        let dir = tempfile::tempdir().unwrap();
+        let rustup = fake_rustup(dir.path(), 1);
+        let err = ensure_targets_with(rustup.to_str().unwrap(), &["aarch64-unknown-linux-musl"])
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "Rust target(s) aarch64-unknown-linux-musl missing and `rustup target add \
+             aarch64-unknown-linux-musl` failed (error: could not download file from the dist \
+             server): run it once rustup can reach its server"
+        );
+    }
+
+    #[test]
+    fn no_rustup_is_one_line_naming_what_to_run() {
+        let err = ensure_targets_with("/nonexistent/rustup", &["aarch64-unknown-linux-musl"])
+            .unwrap_err();
+        let text = format!("{err:#}");
+        assert!(
+            text.starts_with("static builds need the Rust targets aarch64-unknown-linux-musl"),
+            "{text}"
+        );
+        assert!(
+            text.contains("`rustup target add aarch64-unknown-linux-musl`"),
+            "{text}"
+        );
+        assert!(!text.contains('\n'), "{text}");
     }
 
     /// Copies the checkout (without target/) elsewhere and builds there: the

@@ -131,6 +131,7 @@ pub fn run(spec: &Spec, args: &Args) -> Result<()> {
         .clone();
     let epoch = source_date_epoch(&spec.root)?;
     let arches = fetch::arches_or_host(&args.arch)?;
+    preflight(&arches, args.origin.fixtures)?;
     let formats: Vec<Format> = {
         let mut f = args.formats.clone();
         f.sort();
@@ -422,6 +423,32 @@ fn homepage(root: &Path) -> Result<String> {
 }
 
 /// The `build = "<name>"` binaries the packages need.
+/// Everything dist can check in its first second, checked before any long
+/// step (fixtures, downloads, builds, compression): the Rust targets of the
+/// static binaries (added with rustup when missing) and the tools it calls.
+/// The output directory is checked when the work directory is made in it,
+/// also before any long step.
+fn preflight(arches: &[Arch], fixtures: bool) -> Result<()> {
+    let mut tools = vec!["cargo"];
+    if fixtures {
+        // Debian's real binaries, downloaded and unpacked (fixtures/debian.rs).
+        tools.extend(["dpkg", "dpkg-deb", "apt-get"]);
+    }
+    let missing: Vec<&str> = tools.into_iter().filter(|t| !crate::on_path(t)).collect();
+    if !missing.is_empty() {
+        bail!(
+            "dist needs {} on PATH{}",
+            missing.join(", "),
+            if fixtures {
+                " (--fixtures takes Debian's binaries: run it on Debian or Ubuntu, or use --from DIR)"
+            } else {
+                ""
+            }
+        );
+    }
+    crate::build::ensure_targets(arches)
+}
+
 fn build_names(spec: &Spec) -> Vec<String> {
     let mut names: Vec<String> = spec
         .packages

@@ -73,6 +73,13 @@ pub fn repo_root() -> PathBuf {
         .to_path_buf()
 }
 
+/// Whether `tool` is an executable file in one of PATH's directories.
+pub fn on_path(tool: &str) -> bool {
+    std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()))
+        .unwrap_or(false)
+}
+
 /// Whether we run as root (the uid of /proc/self is ours; no libc call).
 pub fn is_root() -> bool {
     std::fs::metadata("/proc/self")

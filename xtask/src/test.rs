@@ -47,14 +47,14 @@ pub struct Args {
 }
 
 pub fn run(root: &Path, args: &Args) -> Result<()> {
-    // One SOURCE_DATE_EPOCH for every step, cargo's own runs in the suites
-    // included: the build scripts of ring and zstd-sys run again whenever it
-    // changes, and each change would rebuild the xtask (minutes on 2 CPUs).
-    std::env::set_var("SOURCE_DATE_EPOCH", TEST_EPOCH);
+    // The epoch goes to dist and the suites, never to a cargo that compiles:
+    // the C build scripts run again whenever it changes (xtask/launch), and
+    // cargo's own tests would then rebuild what `cargo xtask` just built.
+    std::env::remove_var("SOURCE_DATE_EPOCH");
     let selected = |name: &str| args.only.is_empty() || args.only.iter().any(|o| name.contains(o));
     let ci = std::env::var("CI").is_ok_and(|v| v == "true");
 
-    let missing: Vec<_> = TOOLS.iter().filter(|t| !on_path(t)).collect();
+    let missing: Vec<_> = TOOLS.iter().filter(|t| !crate::on_path(t)).collect();
     if !missing.is_empty() {
         if !args.no_install && crate::is_root() {
             eprintln!("==> installing missing test tools ({missing:?}) with ci/install-deps");
@@ -107,6 +107,7 @@ pub fn run(root: &Path, args: &Args) -> Result<()> {
             .current_dir(root)
             .env("KD_DIST_PREV", &prev)
             .env("KD_DIST", &cur)
+            .env("SOURCE_DATE_EPOCH", TEST_EPOCH)
             .stderr(Stdio::inherit())
             .output()
             .with_context(|| format!("running {}", suite.display()))?;
@@ -155,7 +156,8 @@ fn build_releases(root: &Path) -> Result<(PathBuf, PathBuf)> {
                     revision,
                 ])
                 .arg("--out")
-                .arg(&out),
+                .arg(&out)
+                .env("SOURCE_DATE_EPOCH", TEST_EPOCH),
             "cargo xtask dist",
         )?;
         outs.push(out);
@@ -187,12 +189,6 @@ fn status(cmd: &mut Command, what: &str) -> Result<()> {
 
 fn cargo() -> String {
     std::env::var("CARGO").unwrap_or_else(|_| "cargo".into())
-}
-
-fn on_path(tool: &str) -> bool {
-    std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()))
-        .unwrap_or(false)
 }
 
 #[cfg(test)]
