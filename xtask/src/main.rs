@@ -73,6 +73,11 @@ pub fn repo_root() -> PathBuf {
         .to_path_buf()
 }
 
+/// The cargo that runs us (`CARGO`), else the one on PATH.
+pub fn cargo() -> String {
+    std::env::var("CARGO").unwrap_or_else(|_| "cargo".into())
+}
+
 /// Whether `tool` is an executable file in one of PATH's directories.
 pub fn on_path(tool: &str) -> bool {
     std::env::var_os("PATH")

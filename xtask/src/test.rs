@@ -72,7 +72,7 @@ pub fn run(root: &Path, args: &Args) -> Result<()> {
     if selected("cargo") {
         eprintln!("==> cargo test --workspace");
         status(
-            Command::new(cargo())
+            Command::new(crate::cargo())
                 .args(["test", "--workspace"])
                 .current_dir(root),
             "cargo test",
@@ -185,10 +185,6 @@ fn status(cmd: &mut Command, what: &str) -> Result<()> {
         bail!("{what} failed ({st})");
     }
     Ok(())
-}
-
-fn cargo() -> String {
-    std::env::var("CARGO").unwrap_or_else(|_| "cargo".into())
 }
 
 #[cfg(test)]

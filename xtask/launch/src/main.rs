@@ -92,8 +92,8 @@ fn build_xtask() -> Result<PathBuf, String> {
     }
     messages
         .lines()
-        .filter_map(xtask_executable)
-        .last()
+        .rev()
+        .find_map(xtask_executable)
         .ok_or_else(|| "cargo built the xtask but reported no executable for it".to_string())
 }
 
