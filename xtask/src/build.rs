@@ -236,7 +236,7 @@ mod tests {
     #[test]
     #[ignore = "copies the checkout and builds four static binaries (about a minute)"]
     fn builds_from_two_checkouts_are_identical() {
-        let root = crate::repo_root();
+        let root = crate::util::repo_root();
         let copy = tempfile::tempdir().unwrap();
         for entry in std::fs::read_dir(&root).unwrap() {
             let path = entry.unwrap().path();

@@ -24,7 +24,8 @@ use std::time::SystemTime;
 use anyhow::{Context, Result};
 use sha2::{Digest, Sha256};
 
-use crate::fetch::digest::{copy_hashing, hex, sha256_file};
+use crate::digest::{copy_hashing, sha256_file};
+use crate::util::hex;
 
 pub struct Cache {
     dir: PathBuf,
@@ -81,7 +82,7 @@ impl Cache {
         let src = entry.join(name);
         let dest = out_dir.join(name);
         let mut sha = String::new();
-        let copied = crate::emit::write_atomic(&dest, |out| {
+        let copied = crate::util::write_atomic(&dest, 0o644, |out| {
             let mut input =
                 fs::File::open(&src).with_context(|| format!("reading {}", src.display()))?;
             sha = copy_hashing(&mut input, &src, out, &dest)?.0;

@@ -17,7 +17,7 @@ use anyhow::{bail, Context, Result};
 use crate::cache::Cache;
 use crate::emit::codec::Codecs;
 use crate::emit::{self, Meta};
-use crate::fetch::{self, OriginArgs, Upstream};
+use crate::fetch::{self, Origin, OriginArgs, Upstream};
 use crate::spec::{Arch, Content, Family, Spec};
 use crate::stage::{self, Staged};
 
@@ -76,6 +76,13 @@ pub struct Args {
     pub revision: Option<u32>,
     #[command(flatten)]
     pub origin: OriginArgs,
+    /// Use offline test inputs instead of the upstream release: Debian's
+    /// real kubectl and CNI plugins, and recorder stand-ins (labelled as such
+    /// in every package description) for kubelet, kubeadm and crictl.
+    /// Written to target/fixtures on first use, as `cargo xtask fixtures`
+    /// does. For trials and tests on hosts without internet.
+    #[arg(long, conflicts_with_all = ["from", "mirror"])]
+    pub fixtures: bool,
     /// Output directory. Default: target/dist/<kubernetes version>.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
@@ -129,9 +136,9 @@ pub fn run(spec: &Spec, args: &Args) -> Result<()> {
         .with_context(|| format!("pkg/release.toml: no [sources.{KUBERNETES}] entry"))?
         .version
         .clone();
-    let epoch = source_date_epoch(&spec.root)?;
+    let epoch = crate::util::source_date_epoch(&spec.root)?;
     let arches = fetch::arches_or_host(&args.arch)?;
-    preflight(&arches, args.origin.fixtures)?;
+    preflight(&arches, args.fixtures)?;
     let formats: Vec<Format> = {
         let mut f = args.formats.clone();
         f.sort();
@@ -155,7 +162,12 @@ pub fn run(spec: &Spec, args: &Args) -> Result<()> {
     let built_dir = work.path().join("artifacts");
     fs::create_dir(&built_dir).with_context(|| format!("creating {}", built_dir.display()))?;
     let homepage = homepage(&spec.root)?;
-    let origin = args.origin.origin(&spec, &arches)?;
+    let origin = if args.fixtures {
+        let dir = spec.root.join("target/fixtures");
+        Origin::Dir(crate::fixtures::ensure(&spec, &dir, &arches)?)
+    } else {
+        args.origin.origin()?
+    };
     let cache = args.origin.cache(&spec);
 
     // Everything that can fail on bad inputs runs before any compression.
@@ -382,31 +394,6 @@ fn is_version(v: &str) -> bool {
         })
 }
 
-/// SOURCE_DATE_EPOCH, or the HEAD commit's time (the same in every checkout
-/// of that commit), or an error: "now" would make every build differ.
-pub fn source_date_epoch(root: &Path) -> Result<u64> {
-    if let Ok(value) = std::env::var("SOURCE_DATE_EPOCH") {
-        return value
-            .trim()
-            .parse()
-            .with_context(|| format!("SOURCE_DATE_EPOCH={value:?} is not a number of seconds"));
-    }
-    let output = std::process::Command::new("git")
-        .args(["log", "-1", "--format=%ct"])
-        .current_dir(root)
-        .output();
-    let committed = match output {
-        Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout).trim().parse().ok(),
-        _ => None,
-    };
-    committed.with_context(|| {
-        format!(
-            "SOURCE_DATE_EPOCH is not set and {} has no git commit to take the time from: set SOURCE_DATE_EPOCH",
-            root.display()
-        )
-    })
-}
-
 /// `workspace.package.repository` of the root Cargo.toml.
 fn homepage(root: &Path) -> Result<String> {
     let path = root.join("Cargo.toml");
@@ -434,7 +421,10 @@ fn preflight(arches: &[Arch], fixtures: bool) -> Result<()> {
         // Debian's real binaries, downloaded and unpacked (fixtures/debian.rs).
         tools.extend(["dpkg", "dpkg-deb", "apt-get"]);
     }
-    let missing: Vec<&str> = tools.into_iter().filter(|t| !crate::on_path(t)).collect();
+    let missing: Vec<&str> = tools
+        .into_iter()
+        .filter(|t| !crate::util::on_path(t))
+        .collect();
     if !missing.is_empty() {
         bail!(
             "dist needs {} on PATH{}",
@@ -614,18 +604,14 @@ fn write_sums(dir: &Path, known: &BTreeMap<String, String>) -> Result<Vec<(Strin
             .len();
         let sha = match known.get(&name) {
             Some(sha) => sha.clone(),
-            None => crate::fetch::digest::sha256_file(&path)?,
+            None => crate::digest::sha256_file(&path)?,
         };
         rows.push((name, size, sha));
     }
     rows.sort();
     let text: String = rows.iter().map(|(n, _, s)| format!("{s}  {n}\n")).collect();
     let path = dir.join("SHA256SUMS");
-    emit::write_atomic(&path, |f| {
-        use std::io::Write;
-        f.write_all(text.as_bytes())
-            .with_context(|| format!("writing {}", path.display()))
-    })?;
+    crate::util::write_bytes_atomic(&path, text.as_bytes(), 0o644)?;
     Ok(rows)
 }
 

@@ -5,7 +5,6 @@
 //! pinned in `pkg/upstream.lock` (see `lock.rs`); `--from` directories are
 //! checked against their own `.sha256` files only.
 mod archive;
-pub mod digest;
 mod http;
 mod lock;
 #[cfg(test)]
@@ -15,12 +14,11 @@ pub use archive::is_archive;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use anyhow::{bail, Context, Result};
 
+use crate::digest::{self, Algo, Published};
 use crate::spec::{Arch, Source, Spec};
-use digest::{Algo, Published};
 use http::Client;
 use lock::{Key, Lock};
 
@@ -58,13 +56,6 @@ pub struct OriginArgs {
     /// program. `cargo xtask fixtures DIR` writes such a directory.
     #[arg(long, value_name = "DIR", conflicts_with = "mirror")]
     pub from: Option<PathBuf>,
-    /// Use offline test inputs instead of the upstream release: Debian's
-    /// real kubectl and CNI plugins, and recorder stand-ins (labelled as such
-    /// in every package description) for kubelet, kubeadm and crictl.
-    /// Written to target/fixtures on first use, as `cargo xtask fixtures`
-    /// does. For trials and tests on hosts without internet.
-    #[arg(long, conflicts_with_all = ["from", "mirror"])]
-    pub fixtures: bool,
     /// Download from a mirror instead of each source's official URL: files
     /// at URL/<source>/<path>, with their .sha256 (or .sha512) beside them.
     /// Digests are still checked against pkg/upstream.lock.
@@ -77,13 +68,8 @@ pub struct OriginArgs {
 }
 
 impl OriginArgs {
-    /// Where the upstream files of `arches` come from; `--fixtures` writes
-    /// them first when target/fixtures lacks one of the arches.
-    pub fn origin(&self, spec: &Spec, arches: &[Arch]) -> Result<Origin> {
-        if self.fixtures {
-            let dir = spec.root.join("target/fixtures");
-            return Ok(Origin::Dir(crate::fixtures::ensure(spec, &dir, arches)?));
-        }
+    /// Where the upstream files come from.
+    pub fn origin(&self) -> Result<Origin> {
         Ok(match (&self.from, &self.mirror) {
             (Some(dir), _) => Origin::Dir(
                 std::path::absolute(dir).with_context(|| format!("--from {}", dir.display()))?,
@@ -129,7 +115,7 @@ pub fn arches_or_host(arches: &[Arch]) -> Result<Vec<Arch>> {
 
 pub fn run(spec: &Spec, args: &Args) -> Result<()> {
     let arches = arches_or_host(&args.arch)?;
-    let origin = args.origin.origin(spec, &arches)?;
+    let origin = args.origin.origin()?;
     let cache = args.origin.cache(spec);
     for arch in arches {
         let upstream = ensure(spec, arch, &origin, &cache)?;
@@ -488,7 +474,11 @@ impl Remote<'_> {
             }
         }
         // The checksum first: a file in the cache always has one beside it.
-        write_atomic(&beside(&dest, published.algo.ext()), text.as_bytes(), 0o644)?;
+        crate::util::write_bytes_atomic(
+            &beside(&dest, published.algo.ext()),
+            text.as_bytes(),
+            0o644,
+        )?;
         temp.persist(&dest)?;
         lock.insert(self.key(), &digests.sha256);
         Ok(self.verified(dest, digests.sha256, How::Downloaded))
@@ -561,78 +551,4 @@ fn remove_cached(dest: &Path) {
     for algo in [Algo::Sha256, Algo::Sha512] {
         let _ = std::fs::remove_file(beside(dest, algo.ext()));
     }
-}
-
-/// A file being written; removed when dropped unless renamed into place.
-pub(crate) struct TempFile {
-    path: PathBuf,
-    kept: bool,
-}
-
-impl TempFile {
-    /// A new empty file `.<name>.part-<pid>-<n>` in `dir`, mode 0644.
-    pub fn create(dir: &Path, name: &str) -> Result<(TempFile, std::fs::File)> {
-        let path = temp_path(dir, name);
-        let file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .with_context(|| format!("creating {}", path.display()))?;
-        let temp = TempFile { path, kept: false };
-        set_mode(&temp.path, 0o644)?;
-        Ok((temp, file))
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// Renames the file to `dest` (same directory, so atomic).
-    pub fn persist(mut self, dest: &Path) -> Result<()> {
-        std::fs::rename(&self.path, dest)
-            .with_context(|| format!("renaming {} to {}", self.path.display(), dest.display()))?;
-        self.kept = true;
-        Ok(())
-    }
-}
-
-impl Drop for TempFile {
-    fn drop(&mut self) {
-        if !self.kept {
-            let _ = std::fs::remove_file(&self.path);
-        }
-    }
-}
-
-pub(crate) fn set_mode(path: &Path, mode: u32) -> Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
-        .with_context(|| format!("setting the mode of {}", path.display()))
-}
-
-/// A fresh temp path in `dir` for `name`: hidden, unique per process and call.
-pub(crate) fn temp_path(dir: &Path, name: &str) -> PathBuf {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    dir.join(format!(".{name}.tmp-{}-{n}", std::process::id()))
-}
-
-/// Writes `bytes` to `path` with `mode` through a temp file in the same
-/// directory and a rename, so readers never see a partial file.
-pub(crate) fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
-    use std::io::Write;
-    let dir = path
-        .parent()
-        .with_context(|| format!("{} has no parent directory", path.display()))?;
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let (temp, mut file) = TempFile::create(dir, &name)?;
-    file.write_all(bytes)
-        .and_then(|()| file.sync_all())
-        .with_context(|| format!("writing {}", temp.path().display()))?;
-    set_mode(temp.path(), mode)?;
-    temp.persist(path)
 }

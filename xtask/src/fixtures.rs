@@ -12,7 +12,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 
 use crate::build;
-use crate::fetch::{self, digest::sha256_bytes, is_archive};
+use crate::digest::sha256_bytes;
+use crate::fetch::{self, is_archive};
 use crate::spec::{Arch, Spec};
 
 /// Write an offline `--from` directory: Debian's real kubectl and CNI
@@ -91,7 +92,7 @@ pub fn ensure(spec: &Spec, dir: &Path, arches: &[Arch]) -> Result<PathBuf> {
 pub fn write(spec: &Spec, dir: &Path, arches: &[Arch], debs: &Path) -> Result<()> {
     let dir = std::path::absolute(dir).with_context(|| dir.display().to_string())?;
     refuse_foreign(&dir)?;
-    let epoch = source_date_epoch()?;
+    let epoch = crate::util::source_date_epoch(&spec.root)?;
     let name = dir
         .file_name()
         .with_context(|| format!("{}: not a directory name", dir.display()))?
@@ -99,8 +100,7 @@ pub fn write(spec: &Spec, dir: &Path, arches: &[Arch], debs: &Path) -> Result<()
         .into_owned();
     let parent = dir.parent().unwrap_or(Path::new("/"));
     std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
-    let temp = TempTree(parent.join(format!("{name}.tmp-{}", std::process::id())));
-    let _ = std::fs::remove_dir_all(&temp.0);
+    let temp = TempTree(crate::util::temp_path(&parent.join(&name))?);
     mkdir(&temp.0)?;
 
     let mut notes = Vec::new();
@@ -109,13 +109,13 @@ pub fn write(spec: &Spec, dir: &Path, arches: &[Arch], debs: &Path) -> Result<()
     }
     put(&temp.0, "STANDINS", standins_file().as_bytes(), 0o644)?;
     put(&temp.0, "README", readme(arches, &notes).as_bytes(), 0o644)?;
-    replace_dir(&temp, &dir)
+    crate::util::replace_dir(&temp.0, &dir)
 }
 
 /// What went into one architecture's files, for the README.
 fn write_arch(spec: &Spec, top: &Path, arch: Arch, debs: &Path, epoch: u64) -> Result<Vec<String>> {
     let debarch = spec.families.deb.arch_name(arch)?;
-    debian::require_arch(debarch, crate::is_root())?;
+    debian::require_arch(debarch, crate::util::is_root())?;
     eprintln!("fixtures: {arch}: Debian packages");
     let client = debian::download("kubernetes-client", debarch, debs)?;
     let plugins = debian::download("containernetworking-plugins", debarch, debs)?;
@@ -250,17 +250,6 @@ fn tar_header(name: &str, kind: tar::EntryType, size: u64, mtime: u64) -> Result
     Ok(h)
 }
 
-fn source_date_epoch() -> Result<u64> {
-    match std::env::var("SOURCE_DATE_EPOCH") {
-        Ok(s) => s
-            .trim()
-            .parse()
-            .with_context(|| format!("SOURCE_DATE_EPOCH={s:?} is not a number of seconds")),
-        Err(std::env::VarError::NotPresent) => Ok(0),
-        Err(e) => Err(e).context("SOURCE_DATE_EPOCH"),
-    }
-}
-
 fn standins_file() -> String {
     let mut s = String::from(
         "# Inputs of this directory that are kubedist-standin, a recorder that\n\
@@ -321,34 +310,9 @@ impl Drop for TempTree {
     }
 }
 
-/// Moves the finished tree to `dir`, replacing an earlier one.
-fn replace_dir(temp: &TempTree, dir: &Path) -> Result<()> {
-    let old = dir.with_file_name(format!(
-        "{}.old-{}",
-        dir.file_name().unwrap_or_default().to_string_lossy(),
-        std::process::id()
-    ));
-    let had_old = dir.exists();
-    if had_old {
-        std::fs::rename(dir, &old)
-            .with_context(|| format!("moving the previous {} aside", dir.display()))?;
-    }
-    if let Err(e) = std::fs::rename(&temp.0, dir) {
-        if had_old {
-            let _ = std::fs::rename(&old, dir);
-        }
-        return Err(e)
-            .with_context(|| format!("renaming {} to {}", temp.0.display(), dir.display()));
-    }
-    if had_old {
-        std::fs::remove_dir_all(&old).with_context(|| format!("removing {}", old.display()))?;
-    }
-    Ok(())
-}
-
 fn mkdir(path: &Path) -> Result<()> {
     std::fs::create_dir(path).with_context(|| format!("creating {}", path.display()))?;
-    fetch::set_mode(path, 0o755)
+    crate::util::set_mode(path, 0o755)
 }
 
 /// Writes `top/rel` with `mode`, creating its directories 0755.
@@ -369,7 +333,7 @@ fn put(top: &Path, rel: &str, bytes: &[u8], mode: u32) -> Result<()> {
         .with_context(|| format!("creating {}", path.display()))?;
     file.write_all(bytes)
         .with_context(|| format!("writing {}", path.display()))?;
-    fetch::set_mode(&path, mode)
+    crate::util::set_mode(&path, mode)
 }
 
 #[cfg(test)]

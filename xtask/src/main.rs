@@ -4,6 +4,7 @@
 mod bench;
 mod build;
 mod cache;
+mod digest;
 mod dist;
 mod emit;
 mod fetch;
@@ -12,8 +13,7 @@ mod repo;
 mod spec;
 mod stage;
 mod test;
-
-use std::path::{Path, PathBuf};
+mod util;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -54,7 +54,7 @@ fn main() {
 }
 
 fn run(cli: Cli) -> Result<()> {
-    let root = repo_root();
+    let root = util::repo_root();
     match cli.cmd {
         Cmd::Bench(args) => bench::run(&spec::Spec::load(&root)?, &args),
         Cmd::Dist(args) => dist::run(&spec::Spec::load(&root)?, &args),
@@ -63,31 +63,4 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Repo(args) => repo::run(&root, &args),
         Cmd::Test(args) => test::run(&root, &args),
     }
-}
-
-/// The workspace root: the xtask always works on the checkout it was built from.
-pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("xtask lives one level below the workspace root")
-        .to_path_buf()
-}
-
-/// The cargo that runs us (`CARGO`), else the one on PATH.
-pub fn cargo() -> String {
-    std::env::var("CARGO").unwrap_or_else(|_| "cargo".into())
-}
-
-/// Whether `tool` is an executable file in one of PATH's directories.
-pub fn on_path(tool: &str) -> bool {
-    std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()))
-        .unwrap_or(false)
-}
-
-/// Whether we run as root (the uid of /proc/self is ours; no libc call).
-pub fn is_root() -> bool {
-    std::fs::metadata("/proc/self")
-        .map(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0)
-        .unwrap_or(false)
 }

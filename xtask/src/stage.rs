@@ -14,7 +14,7 @@ use std::time::{Duration, SystemTime};
 
 use anyhow::{bail, Context, Result};
 
-use crate::fetch::digest::{copy_hashing, sha256_bytes};
+use crate::digest::{copy_hashing, sha256_bytes};
 use crate::spec::{Arch, Content, Dep, Family, FileEntry, Init, Package, Spec};
 
 /// Where file contents come from, for one architecture.
@@ -342,51 +342,41 @@ fn check_path(path: &str) -> Result<()> {
     Ok(())
 }
 
-/// Writes `data` to `path` through a temp file and a rename.
+// The staged tree is scratch space in dist's fresh work directory, removed
+// whole when a run fails: files are written in place, never synced.
+
+/// Writes `data` to a new file `path`.
 fn write_file(path: &Path, data: &[u8], mode: u32, epoch: u64) -> Result<(String, u64)> {
-    let tmp = temp_beside(path)?;
-    fs::write(&tmp, data).with_context(|| format!("writing {}", tmp.display()))?;
-    set_mode_and_time(&tmp, mode, epoch)?;
-    rename(&tmp, path)?;
+    create_parent(path)?;
+    fs::write(path, data).with_context(|| format!("writing {}", path.display()))?;
+    set_mode_and_time(path, mode, epoch)?;
     Ok((sha256_bytes(data), data.len() as u64))
 }
 
-/// Copies `src` to `dest` (temp file + rename), hashing on the way.
+/// Copies `src` to a new file `dest`, hashing on the way.
 fn copy_file(src: &Path, dest: &Path, mode: u32, epoch: u64) -> Result<(String, u64)> {
     let mut input = fs::File::open(src).with_context(|| format!("reading {}", src.display()))?;
-    let tmp = temp_beside(dest)?;
+    create_parent(dest)?;
     let mut output =
-        fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
-    let (sha256, size) = copy_hashing(&mut input, src, &mut output, &tmp)?;
-    // No fsync: the staged tree is scratch space, rebuilt by every run.
+        fs::File::create(dest).with_context(|| format!("creating {}", dest.display()))?;
+    let (sha256, size) = copy_hashing(&mut input, src, &mut output, dest)?;
     drop(output);
-    set_mode_and_time(&tmp, mode, epoch)?;
-    rename(&tmp, dest)?;
+    set_mode_and_time(dest, mode, epoch)?;
     Ok((sha256, size))
 }
 
 fn link_file(first: &Path, dest: &Path) -> Result<()> {
-    let tmp = temp_beside(dest)?;
-    fs::hard_link(first, &tmp)
-        .or_else(|_| fs::copy(first, &tmp).map(drop))
-        .with_context(|| format!("linking {} to {}", first.display(), tmp.display()))?;
-    rename(&tmp, dest)
+    create_parent(dest)?;
+    fs::hard_link(first, dest)
+        .or_else(|_| fs::copy(first, dest).map(drop))
+        .with_context(|| format!("linking {} to {}", first.display(), dest.display()))
 }
 
-fn temp_beside(path: &Path) -> Result<PathBuf> {
+fn create_parent(path: &Path) -> Result<()> {
     let dir = path
         .parent()
         .with_context(|| format!("{} has no parent directory", path.display()))?;
-    fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy())
-        .unwrap_or_default();
-    Ok(dir.join(format!(".{name}.tmp")))
-}
-
-fn rename(from: &Path, to: &Path) -> Result<()> {
-    fs::rename(from, to).with_context(|| format!("renaming {} to {}", from.display(), to.display()))
+    fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))
 }
 
 fn set_mode_and_time(path: &Path, mode: u32, epoch: u64) -> Result<()> {

@@ -54,9 +54,9 @@ pub fn run(root: &Path, args: &Args) -> Result<()> {
     let selected = |name: &str| args.only.is_empty() || args.only.iter().any(|o| name.contains(o));
     let ci = std::env::var("CI").is_ok_and(|v| v == "true");
 
-    let missing: Vec<_> = TOOLS.iter().filter(|t| !crate::on_path(t)).collect();
+    let missing: Vec<_> = TOOLS.iter().filter(|t| !crate::util::on_path(t)).collect();
     if !missing.is_empty() {
-        if !args.no_install && crate::is_root() {
+        if !args.no_install && crate::util::is_root() {
             eprintln!("==> installing missing test tools ({missing:?}) with ci/install-deps");
             status(
                 Command::new("sh").arg(root.join("ci/install-deps")),
@@ -72,7 +72,7 @@ pub fn run(root: &Path, args: &Args) -> Result<()> {
     if selected("cargo") {
         eprintln!("==> cargo test --workspace");
         status(
-            Command::new(crate::cargo())
+            Command::new(crate::util::cargo())
                 .args(["test", "--workspace"])
                 .current_dir(root),
             "cargo test",

@@ -36,7 +36,7 @@ pub fn run(root: &Path, work: &Path, logs: &Path, arch: Arch) -> Result<Compile>
     )
     .context("cloning the checkout")?;
     let cargo = |args: &[&str]| {
-        let mut cmd = Command::new(crate::cargo());
+        let mut cmd = Command::new(crate::util::cargo());
         cmd.args(args)
             .current_dir(&clone)
             .env_remove("CARGO_TARGET_DIR")

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
-use crate::fetch::digest::sha256_bytes;
+use crate::digest::sha256_bytes;
 use crate::fetch::is_archive;
 use crate::spec::{Arch, Spec};
 

@@ -28,9 +28,9 @@ use cargo_deb::BuildEnvironment;
 use md5::{Digest, Md5};
 
 use super::{Meta, ScriptValues, MAINTAINER};
-use crate::fetch::digest::hex;
 use crate::spec::{ConfigStyle, FamilyConf};
 use crate::stage::Staged;
+use crate::util::hex;
 
 /// Where a `config = true` file's pristine default lives in a deb.
 pub const SEED_DIR: &str = "/usr/share/kubedist/seed";
@@ -129,7 +129,7 @@ pub fn write(
         );
     }
 
-    super::write_atomic(&out, |file| add_md5sums(&unsigned, meta.epoch, file))
+    crate::util::write_atomic(&out, 0o644, |file| add_md5sums(&unsigned, meta.epoch, file))
         .with_context(|| format!("adding md5sums to {}", out.display()))?;
     Ok(out)
 }
@@ -274,7 +274,7 @@ fn changelog_gz(pkg: &Staged, meta: &Meta) -> Result<Vec<u8>> {
         name = pkg.name,
         version = pkg.version,
         line = super::changelog_line(pkg),
-        date = super::rfc2822(meta.epoch),
+        date = crate::util::rfc2822(meta.epoch),
     );
     let mut gz = flate2::GzBuilder::new()
         .mtime(0)

@@ -129,7 +129,7 @@ pub fn write(pkg: &Staged, fam: &FamilyConf, meta: &Meta, out_dir: &Path) -> Res
     let package = b
         .build()
         .with_context(|| format!("building {}", out.display()))?;
-    super::write_atomic(&out, |file| {
+    crate::util::write_atomic(&out, 0o644, |file| {
         package
             .write(file)
             .with_context(|| format!("writing {}", out.display()))

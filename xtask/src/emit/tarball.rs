@@ -29,9 +29,9 @@ use sha2::{Digest, Sha256};
 
 use super::codec::{self, Codec};
 use super::Meta;
-use crate::fetch::digest::hex;
 use crate::spec::{Arch, Family};
 use crate::stage::{Staged, StagedFile};
+use crate::util::hex;
 
 /// The tarball's file name for a Kubernetes version, architecture and codec.
 pub fn file_name(k8s_version: &str, arch: Arch, codec: Codec) -> String {
@@ -166,7 +166,7 @@ pub fn write(
     }
 
     let top = top_dir(k8s_version, arch);
-    super::write_atomic(&out, |file| {
+    crate::util::write_atomic(&out, 0o644, |file| {
         let encoder = codec::encoder(meta.codecs.tar, meta.threads, BufWriter::new(file))
             .context("starting the compressor")?;
         let mut tar = tar::Builder::new(encoder);

@@ -23,7 +23,7 @@ pub fn extract(archive: &Path, sha256: &str, cache: &Path) -> Result<Vec<(String
             .with_context(|| format!("creating {}", parent.display()))?;
         // Extract beside the final place, then rename: an interrupted run
         // leaves no half-extracted tree under the digest's name.
-        let temp = TempDir(super::temp_path(&parent, sha256));
+        let temp = TempDir(crate::util::temp_path(&parent.join(sha256))?);
         std::fs::create_dir(&temp.0).with_context(|| format!("creating {}", temp.0.display()))?;
         unpack(archive, &temp.0).with_context(|| archive.display().to_string())?;
         match std::fs::rename(&temp.0, &dest) {

@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
-use super::digest::{Algo, Digests, Hasher};
-use super::TempFile;
+use crate::digest::{Algo, Digests, Hasher};
+use crate::util::TempFile;
 
 /// How often a running download reports progress.
 const PROGRESS_EVERY: Duration = Duration::from_secs(3);
@@ -78,7 +78,7 @@ impl Client {
         }
         let expected = resp.body().content_length();
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        let (temp, mut out) = TempFile::create(dir, name)?;
+        let (temp, mut out) = TempFile::create(&dir.join(name), 0o644)?;
 
         let mut reader = resp.body_mut().as_reader();
         let mut hasher = Hasher::new(algo);
@@ -94,7 +94,7 @@ impl Client {
             };
             hasher.update(&buf[..n]);
             out.write_all(&buf[..n])
-                .with_context(|| format!("writing {}", temp.path.display()))?;
+                .with_context(|| format!("writing {}", temp.path().display()))?;
             got += n as u64;
             progress.update(got);
         }
@@ -104,7 +104,7 @@ impl Client {
             }
         }
         out.sync_all()
-            .with_context(|| format!("writing {}", temp.path.display()))?;
+            .with_context(|| format!("writing {}", temp.path().display()))?;
         progress.done(got);
         Ok((temp, hasher.finish()))
     }

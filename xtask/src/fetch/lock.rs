@@ -125,7 +125,7 @@ impl Lock {
         }
         let body = toml::to_string(&self.file)
             .with_context(|| format!("serialising {}", self.path.display()))?;
-        super::write_atomic(&self.path, format!("{HEADER}\n{body}").as_bytes(), 0o644)
+        crate::util::write_bytes_atomic(&self.path, format!("{HEADER}\n{body}").as_bytes(), 0o644)
     }
 }
 

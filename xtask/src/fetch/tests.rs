@@ -98,7 +98,7 @@ impl Server {
 /// The repository's spec, re-rooted in `root` (for the lock) with one
 /// source `tools` whose files live under `base`.
 fn spec_with(root: &Path, base: &str, files: &[&str]) -> Spec {
-    let mut spec = Spec::load(&crate::repo_root()).unwrap();
+    let mut spec = Spec::load(&crate::util::repo_root()).unwrap();
     spec.root = root.to_path_buf();
     spec.release.sources = BTreeMap::from([(
         "tools".to_string(),

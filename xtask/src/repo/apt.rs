@@ -77,7 +77,7 @@ pub fn publish(
         let _ = std::fs::remove_dir_all(&staged);
         return Err(e);
     }
-    files::swap_dir(&staged, &target)?;
+    crate::util::replace_dir(&staged, &target)?;
     Ok(Some(AptSummary {
         packages: entries.len(),
         architectures,
@@ -225,20 +225,20 @@ fn write_suite(
             ("Packages.xz", xz(packages.as_bytes())?),
         ] {
             let rel = format!("{rel_dir}/{name}");
-            files::write_atomic(&dir.join(&rel), &data, files::FILE_MODE)?;
+            crate::util::write_bytes_atomic(&dir.join(&rel), &data, files::FILE_MODE)?;
             indices.push((rel, Digests::of_bytes(&data)));
         }
     }
     let release = release_file(settings, architectures, &indices);
-    files::write_atomic(&dir.join("Release"), release.as_bytes(), files::FILE_MODE)?;
+    crate::util::write_bytes_atomic(&dir.join("Release"), release.as_bytes(), files::FILE_MODE)?;
     let detached = key.detached_armored(release.as_bytes(), settings.timestamp)?;
-    files::write_atomic(
+    crate::util::write_bytes_atomic(
         &dir.join("Release.gpg"),
         detached.as_bytes(),
         files::FILE_MODE,
     )?;
     let inline = key.clearsign(&release, settings.timestamp)?;
-    files::write_atomic(&dir.join("InRelease"), inline.as_bytes(), files::FILE_MODE)
+    crate::util::write_bytes_atomic(&dir.join("InRelease"), inline.as_bytes(), files::FILE_MODE)
 }
 
 /// The stanzas, separated by blank lines: the package's control fields,
@@ -282,11 +282,14 @@ fn release_file(
     let mut out = String::new();
     out.push_str("Origin: kubedist\nLabel: kubedist\n");
     out.push_str(&format!("Suite: {0}\nCodename: {0}\n", settings.suite));
-    out.push_str(&format!("Date: {}\n", rfc2822(settings.timestamp)));
+    out.push_str(&format!(
+        "Date: {}\n",
+        crate::util::rfc2822(settings.timestamp)
+    ));
     if let Some(days) = settings.valid_days {
         out.push_str(&format!(
             "Valid-Until: {}\n",
-            rfc2822(settings.timestamp + u64::from(days) * 86_400)
+            crate::util::rfc2822(settings.timestamp + u64::from(days) * 86_400)
         ));
     }
     out.push_str(&format!("Architectures: {}\n", architectures.join(" ")));
@@ -301,15 +304,6 @@ fn release_file(
         out.push_str(&format!(" {} {:>16} {path}\n", d.sha256, d.size));
     }
     out
-}
-
-/// The date format of Release files: `Tue, 14 Nov 2023 22:13:20 UTC`.
-fn rfc2822(secs: u64) -> String {
-    let secs = i64::try_from(secs).unwrap_or(i64::MAX);
-    chrono::DateTime::from_timestamp(secs, 0)
-        .unwrap_or_default()
-        .format("%a, %d %b %Y %H:%M:%S UTC")
-        .to_string()
 }
 
 /// gzip with no name and mtime 0 in the header: reproducible.
@@ -393,11 +387,11 @@ mod tests {
         )];
         let text = release_file(&settings, &["amd64".into()], &idx);
         assert!(
-            text.contains("Date: Tue, 14 Nov 2023 22:13:20 UTC\n"),
+            text.contains("Date: Tue, 14 Nov 2023 22:13:20 +0000\n"),
             "{text}"
         );
         assert!(
-            text.contains("Valid-Until: Tue, 21 Nov 2023 22:13:20 UTC\n"),
+            text.contains("Valid-Until: Tue, 21 Nov 2023 22:13:20 +0000\n"),
             "{text}"
         );
         assert!(

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use anyhow::Result;
 
-use super::files::{self, FILE_MODE};
+use super::files::FILE_MODE;
 use super::keys::RepoKey;
 use super::Settings;
 
@@ -26,31 +26,31 @@ pub fn write_public_key(repo: &Path, key: &RepoKey) -> Result<()> {
             );
         }
     }
-    files::write_atomic(
+    crate::util::write_bytes_atomic(
         &repo.join("kubedist.asc"),
         key.public_armored()?.as_bytes(),
         FILE_MODE,
     )?;
-    files::write_atomic(&keyring, &binary, FILE_MODE)
+    crate::util::write_bytes_atomic(&keyring, &binary, FILE_MODE)
 }
 
 /// Writes `kubedist.list`, `kubedist.sources` (apt) and `kubedist.repo`
 /// (dnf/yum) for the trees the repository holds.
 pub fn write_snippets(repo: &Path, settings: &Settings, apt: bool, yum: bool) -> Result<()> {
     if apt {
-        files::write_atomic(
+        crate::util::write_bytes_atomic(
             &repo.join("kubedist.list"),
             apt_list(settings).as_bytes(),
             FILE_MODE,
         )?;
-        files::write_atomic(
+        crate::util::write_bytes_atomic(
             &repo.join("kubedist.sources"),
             apt_sources(settings).as_bytes(),
             FILE_MODE,
         )?;
     }
     if yum {
-        files::write_atomic(
+        crate::util::write_bytes_atomic(
             &repo.join("kubedist.repo"),
             yum_repo(settings).as_bytes(),
             FILE_MODE,

@@ -3,12 +3,12 @@
 //! rename, modes are explicit.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::io::{self, Read};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, UNIX_EPOCH};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use md5::Md5;
 use sha2::{Digest, Sha256};
 
@@ -28,8 +28,8 @@ impl Digests {
     pub fn of_bytes(data: &[u8]) -> Self {
         Digests {
             size: data.len() as u64,
-            md5: super::hex(&Md5::digest(data)),
-            sha256: super::hex(&Sha256::digest(data)),
+            md5: crate::util::hex(&Md5::digest(data)),
+            sha256: crate::util::hex(&Sha256::digest(data)),
         }
     }
 
@@ -52,8 +52,8 @@ impl Digests {
         }
         Ok(Digests {
             size,
-            md5: super::hex(&md5.finalize()),
-            sha256: super::hex(&sha256.finalize()),
+            md5: crate::util::hex(&md5.finalize()),
+            sha256: crate::util::hex(&sha256.finalize()),
         })
     }
 }
@@ -67,51 +67,14 @@ pub fn create_dir(dir: &Path) -> Result<()> {
         .with_context(|| format!("{}: cannot create directory", dir.display()))
 }
 
-/// A temp path beside `path`, hidden and never matching `*.deb`/`*.rpm`.
-fn temp_beside(path: &Path) -> Result<PathBuf> {
-    let name = path
-        .file_name()
-        .and_then(|n| n.to_str())
-        .with_context(|| format!("{}: not a file name", path.display()))?;
-    Ok(path.with_file_name(format!(".{name}.{}.tmp", std::process::id())))
-}
-
-/// Writes `path` whole or not at all, with `mode`.
-pub fn write_atomic(path: &Path, data: &[u8], mode: u32) -> Result<()> {
-    write_atomic_with(path, mode, |f| f.write_all(data))
-}
-
-/// Creates `path` through `fill`, atomically, with `mode`.
-pub fn write_atomic_with(
-    path: &Path,
-    mode: u32,
-    fill: impl FnOnce(&mut File) -> io::Result<()>,
-) -> Result<()> {
-    let tmp = temp_beside(path)?;
-    let result = (|| -> io::Result<()> {
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(mode)
-            .open(&tmp)?;
-        // The umask may have narrowed the mode at creation.
-        file.set_permissions(fs::Permissions::from_mode(mode))?;
-        fill(&mut file)?;
-        file.sync_all()?;
-        fs::rename(&tmp, path)
-    })();
-    if let Err(e) = result {
-        let _ = fs::remove_file(&tmp);
-        return Err(e).with_context(|| format!("{}: cannot write", path.display()));
-    }
-    Ok(())
-}
-
 /// Copies `src` to `dst` atomically, with `mode`.
 pub fn copy_atomic(src: &Path, dst: &Path, mode: u32) -> Result<()> {
     let mut input = File::open(src).with_context(|| format!("{}: cannot open", src.display()))?;
-    write_atomic_with(dst, mode, |out| io::copy(&mut input, out).map(drop))
+    crate::util::write_atomic(dst, mode, |out| {
+        io::copy(&mut input, out)
+            .map(drop)
+            .with_context(|| format!("copying {} to {}", src.display(), dst.display()))
+    })
 }
 
 /// Sets a file's modification time (createrepo_c records it in the
@@ -128,7 +91,7 @@ pub fn set_mtime(path: &Path, secs: u64) -> Result<()> {
 /// A fresh, empty staging directory beside `target` (same filesystem, so
 /// it can be renamed into place).
 pub fn staging_dir(target: &Path) -> Result<PathBuf> {
-    let staging = temp_beside(target)?;
+    let staging = crate::util::temp_path(target)?;
     if staging.exists() {
         // Left behind by a run that was killed; never published.
         fs::remove_dir_all(&staging).with_context(|| {
@@ -140,40 +103,6 @@ pub fn staging_dir(target: &Path) -> Result<PathBuf> {
     }
     create_dir(&staging)?;
     Ok(staging)
-}
-
-/// Puts the directory `staged` in the place of `target` in one step: an
-/// atomic exchange when `target` exists (readers see the old tree or the
-/// new one, never a mix), a rename otherwise. Removes the old tree.
-pub fn swap_dir(staged: &Path, target: &Path) -> Result<()> {
-    if !target.exists() {
-        return fs::rename(staged, target).with_context(|| {
-            format!(
-                "{}: cannot rename to {}",
-                staged.display(),
-                target.display()
-            )
-        });
-    }
-    use rustix::fs::{renameat_with, RenameFlags, CWD};
-    match renameat_with(CWD, staged, CWD, target, RenameFlags::EXCHANGE) {
-        Ok(()) => {}
-        // Filesystems without RENAME_EXCHANGE: two renames, a short window.
-        Err(rustix::io::Errno::INVAL | rustix::io::Errno::NOSYS) => {
-            let old = temp_beside(&target.with_extension("old"))?;
-            fs::rename(target, &old)
-                .and_then(|()| fs::rename(staged, target))
-                .and_then(|()| fs::rename(&old, staged))
-                .with_context(|| format!("{}: cannot replace", target.display()))?;
-        }
-        Err(e) => bail!(
-            "{}: cannot swap in {}: {e}",
-            target.display(),
-            staged.display()
-        ),
-    }
-    fs::remove_dir_all(staged)
-        .with_context(|| format!("{}: cannot remove the replaced tree", staged.display()))
 }
 
 /// Holds an exclusive lock on `path` until dropped; fails at once when
@@ -243,25 +172,6 @@ mod tests {
             d.sha256,
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
         );
-    }
-
-    #[test]
-    fn swap_replaces_a_tree_whole() {
-        let tmp = tempfile::tempdir().unwrap();
-        let target = tmp.path().join("dists");
-        create_dir(&target).unwrap();
-        write_atomic(&target.join("old"), b"1", FILE_MODE).unwrap();
-        let staged = staging_dir(&target).unwrap();
-        write_atomic(&staged.join("new"), b"2", FILE_MODE).unwrap();
-        swap_dir(&staged, &target).unwrap();
-        assert!(target.join("new").exists());
-        assert!(!target.join("old").exists());
-        assert!(!staged.exists());
-        let mode = fs::metadata(target.join("new"))
-            .unwrap()
-            .permissions()
-            .mode();
-        assert_eq!(mode & 0o777, FILE_MODE);
     }
 
     #[test]

@@ -11,8 +11,6 @@ use std::process::{Command, Stdio};
 use anyhow::{bail, Context, Result};
 use pgp::types::Fingerprint;
 
-use super::keys::hex_upper;
-
 pub struct Gpg {
     /// `gpg key <fingerprint>`, for messages.
     source: String,
@@ -113,7 +111,10 @@ impl Gpg {
 
 /// `FPR!`: exactly this key packet, not gpg's choice of subkey.
 fn local_user(signer: &Fingerprint) -> String {
-    format!("{}!", hex_upper(signer.as_bytes()))
+    format!(
+        "{}!",
+        crate::util::hex(signer.as_bytes()).to_ascii_uppercase()
+    )
 }
 
 /// Runs `gpg --batch ARGS` with `input` on stdin; its stdout, or an error

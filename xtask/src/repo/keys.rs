@@ -112,10 +112,10 @@ impl RepoKey {
         let armored = secret
             .to_armored_string(ArmorOptions::default())
             .map_err(|e| anyhow!("armouring the key: {e}"))?;
-        files::write_atomic(path, armored.as_bytes(), files::SECRET_MODE)?;
+        crate::util::write_bytes_atomic(path, armored.as_bytes(), files::SECRET_MODE)?;
         eprintln!(
             "generated test signing key {} -> {}",
-            hex_upper(secret.fingerprint().as_bytes()),
+            upper_hex(secret.fingerprint().as_bytes()),
             path.display()
         );
         let public = secret.to_public_key();
@@ -160,7 +160,7 @@ impl RepoKey {
             let sub = self.signing_subkey().context("signing subkey vanished")?;
             let v =
                 subkey_validity(&self.public, sub).context("signing subkey lost its binding")?;
-            checked.push(("signing subkey", hex_upper(self.signing.as_bytes()), v));
+            checked.push(("signing subkey", upper_hex(self.signing.as_bytes()), v));
         }
         let mut warnings = Vec::new();
         for (what, fpr, validity) in checked {
@@ -201,7 +201,7 @@ impl RepoKey {
 
     /// Fingerprint of the primary key, upper-case hex (as gpg prints it).
     pub fn fingerprint(&self) -> String {
-        hex_upper(self.public.fingerprint().as_bytes())
+        upper_hex(self.public.fingerprint().as_bytes())
     }
 
     /// Fingerprint of the key packet that signs (primary or subkey).
@@ -466,8 +466,8 @@ fn now_secs() -> Result<u64> {
         .as_secs())
 }
 
-pub fn hex_upper(bytes: &[u8]) -> String {
-    super::hex(bytes).to_ascii_uppercase()
+fn upper_hex(bytes: &[u8]) -> String {
+    crate::util::hex(bytes).to_ascii_uppercase()
 }
 
 /// `2025-03-01 12:00` for messages.

@@ -240,14 +240,12 @@ fn settings(args: &Args) -> Result<Settings> {
     })
 }
 
-/// SOURCE_DATE_EPOCH when set (reproducible output), otherwise now.
+/// SOURCE_DATE_EPOCH when set (reproducible output), otherwise now (see
+/// `util::source_date_epoch_var` for why not the commit's time).
 fn timestamp() -> Result<u64> {
-    match std::env::var("SOURCE_DATE_EPOCH") {
-        Ok(v) => v
-            .trim()
-            .parse()
-            .with_context(|| format!("SOURCE_DATE_EPOCH={v:?} is not a number of seconds")),
-        Err(_) => Ok(SystemTime::now()
+    match crate::util::source_date_epoch_var()? {
+        Some(epoch) => Ok(epoch),
+        None => Ok(SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .context("system clock before 1970")?
             .as_secs()),
@@ -271,15 +269,4 @@ fn refuse_inside(key_path: &Path, repo: &Path) -> Result<()> {
         );
     }
     Ok(())
-}
-
-/// Lower-case hex of a digest.
-pub fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    bytes
-        .iter()
-        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
-            let _ = write!(s, "{b:02x}");
-            s
-        })
 }

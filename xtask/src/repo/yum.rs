@@ -14,7 +14,6 @@
 
 use std::collections::BTreeSet;
 use std::fs;
-use std::io;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
@@ -181,7 +180,7 @@ fn content_digest(path: &Path) -> Result<String> {
             .with_context(|| format!("{}: header", path.display()))?,
     );
     hasher.update(&pkg.payload);
-    Ok(super::hex(&hasher.finalize()))
+    Ok(crate::util::hex(&hasher.finalize()))
 }
 
 /// Writes `source` signed to `dest` (they may be the same file),
@@ -199,8 +198,9 @@ fn write_signed(source: &Path, dest: &Path, key: &RepoKey, timestamp: u64) -> Re
         .with_context(|| format!("{}: signing failed", source.display()))?;
     pkg.apply_signature(signature)
         .with_context(|| format!("{}: cannot add the signature", source.display()))?;
-    files::write_atomic_with(dest, files::FILE_MODE, |f| {
-        pkg.write(f).map_err(io::Error::other)
+    crate::util::write_atomic(dest, files::FILE_MODE, |f| {
+        pkg.write(f)
+            .with_context(|| format!("{}: cannot write", dest.display()))
     })?;
     files::set_mtime(dest, timestamp)
 }
@@ -209,7 +209,7 @@ fn write_signed(source: &Path, dest: &Path, key: &RepoKey, timestamp: u64) -> Re
 fn signed_by(path: &Path, key: &RepoKey) -> Result<bool> {
     let meta = PackageMetadata::open(path)
         .with_context(|| format!("{}: not a readable rpm", path.display()))?;
-    let ours = super::hex(key.signing_fingerprint().as_bytes());
+    let ours = crate::util::hex(key.signing_fingerprint().as_bytes());
     let sigs = meta
         .signatures()
         .with_context(|| format!("{}: unreadable signature header", path.display()))?;
@@ -239,12 +239,12 @@ fn write_repodata(dir: &Path, key: &RepoKey, settings: &Settings) -> Result<()> 
         let repomd = fs::read(repodata.join("repomd.xml"))
             .with_context(|| format!("{}: createrepo_c wrote no repomd.xml", repodata.display()))?;
         let signature = key.detached_armored(&repomd, settings.timestamp)?;
-        files::write_atomic(
+        crate::util::write_bytes_atomic(
             &repodata.join("repomd.xml.asc"),
             signature.as_bytes(),
             files::FILE_MODE,
         )?;
-        files::swap_dir(&repodata, &target)
+        crate::util::replace_dir(&repodata, &target)
     })();
     let cleanup = fs::remove_dir_all(&staging);
     result?;

@@ -1,5 +1,7 @@
-//! Published checksums (`FILE.sha256` / `FILE.sha512`) and hashing.
-use std::fmt::Write as _;
+//! Published checksums (`FILE.sha256` / `FILE.sha512`) and hashing: the
+//! one place that hashes files, for fetch, stage, emit and the cache.
+
+use crate::util::hex;
 use std::io::{Read, Write};
 use std::path::Path;
 
@@ -168,23 +170,8 @@ pub fn copy_hashing(
     }
 }
 
-/// Lower-case hex of a digest.
-pub fn hex(bytes: &[u8]) -> String {
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        // Writing to a String cannot fail.
-        let _ = write!(s, "{b:02x}");
-    }
-    s
-}
-
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn hex_is_lower_case() {
-        assert_eq!(super::hex(&[0, 0xab, 0x10]), "00ab10");
-    }
-
     use super::*;
 
     const ABC: &str = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
