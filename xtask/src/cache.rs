@@ -4,10 +4,10 @@
 //! Content-addressed: an entry's key is the SHA-256 of everything that could
 //! change the artifact's bytes: this xtask program itself (its version and
 //! the bytes of its executable, so any change to the code or its libraries
-//! misses), the files the emitters read beside the staged trees (`pkg/`,
-//! `installer/`, `LICENSE`), and what the caller describes: the format, its
-//! codec and level, SOURCE_DATE_EPOCH, and the staged trees' metadata and
-//! content digests. Thread counts are not in it: they do not change a byte.
+//! misses) and what the caller describes: the format, its codec and level,
+//! SOURCE_DATE_EPOCH, and the staged input (metadata, scripts and content
+//! digests; stage reads every file an artifact holds, so nothing else can
+//! change one). Thread counts are not in it: they do not change a byte.
 //!
 //! Layout: `<dir>/<key>/<artifact name>` and `<dir>/<key>/sha256` (one
 //! `sha256sum` line naming the artifact). Entries are written into a temp
@@ -29,7 +29,7 @@ use crate::util::hex;
 
 pub struct Cache {
     dir: PathBuf,
-    /// Digest of the program and of the files under the repository root.
+    /// Digest of the program.
     base: Vec<u8>,
 }
 
@@ -40,16 +40,13 @@ pub struct Hit {
 }
 
 impl Cache {
-    /// The cache in `dir`, for the checkout at `root`.
-    pub fn open(dir: &Path, root: &Path) -> Result<Cache> {
+    /// The cache in `dir`.
+    pub fn open(dir: &Path) -> Result<Cache> {
         fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         let mut h = Sha256::new();
         h.update(concat!("kubedist xtask ", env!("CARGO_PKG_VERSION"), "\n"));
         let exe = std::env::current_exe().context("finding the xtask executable")?;
         hash_file(&mut h, &exe)?;
-        for rel in ["pkg", "installer", "LICENSE"] {
-            hash_tree(&mut h, root, Path::new(rel))?;
-        }
         Ok(Cache {
             dir: dir.to_path_buf(),
             base: h.finalize().to_vec(),
@@ -120,8 +117,7 @@ impl Cache {
         if entry.exists() {
             return Ok(sha);
         }
-        let tmp = self.dir.join(format!(".tmp-{key}-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&tmp);
+        let tmp = crate::util::temp_path(&entry)?;
         let result = (|| {
             fs::create_dir(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
             let copy = tmp.join(name);
@@ -208,38 +204,6 @@ fn hash_file(h: &mut Sha256, path: &Path) -> Result<()> {
     }
 }
 
-/// Hashes the names, modes and contents of `root/rel` and everything under
-/// it, in name order (a missing path hashes as such).
-fn hash_tree(h: &mut Sha256, root: &Path, rel: &Path) -> Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    let path = root.join(rel);
-    let Ok(meta) = fs::symlink_metadata(&path) else {
-        h.update(format!("missing {}\n", rel.display()));
-        return Ok(());
-    };
-    if meta.is_dir() {
-        h.update(format!("dir {}\n", rel.display()));
-        let mut names: Vec<_> = fs::read_dir(&path)
-            .with_context(|| format!("reading {}", path.display()))?
-            .map(|e| e.map(|e| e.file_name()))
-            .collect::<Result<_, _>>()
-            .with_context(|| format!("reading {}", path.display()))?;
-        names.sort();
-        for name in names {
-            hash_tree(h, root, &rel.join(name))?;
-        }
-    } else {
-        h.update(format!(
-            "file {} {:o} {}\n",
-            rel.display(),
-            meta.permissions().mode(),
-            meta.len()
-        ));
-        hash_file(h, &path)?;
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -247,10 +211,7 @@ mod tests {
     #[test]
     fn a_hit_gives_the_same_bytes_and_a_damaged_entry_is_rebuilt() {
         let tmp = tempfile::tempdir().unwrap();
-        let root = tmp.path().join("root");
-        fs::create_dir_all(root.join("pkg")).unwrap();
-        fs::write(root.join("pkg/a.toml"), "a = 1\n").unwrap();
-        let cache = Cache::open(&tmp.path().join("cache"), &root).unwrap();
+        let cache = Cache::open(&tmp.path().join("cache")).unwrap();
         let key = cache.key("deb\nxz:6\nsomething");
         assert_ne!(key, cache.key("deb\nxz:7\nsomething"));
 
@@ -273,17 +234,12 @@ mod tests {
         fs::remove_file(&hit.path).unwrap();
         assert!(cache.fetch(&key, &out).unwrap().is_none());
         assert!(!tmp.path().join("cache").join(&key).exists());
-
-        // Any change under pkg/ changes every key.
-        fs::write(root.join("pkg/a.toml"), "a = 2\n").unwrap();
-        let other = Cache::open(&tmp.path().join("cache"), &root).unwrap();
-        assert_ne!(other.key("deb\nxz:6\nsomething"), key);
     }
 
     #[test]
     fn prune_keeps_the_budget_and_the_entries_in_use() {
         let tmp = tempfile::tempdir().unwrap();
-        let cache = Cache::open(&tmp.path().join("cache"), tmp.path()).unwrap();
+        let cache = Cache::open(&tmp.path().join("cache")).unwrap();
         let mut keys = Vec::new();
         for i in 0..4 {
             let art = tmp.path().join(format!("a{i}.rpm"));

@@ -16,10 +16,10 @@ use anyhow::{bail, Context, Result};
 
 use crate::cache::Cache;
 use crate::emit::codec::Codecs;
-use crate::emit::{self, Meta};
+use crate::emit::{self, Options};
 use crate::fetch::{self, Origin, OriginArgs, Upstream};
 use crate::spec::{Arch, Content, Family, Spec};
-use crate::stage::{self, Staged};
+use crate::stage::{self, Staged, StagedArch};
 
 /// The `[sources.*]` entry whose version names a release.
 const KUBERNETES: &str = "kubernetes";
@@ -122,6 +122,44 @@ pub fn run(spec: &Spec, args: &Args) -> Result<()> {
     // runs yet.
     std::env::remove_var("CARGO_TARGET_DIR");
     std::env::remove_var("CARGO_BUILD_TARGET_DIR");
+    let plan = plan(spec, args)?;
+    let parent = plan
+        .out_dir
+        .parent()
+        .with_context(|| format!("--out {}: has no parent directory", plan.out_dir.display()))?;
+    fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
+    let work = tempfile::Builder::new()
+        .prefix(".kubedist-dist-")
+        .tempdir_in(parent)
+        .with_context(|| format!("creating a work directory in {}", parent.display()))?;
+
+    // Everything that can fail on bad inputs runs before any compression.
+    let staged = stage_all(&plan, args, work.path())?;
+    let jobs = jobs(&plan, &staged);
+    let built = write_artifacts(&plan, args, &jobs, work.path())?;
+    publish(&plan, &built)?;
+    eprintln!("==> done in {:.1} s", started.elapsed().as_secs_f64());
+    Ok(())
+}
+
+/// What one run of dist does, decided before any long step.
+struct Plan {
+    spec: Spec,
+    k8s_version: String,
+    arches: Vec<Arch>,
+    formats: Vec<Format>,
+    /// The families to stage: those of the packages asked for, and both for
+    /// the tarball.
+    families: Vec<Family>,
+    out_dir: PathBuf,
+    options: Options,
+    /// The artifact cache, unless --no-cache (or it cannot be opened).
+    cache: Option<Cache>,
+}
+
+/// Reads the options, applies --version and --revision and checks
+/// everything that can be checked in the first second (`preflight`).
+fn plan(spec: &Spec, args: &Args) -> Result<Plan> {
     let spec = with_overrides(spec, args)?;
     let base = if args.fast {
         Codecs::FAST
@@ -139,102 +177,23 @@ pub fn run(spec: &Spec, args: &Args) -> Result<()> {
     let epoch = crate::util::source_date_epoch(&spec.root)?;
     let arches = fetch::arches_or_host(&args.arch)?;
     preflight(&arches, args.fixtures)?;
-    let formats: Vec<Format> = {
-        let mut f = args.formats.clone();
-        f.sort();
-        f.dedup();
-        f
-    };
-    let out_dir = match &args.out {
-        Some(dir) => {
-            std::path::absolute(dir).with_context(|| format!("--out {}", dir.display()))?
-        }
-        None => spec.root.join("target/dist").join(&k8s_version),
-    };
-    let parent = out_dir
-        .parent()
-        .with_context(|| format!("--out {}: has no parent directory", out_dir.display()))?;
-    fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
-    let work = tempfile::Builder::new()
-        .prefix(".kubedist-dist-")
-        .tempdir_in(parent)
-        .with_context(|| format!("creating a work directory in {}", parent.display()))?;
-    let built_dir = work.path().join("artifacts");
-    fs::create_dir(&built_dir).with_context(|| format!("creating {}", built_dir.display()))?;
-    let homepage = homepage(&spec.root)?;
-    let origin = if args.fixtures {
-        let dir = spec.root.join("target/fixtures");
-        Origin::Dir(crate::fixtures::ensure(&spec, &dir, &arches)?)
-    } else {
-        args.origin.origin()?
-    };
-    let cache = args.origin.cache(&spec);
-
-    // Everything that can fail on bad inputs runs before any compression.
-    let families: Vec<Family> = Family::ALL
+    let mut formats = args.formats.clone();
+    formats.sort();
+    formats.dedup();
+    let families = Family::ALL
         .into_iter()
         .filter(|f| match f {
             Family::Deb => formats.contains(&Format::Deb) || formats.contains(&Format::Tar),
             Family::Rpm => formats.contains(&Format::Rpm) || formats.contains(&Format::Tar),
         })
         .collect();
-    let mut staged: Vec<(Arch, Vec<Vec<Staged>>)> = Vec::new();
-    for &arch in &arches {
-        eprintln!("==> {arch}: upstream files");
-        let upstream = fetch::ensure(&spec, arch, &origin, &cache)?;
-        let mut built = BTreeMap::new();
-        for name in build_names(&spec) {
-            eprintln!("==> {arch}: building {name}");
-            built.insert(
-                name.clone(),
-                crate::build::static_binary(&spec.root, &name, &name, arch)?,
-            );
+    let out_dir = match &args.out {
+        Some(dir) => {
+            std::path::absolute(dir).with_context(|| format!("--out {}", dir.display()))?
         }
-        let sources = ArchSources { upstream, built };
-        eprintln!("==> {arch}: staging {} packages", spec.packages.len());
-        let stage_dir = work.path().join("stage");
-        let mut per_package = Vec::new();
-        for package in &spec.packages {
-            per_package.push(stage::stage_package(
-                &spec, package, arch, &families, &sources, epoch, &stage_dir,
-            )?);
-        }
-        staged.push((arch, per_package));
-    }
-
-    let mut jobs: Vec<Job> = Vec::new();
-    for (arch, per_package) in &staged {
-        if formats.contains(&Format::Tar) {
-            let pairs = per_package.iter().map(|p| (&p[0], &p[1])).collect();
-            jobs.push(Job::Tarball {
-                arch: *arch,
-                packages: pairs,
-            });
-        }
-        for fam_staged in per_package {
-            for pkg in fam_staged {
-                let wanted = match pkg.family {
-                    Family::Deb => formats.contains(&Format::Deb),
-                    Family::Rpm => formats.contains(&Format::Rpm),
-                };
-                if wanted {
-                    jobs.push(Job::Package(pkg));
-                }
-            }
-        }
-    }
-    jobs.sort_by_key(|j| start_order(j.single_threaded(), j.size()));
-
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let (workers, threads) = schedule(cpus, jobs.len(), args.jobs);
-    let meta = Meta {
-        homepage,
-        epoch,
-        codecs,
-        threads,
-        root: spec.root.clone(),
+        None => spec.root.join("target/dist").join(&k8s_version),
     };
-    let artifacts = if args.no_cache {
+    let cache = if args.no_cache {
         None
     } else {
         let dir = match &args.cache_dir {
@@ -243,7 +202,7 @@ pub fn run(spec: &Spec, args: &Args) -> Result<()> {
             }
             None => spec.root.join("target/artifact-cache"),
         };
-        match Cache::open(&dir, &spec.root) {
+        match Cache::open(&dir) {
             Ok(cache) => Some(cache),
             Err(e) => {
                 eprintln!("warning: artifact cache: {e:#}; building every artifact");
@@ -251,78 +210,160 @@ pub fn run(spec: &Spec, args: &Args) -> Result<()> {
             }
         }
     };
-    let scratch = work.path().display().to_string();
-    // Everything an artifact's bytes depend on besides what the cache itself
-    // hashes (the program and pkg/, installer/, LICENSE). Work-directory
-    // paths vary from run to run and never reach an artifact.
-    let describe = |job: &Job| -> String {
-        let text = match job {
-            Job::Package(pkg) => {
-                let codec = match pkg.family {
-                    Family::Deb => meta.codecs.deb,
-                    Family::Rpm => meta.codecs.rpm,
-                };
-                let fam = spec.families.get(pkg.family);
-                format!(
-                    "{}\n{codec}\n{}\n{}\n{fam:?}\n{pkg:?}\n",
-                    pkg.family, meta.epoch, meta.homepage
-                )
-            }
-            Job::Tarball { arch, packages } => format!(
-                "tar\n{}\n{}\n{}\n{k8s_version}\n{arch}\n{packages:?}\n",
-                meta.codecs.tar, meta.epoch, meta.homepage
-            ),
-        };
-        text.replace(&scratch, "<work>")
+    let options = Options {
+        homepage: homepage(&spec.root)?,
+        epoch,
+        codecs,
+        // Set once the number of jobs is known (`write_artifacts`).
+        threads: 1,
     };
-    let keys = Mutex::new(Vec::new());
+    Ok(Plan {
+        spec,
+        k8s_version,
+        arches,
+        formats,
+        families,
+        out_dir,
+        options,
+        cache,
+    })
+}
+
+/// For each architecture: the verified upstream files, the static builds,
+/// and every package staged for each family under `work`.
+fn stage_all(plan: &Plan, args: &Args, work: &Path) -> Result<Vec<StagedArch>> {
+    let spec = &plan.spec;
+    let origin = if args.fixtures {
+        let dir = spec.root.join("target/fixtures");
+        Origin::Dir(crate::fixtures::ensure(spec, &dir, &plan.arches)?)
+    } else {
+        args.origin.origin()?
+    };
+    let cache = args.origin.cache(spec);
+    let installer = stage::installer(spec)?;
+    let mut staged = Vec::new();
+    for &arch in &plan.arches {
+        eprintln!("==> {arch}: upstream files");
+        let upstream = fetch::ensure(spec, arch, &origin, &cache)?;
+        let mut built = BTreeMap::new();
+        for name in build_names(spec) {
+            eprintln!("==> {arch}: building {name}");
+            built.insert(
+                name.clone(),
+                crate::build::static_binary(&spec.root, &name, &name, arch)?,
+            );
+        }
+        let sources = ArchSources { upstream, built };
+        eprintln!("==> {arch}: staging {} packages", spec.packages.len());
+        let stage_dir = work.join("stage");
+        let mut packages = Vec::new();
+        for package in &spec.packages {
+            packages.push(stage::stage_package(
+                spec,
+                package,
+                arch,
+                &plan.families,
+                &sources,
+                plan.options.epoch,
+                &stage_dir,
+            )?);
+        }
+        staged.push(StagedArch {
+            arch,
+            packages,
+            installer: installer.clone(),
+        });
+    }
+    Ok(staged)
+}
+
+/// One artifact to write: a job is its kind and its whole input.
+enum Job<'a> {
+    Deb(&'a Staged),
+    Rpm(&'a Staged),
+    Tarball(&'a StagedArch),
+}
+
+/// The jobs of the formats asked for, in the order they should start.
+fn jobs<'a>(plan: &Plan, staged: &'a [StagedArch]) -> Vec<Job<'a>> {
+    let mut jobs = Vec::new();
+    for arch in staged {
+        if plan.formats.contains(&Format::Tar) {
+            jobs.push(Job::Tarball(arch));
+        }
+        for package in &arch.packages {
+            if let (true, Some(deb)) = (plan.formats.contains(&Format::Deb), &package.deb) {
+                jobs.push(Job::Deb(deb));
+            }
+            if let (true, Some(rpm)) = (plan.formats.contains(&Format::Rpm), &package.rpm) {
+                jobs.push(Job::Rpm(rpm));
+            }
+        }
+    }
+    jobs.sort_by_key(|j| start_order(j.single_threaded(), j.size()));
+    jobs
+}
+
+/// Writes every job's artifact into `work/artifacts` (or copies it from the
+/// artifact cache), several at a time.
+fn write_artifacts(plan: &Plan, args: &Args, jobs: &[Job], work: &Path) -> Result<Vec<Built>> {
+    let built_dir = work.join("artifacts");
+    fs::create_dir(&built_dir).with_context(|| format!("creating {}", built_dir.display()))?;
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let (workers, threads) = schedule(cpus, jobs.len(), args.jobs);
+    let options = Options {
+        threads,
+        ..plan.options.clone()
+    };
     eprintln!(
         "==> writing {} artifacts ({workers} at a time, {threads} encoder threads each; {})",
         jobs.len(),
-        meta.codecs
+        options.codecs
     );
-    let written = run_jobs(&jobs, workers, &|job| {
-        let key = artifacts.as_ref().map(|c| c.key(&describe(job)));
-        if let (Some(cache), Some(key)) = (&artifacts, &key) {
-            if let Ok(mut k) = keys.lock() {
-                k.push(key.clone());
-            }
+    run_jobs(jobs, workers, &|job| {
+        let key = match &plan.cache {
+            Some(cache) => Some(cache.key(&job.describe(&plan.k8s_version, &options)?)),
+            None => None,
+        };
+        if let (Some(cache), Some(key)) = (&plan.cache, &key) {
             if let Some(hit) = cache.fetch(key, &built_dir)? {
                 return Ok(Built {
                     path: hit.path,
                     sha256: Some(hit.sha256),
+                    cache_key: Some(key.clone()),
                     cached: true,
                 });
             }
         }
         let path = match job {
-            Job::Package(pkg) => {
-                let fam = spec.families.get(pkg.family);
-                match pkg.family {
-                    Family::Deb => emit::deb::write(pkg, fam, &meta, work.path(), &built_dir),
-                    Family::Rpm => emit::rpm::write(pkg, fam, &meta, &built_dir),
-                }
-            }
-            Job::Tarball { arch, packages } => {
-                emit::tarball::write(packages, &k8s_version, *arch, &meta, &built_dir)
+            Job::Deb(pkg) => emit::deb::write(pkg, &options, work, &built_dir),
+            Job::Rpm(pkg) => emit::rpm::write(pkg, &options, &built_dir),
+            Job::Tarball(arch) => {
+                emit::tarball::write(arch, &plan.k8s_version, &options, &built_dir)
             }
         }?;
-        let sha256 = match (&artifacts, &key) {
+        let sha256 = match (&plan.cache, &key) {
             (Some(cache), Some(key)) => Some(cache.store(key, &path)?),
             _ => None,
         };
         Ok(Built {
             path,
             sha256,
+            cache_key: key,
             cached: false,
         })
-    })?;
+    })
+}
 
-    // All written: move them into place, then list the directory's artifacts.
-    fs::create_dir_all(&out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
+/// Moves the artifacts into the output directory (only now that all of
+/// them were written), writes SHA256SUMS, prunes the cache and prints the
+/// summary.
+fn publish(plan: &Plan, written: &[Built]) -> Result<()> {
+    let out_dir = &plan.out_dir;
+    fs::create_dir_all(out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
     let mut names = Vec::new();
     let mut known = BTreeMap::new();
-    for built in &written {
+    for built in written {
         let path = &built.path;
         let name = path.file_name().context("artifact without a name")?;
         let dest = out_dir.join(name);
@@ -334,17 +375,17 @@ pub fn run(spec: &Spec, args: &Args) -> Result<()> {
         }
         names.push(name);
     }
-    let summary = write_sums(&out_dir, &known)?;
-    if let Some(cache) = &artifacts {
+    let summary = write_sums(out_dir, &known)?;
+    if let Some(cache) = &plan.cache {
         // Room for a few runs like this one.
         let size: u64 = summary.iter().map(|r| r.1).sum();
-        let keys = keys.into_inner().unwrap_or_default();
+        let keys: Vec<String> = written.iter().filter_map(|b| b.cache_key.clone()).collect();
         if let Err(e) = cache.prune(&keys, (4 * size).max(1 << 30)) {
             eprintln!("warning: artifact cache: {e:#}");
         }
     }
     names.sort();
-    print_summary(&out_dir, &names, &summary);
+    print_summary(out_dir, &names, &summary);
     let cached = written.iter().filter(|b| b.cached).count();
     if cached > 0 {
         eprintln!(
@@ -352,7 +393,6 @@ pub fn run(spec: &Spec, args: &Args) -> Result<()> {
             written.len()
         );
     }
-    eprintln!("==> done in {:.1} s", started.elapsed().as_secs_f64());
     Ok(())
 }
 
@@ -476,26 +516,20 @@ impl stage::Sources for ArchSources {
     }
 }
 
-enum Job<'a> {
-    Package(&'a Staged),
-    Tarball {
-        arch: Arch,
-        packages: Vec<(&'a Staged, &'a Staged)>,
-    },
-}
-
 impl Job<'_> {
     /// rpms: the rpm crate compresses the payload on one thread.
     fn single_threaded(&self) -> bool {
-        matches!(self, Job::Package(p) if p.family == Family::Rpm)
+        matches!(self, Job::Rpm(_))
     }
 
     fn size(&self) -> u64 {
         match self {
-            Job::Package(p) => p.package_files().map(|f| f.size).sum(),
-            Job::Tarball { packages, .. } => packages
+            Job::Deb(p) | Job::Rpm(p) => p.package_files().map(|f| f.size).sum(),
+            Job::Tarball(arch) => arch
+                .packages
                 .iter()
-                .flat_map(|(d, r)| d.files.iter().chain(&r.files))
+                .flat_map(|p| p.all())
+                .flat_map(|s| &s.files)
                 .map(|f| f.size)
                 .sum(),
         }
@@ -503,9 +537,25 @@ impl Job<'_> {
 
     fn label(&self) -> String {
         match self {
-            Job::Package(p) => format!("{} {} ({})", p.family, p.name, p.arch),
-            Job::Tarball { arch, .. } => format!("tarball ({arch})"),
+            Job::Deb(p) | Job::Rpm(p) => format!("{} {} ({})", p.family, p.name, p.arch),
+            Job::Tarball(arch) => format!("tarball ({})", arch.arch),
         }
+    }
+
+    /// Everything the artifact's bytes depend on besides the program that
+    /// writes it: the format, its codec and level, the options, and the
+    /// staged input (its files by digest, never by scratch path). The cache
+    /// key is the hash of this and of the program.
+    fn describe(&self, k8s_version: &str, options: &Options) -> Result<String> {
+        let (format, codec, input) = match self {
+            Job::Deb(p) => ("deb", options.codecs.deb, serde_json::to_string(p)?),
+            Job::Rpm(p) => ("rpm", options.codecs.rpm, serde_json::to_string(p)?),
+            Job::Tarball(arch) => ("tar", options.codecs.tar, serde_json::to_string(arch)?),
+        };
+        Ok(format!(
+            "{format}\n{codec}\n{}\n{}\n{k8s_version}\n{input}\n",
+            options.epoch, options.homepage
+        ))
     }
 }
 
@@ -580,6 +630,8 @@ fn run_jobs<'a>(
 struct Built {
     path: PathBuf,
     sha256: Option<String>,
+    /// Its artifact cache entry, kept when the cache is pruned.
+    cache_key: Option<String>,
     cached: bool,
 }
 

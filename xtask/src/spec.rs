@@ -9,7 +9,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// Everything in `pkg/`, validated.
 #[derive(Debug)]
@@ -94,14 +94,15 @@ impl FamilyConf {
 }
 
 /// How an admin-editable file (`config = true`) is shipped; see families.toml.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ConfigStyle {
     Seed,
     Noreplace,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Family {
     Deb,
     Rpm,
@@ -124,7 +125,8 @@ impl fmt::Display for Family {
 }
 
 /// A CPU architecture, by its Go/Kubernetes name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Arch {
     Amd64,
     Arm64,
@@ -176,7 +178,7 @@ impl std::str::FromStr for Arch {
 }
 
 /// Which init system a file is for; files without one are for every host.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Init {
     Systemd,
@@ -313,7 +315,7 @@ impl<'de> Deserialize<'de> for Mode {
 }
 
 /// A dependency: `name` or `name OP version`, OP one of `>= <= = > <`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Dep {
     pub name: String,
     pub constraint: Option<(String, String)>,

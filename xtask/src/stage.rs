@@ -1,7 +1,10 @@
 //! Staging: one tree per (package, family) with every file at its resolved
 //! destination, its content final (templates filled in), its mode explicit
-//! and its mtime fixed. The emitters build every format from these trees and
-//! nothing else, so the formats cannot drift apart.
+//! and its mtime fixed, plus everything else an artifact holds (maintainer
+//! scripts, the licence, the tarball's installer). Stage is the only reader
+//! of `pkg/`, `units/`, `env-defaults/`, `installer/` and `LICENSE`; the
+//! emitters build every format from what it returns and nothing else, so the
+//! formats cannot drift apart.
 //!
 //! Layout: `<work>/<arch>/<family>/<package>/<init>/<dest>`, where `<init>`
 //! is `any`, `systemd`, `openrc` or `runit`: a package may ship one dest for
@@ -15,7 +18,9 @@ use std::time::{Duration, SystemTime};
 use anyhow::{bail, Context, Result};
 
 use crate::digest::{copy_hashing, sha256_bytes};
-use crate::spec::{Arch, Content, Dep, Family, FileEntry, Init, Package, Spec};
+use serde::Serialize;
+
+use crate::spec::{Arch, ConfigStyle, Content, Dep, Family, FileEntry, Init, Package, Spec};
 
 /// Where file contents come from, for one architecture.
 pub trait Sources {
@@ -27,12 +32,20 @@ pub trait Sources {
     fn is_standin(&self, source: &str, name: &str) -> bool;
 }
 
-/// A package staged for one family and architecture.
-#[derive(Debug)]
+/// A package staged for one family and architecture. Serialised (without
+/// the scratch paths) it is the artifact cache's description of the package:
+/// every field is part of what an emitter writes.
+#[derive(Debug, Serialize)]
 pub struct Staged {
     pub name: String,
     pub family: Family,
     pub arch: Arch,
+    /// This family's name of the architecture (`amd64`, `x86_64`, ...).
+    pub arch_name: String,
+    /// How this family ships `config = true` files (pkg/families.toml).
+    pub config_style: ConfigStyle,
+    /// Where this family's vendor systemd units go.
+    pub unitdir: String,
     /// Upstream version with `-` turned into `~` (rpm's Version).
     pub upstream_version: String,
     /// Package revision (rpm's Release).
@@ -55,13 +68,25 @@ pub struct Staged {
     pub files: Vec<StagedFile>,
     /// Sorted by path.
     pub dirs: Vec<StagedDir>,
+    /// Maintainer scripts, rendered from `pkg/scripts/<family>-<name>`
+    /// (deb: postinst, postrm, prerm; rpm: post, postun, preun).
+    pub scripts: Vec<Script>,
+    /// The project's LICENSE (rpm's `%license`).
+    pub license: String,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize)]
+pub struct Script {
+    pub name: String,
+    pub text: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
 pub struct StagedFile {
     /// Absolute path on the host.
     pub dest: String,
-    /// Where the staged content is.
+    /// Where the staged content is (scratch: not part of the description).
+    #[serde(skip)]
     pub path: PathBuf,
     pub mode: u32,
     /// Admin-editable (`config = true`).
@@ -78,7 +103,7 @@ impl StagedFile {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct StagedDir {
     pub path: String,
     pub mode: u32,
@@ -89,6 +114,44 @@ impl Staged {
     pub fn package_files(&self) -> impl Iterator<Item = &StagedFile> {
         self.files.iter().filter(|f| f.in_packages())
     }
+
+    /// The `config = true` files a deb ships as seeds (`path:mode` words of
+    /// the maintainer scripts): empty unless the family's style is `seed`.
+    pub fn seeds(&self) -> Vec<&StagedFile> {
+        if self.config_style != ConfigStyle::Seed {
+            return Vec::new();
+        }
+        self.package_files().filter(|f| f.config).collect()
+    }
+}
+
+/// One package staged for each family dist writes: the deb staging feeds
+/// .debs and the tarball's deb half, the rpm staging .rpms and its rpm half.
+#[derive(Debug, Serialize)]
+pub struct StagedPackage {
+    pub deb: Option<Staged>,
+    pub rpm: Option<Staged>,
+}
+
+impl StagedPackage {
+    pub fn all(&self) -> impl Iterator<Item = &Staged> {
+        self.deb.iter().chain(&self.rpm)
+    }
+}
+
+/// Everything one architecture's artifacts are made of.
+#[derive(Debug, Serialize)]
+pub struct StagedArch {
+    pub arch: Arch,
+    pub packages: Vec<StagedPackage>,
+    /// installer/install.sh, for the tarball.
+    pub installer: Vec<u8>,
+}
+
+/// installer/install.sh.
+pub fn installer(spec: &Spec) -> Result<Vec<u8>> {
+    let path = spec.root.join("installer/install.sh");
+    fs::read(&path).with_context(|| format!("reading {}", path.display()))
 }
 
 /// Stages `package` for each of `families` under `work`. The families'
@@ -101,24 +164,35 @@ pub fn stage_package(
     sources: &dyn Sources,
     epoch: u64,
     work: &Path,
-) -> Result<Vec<Staged>> {
+) -> Result<StagedPackage> {
     let mut shared = BTreeMap::new();
-    families
-        .iter()
-        .map(|&family| {
-            stage_one(
-                spec,
-                package,
-                arch,
-                family,
-                sources,
-                epoch,
-                work,
-                &mut shared,
-            )
-            .with_context(|| format!("staging {} ({family}, {arch})", package.name))
-        })
-        .collect()
+    let license = {
+        let path = spec.root.join("LICENSE");
+        fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?
+    };
+    let mut staged = StagedPackage {
+        deb: None,
+        rpm: None,
+    };
+    for &family in families {
+        let one = stage_one(
+            spec,
+            package,
+            arch,
+            family,
+            sources,
+            epoch,
+            work,
+            &mut shared,
+            &license,
+        )
+        .with_context(|| format!("staging {} ({family}, {arch})", package.name))?;
+        match family {
+            Family::Deb => staged.deb = Some(one),
+            Family::Rpm => staged.rpm = Some(one),
+        }
+    }
+    Ok(staged)
 }
 
 /// Staged content already written, by (source path, mode): identical
@@ -135,6 +209,7 @@ fn stage_one(
     epoch: u64,
     work: &Path,
     shared: &mut Shared,
+    license: &str,
 ) -> Result<Staged> {
     let fam = spec.families.get(family);
     let version = spec.package_version(package);
@@ -207,10 +282,13 @@ fn stage_one(
         Family::Rpm => &package.rpm,
     };
     standins.sort();
-    Ok(Staged {
+    let mut staged = Staged {
         name: package.name.clone(),
         family,
         arch,
+        arch_name: fam.arch_name(arch)?.to_string(),
+        config_style: fam.config,
+        unitdir: fam.unitdir.clone(),
         upstream_version: spec.source(&package.version_from).version.replace('-', "~"),
         revision: spec.release.revision,
         version,
@@ -234,7 +312,94 @@ fn stage_one(
         systemd_units: package.systemd_units.clone(),
         files,
         dirs,
-    })
+        scripts: Vec::new(),
+        license: license.to_string(),
+    };
+    staged.scripts = scripts(spec, &staged)?;
+    Ok(staged)
+}
+
+/// The maintainer scripts of `pkg`, each `pkg/scripts/<family>-<name>` with
+/// its `@NAME@` values filled in. Which scripts a package gets is its
+/// family's convention: a deb has postinst and postrm when it has
+/// directories, seeds or units to handle (prerm too with units); an rpm has
+/// post and postun when it has units or drop-ins (preun too with units).
+fn scripts(spec: &Spec, pkg: &Staged) -> Result<Vec<Script>> {
+    let under_unitdir = pkg.package_files().any(|f| {
+        f.dest
+            .starts_with(&format!("{}/", pkg.unitdir.trim_end_matches('/')))
+    });
+    let dirs = pkg
+        .dirs
+        .iter()
+        .map(|d| format!("{}:{:04o}", d.path, d.mode))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let seeds = pkg
+        .seeds()
+        .iter()
+        .map(|f| format!("{}:{:04o}", f.dest, f.mode))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let units = pkg.systemd_units.join(" ");
+    let reload = if under_unitdir { "yes" } else { "no" };
+    let (names, fill): (&[&str], Vec<(&str, String)>) = match pkg.family {
+        Family::Deb => {
+            if dirs.is_empty() && seeds.is_empty() && units.is_empty() && !under_unitdir {
+                return Ok(Vec::new());
+            }
+            let names: &[&str] = if units.is_empty() {
+                &["postinst", "postrm"]
+            } else {
+                &["postinst", "postrm", "prerm"]
+            };
+            (
+                names,
+                vec![
+                    ("PACKAGE", pkg.name.clone()),
+                    ("DIRS", dirs),
+                    ("SEEDS", seeds),
+                    ("UNITS", units.clone()),
+                    ("RELOAD", reload.to_string()),
+                ],
+            )
+        }
+        Family::Rpm => {
+            if units.is_empty() && !under_unitdir {
+                return Ok(Vec::new());
+            }
+            let names: &[&str] = if units.is_empty() {
+                &["post", "postun"]
+            } else {
+                &["post", "postun", "preun"]
+            };
+            (
+                names,
+                vec![("UNITS", units.clone()), ("RELOAD", reload.to_string())],
+            )
+        }
+    };
+    names
+        .iter()
+        .map(|name| {
+            let path = spec
+                .root
+                .join("pkg/scripts")
+                .join(format!("{}-{name}", pkg.family));
+            let mut text =
+                fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+            for (key, value) in &fill {
+                text = text.replace(&format!("@{key}@"), value);
+            }
+            if let Some(left) = leftover_placeholder(&text) {
+                bail!("{}: placeholder @{left}@ has no value", path.display());
+            }
+            Ok(Script {
+                name: name.to_string(),
+                text,
+            })
+        })
+        .collect()
 }
 
 /// `(dest, content path, is a stand-in)` for each file an entry stands for.

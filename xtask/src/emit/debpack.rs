@@ -1,5 +1,13 @@
 //! The `.deb` container: `debian-binary`, `control.tar.xz` (cargo-deb's
-//! control archive) and `data.tar.<codec>`.
+//! control archive, plus `md5sums`) and `data.tar.<codec>`, written in one
+//! pass: the md5sums are taken from the files as they go into the data
+//! archive.
+//!
+//! cargo-deb writes no `md5sums` control member (`dpkg --verify` and debsums
+//! need it) and has no hook for extra control files: its finished control
+//! tar is read back here and written again with `./md5sums` after
+//! `./control`, where dpkg-deb puts it. That detour is this module's only
+//! one, and the control archive is compressed once, afterwards.
 //!
 //! cargo-deb compresses only with xz at level 6 (or 1) or gzip through
 //! zopfli, so the data archive is written here, with any codec of
@@ -13,14 +21,16 @@ use std::fs;
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 
+use md5::{Digest, Md5};
+
 use cargo_deb::listener::Listener;
 use cargo_deb::{BuildEnvironment, CDResult, CargoDebError, PackageConfig};
 
-use super::codec::{self, Codec, Kind};
+use super::codec::{self, Codec};
 
-/// Writes the .deb of `deb` to `out`: its control archive from cargo-deb,
-/// its data archive from `assets` (`(source, dest, mode)`) compressed with
-/// `codec` on `threads` threads.
+/// Writes the .deb of `deb` to `out` (named `out_path`): its control archive
+/// from cargo-deb plus `md5sums`, its data archive from `assets` (`(source,
+/// dest, mode)`) compressed with `codec` on `threads` threads.
 #[allow(clippy::too_many_arguments)]
 pub fn write(
     config: &BuildEnvironment,
@@ -29,22 +39,27 @@ pub fn write(
     codec: Codec,
     threads: u32,
     epoch: u64,
-    out: &Path,
+    out: &mut fs::File,
+    out_path: &Path,
     listener: &dyn Listener,
 ) -> CDResult<()> {
     let mut control =
         cargo_deb::deb::control::ControlArchiveBuilder::new(Vec::new(), epoch, listener);
     control.generate_archive(config, deb)?;
     let control = control.finish()?;
-    // Small: one thread, the debs' usual xz.
-    let control = codec::compress(Codec::new(Kind::Xz, 6), 1, &control)?;
 
     let encoder = codec::encoder(codec, threads, Vec::new())?;
-    let data = data_tar(assets, epoch, encoder)?.finish()?;
+    let mut md5s = Vec::new();
+    let data = data_tar(assets, epoch, encoder, &mut md5s)?.finish()?;
 
-    let file = fs::File::create(out)
-        .map_err(|e| CargoDebError::IoFile("can't create the .deb", e, out.to_path_buf()))?;
-    let mut ar = ar::Builder::new(io::BufWriter::new(file));
+    let control = with_md5sums(&control, md5s)
+        .map_err(|e| CargoDebError::IoFile("can't add md5sums", e, out_path.into()))?;
+    // Small: one thread, xz -9 (what lintian expects of a control archive).
+    let control = xz9(&control).map_err(|e| {
+        CargoDebError::IoFile("can't compress the control archive", e, out_path.into())
+    })?;
+
+    let mut ar = ar::Builder::new(io::BufWriter::new(out));
     for (name, bytes) in [
         ("debian-binary".to_string(), &b"2.0\n"[..]),
         ("control.tar.xz".to_string(), &control),
@@ -57,16 +72,91 @@ pub fn write(
         header.set_uid(0);
         header.set_gid(0);
         ar.append(&header, bytes)
-            .map_err(|e| CargoDebError::IoFile("can't write the .deb", e, out.to_path_buf()))?;
+            .map_err(|e| CargoDebError::IoFile("can't write the .deb", e, out_path.into()))?;
     }
     ar.into_inner()
         .and_then(|mut w| w.flush())
-        .map_err(|e| CargoDebError::IoFile("can't write the .deb", e, out.to_path_buf()))?;
+        .map_err(|e| CargoDebError::IoFile("can't write the .deb", e, out_path.into()))?;
     Ok(())
 }
 
-/// The data archive of `assets` written into `dest`.
-fn data_tar<W: Write>(assets: &[(PathBuf, String, u32)], epoch: u64, dest: W) -> CDResult<W> {
+/// `control` (an uncompressed tar) with `./md5sums` after `./control`:
+/// `md5  path` for each of `md5s`, sorted by path, conffiles left out (dpkg
+/// tracks those in its status database, as dh_md5sums does).
+fn with_md5sums(control: &[u8], mut md5s: Vec<(String, String)>) -> io::Result<Vec<u8>> {
+    let mut entries = Vec::new();
+    for entry in tar::Archive::new(control).entries()? {
+        let mut entry = entry?;
+        let header = entry.header().clone();
+        let path = entry.path_bytes().into_owned();
+        let mut data = Vec::new();
+        entry.read_to_end(&mut data)?;
+        entries.push((header, path, data));
+    }
+    let conffiles: Vec<String> = entries
+        .iter()
+        .find(|(_, path, _)| path == b"./conffiles")
+        .map(|(_, _, data)| {
+            String::from_utf8_lossy(data)
+                .lines()
+                .map(|l| l.trim_start_matches('/').to_string())
+                .collect()
+        })
+        .unwrap_or_default();
+    md5s.retain(|(path, _)| !conffiles.contains(path));
+    md5s.sort();
+    let md5sums: String = md5s
+        .iter()
+        .map(|(path, md5)| format!("{md5}  {path}\n"))
+        .collect();
+
+    let mut rebuilt = tar::Builder::new(Vec::new());
+    for (header, path, data) in &entries {
+        rebuilt.append(header, data.as_slice())?;
+        if path == b"./control" {
+            let mut md5 = header.clone();
+            // Written by hand: set_path() would drop the "./" every other
+            // member name has.
+            let name = &mut md5.as_old_mut().name;
+            name.fill(0);
+            name[..b"./md5sums".len()].copy_from_slice(b"./md5sums");
+            md5.set_size(md5sums.len() as u64);
+            md5.set_mode(0o644);
+            md5.set_cksum();
+            rebuilt.append(&md5, md5sums.as_bytes())?;
+        }
+    }
+    rebuilt.into_inner()
+}
+
+fn xz9(data: &[u8]) -> io::Result<Vec<u8>> {
+    let mut xz = xz2::write::XzEncoder::new(Vec::new(), 9);
+    xz.write_all(data)?;
+    xz.finish()
+}
+
+/// A reader that feeds what it reads to an MD5.
+struct Md5Reader<R> {
+    inner: R,
+    md5: Md5,
+}
+
+impl<R: Read> Read for Md5Reader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.md5.update(&buf[..n]);
+        Ok(n)
+    }
+}
+
+/// The data archive of `assets` written into `dest`; the MD5 of each file
+/// is pushed to `md5s` as `(path without "./", hex)`.
+fn data_tar<W: Write>(
+    assets: &[(PathBuf, String, u32)],
+    epoch: u64,
+    dest: W,
+    md5s: &mut Vec<(String, String)>,
+) -> CDResult<W> {
     let mut order: Vec<&(PathBuf, String, u32)> = assets.iter().collect();
     // cargo-deb's sort_assets_by_type (no asset here is a shared library or
     // was processed by cargo-deb).
@@ -117,8 +207,16 @@ fn data_tar<W: Write>(assets: &[(PathBuf, String, u32)], epoch: u64, dest: W) ->
         h.set_cksum();
         // take(): a file that grew since it was staged cannot corrupt the
         // archive; a shorter one fails in append.
-        tar.append(&h, file.take(size))
+        let mut reader = Md5Reader {
+            inner: file.take(size),
+            md5: Md5::new(),
+        };
+        tar.append(&h, &mut reader)
             .map_err(|e| CargoDebError::IoFile("can't add a file", e, src.clone()))?;
+        md5s.push((
+            rel.to_string_lossy().into_owned(),
+            crate::util::hex(&reader.md5.finalize()),
+        ));
     }
     tar.into_inner().map_err(|e| {
         CargoDebError::IoFile(

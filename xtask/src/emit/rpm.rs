@@ -20,13 +20,13 @@ use rpm::{
 };
 
 use super::codec::{Codec, Kind};
-use super::{Meta, ScriptValues, MAINTAINER};
-use crate::spec::{ConfigStyle, Dep, FamilyConf};
+use super::{Options, MAINTAINER};
+use crate::spec::{ConfigStyle, Dep};
 use crate::stage::Staged;
 
 /// Writes `<name>-<version>.<rpmarch>.rpm` into `out_dir` and returns its path.
-pub fn write(pkg: &Staged, fam: &FamilyConf, meta: &Meta, out_dir: &Path) -> Result<PathBuf> {
-    let arch = fam.arch_name(pkg.arch)?;
+pub fn write(pkg: &Staged, meta: &Options, out_dir: &Path) -> Result<PathBuf> {
+    let arch = pkg.arch_name.as_str();
     let out = out_dir.join(format!("{}-{}.{arch}.rpm", pkg.name, pkg.version));
     let epoch =
         u32::try_from(meta.epoch).context("SOURCE_DATE_EPOCH does not fit rpm's 32-bit times")?;
@@ -78,7 +78,7 @@ pub fn write(pkg: &Staged, fam: &FamilyConf, meta: &Meta, out_dir: &Path) -> Res
             .group("root")
             .modified_at(time);
         if f.config {
-            match fam.config {
+            match pkg.config_style {
                 ConfigStyle::Noreplace => opts = opts.config().noreplace(),
                 ConfigStyle::Seed => {
                     bail!("pkg/families.toml: rpm has no `seed` config style (use noreplace)")
@@ -88,7 +88,7 @@ pub fn write(pkg: &Staged, fam: &FamilyConf, meta: &Meta, out_dir: &Path) -> Res
         b.with_file(&f.path, opts)
             .with_context(|| format!("adding {} ({})", f.dest, f.path.display()))?;
     }
-    for dir in owned_dirs(pkg, &fam.unitdir) {
+    for dir in owned_dirs(pkg) {
         b.with_dir_entry(
             FileOptions::dir(&dir.0)
                 .permissions(dir.1)
@@ -99,7 +99,7 @@ pub fn write(pkg: &Staged, fam: &FamilyConf, meta: &Meta, out_dir: &Path) -> Res
         .with_context(|| format!("adding directory {}", dir.0))?;
     }
     b.with_file_contents(
-        meta.license_text()?,
+        pkg.license.as_bytes().to_vec(),
         FileOptions::new(format!("/usr/share/licenses/{}/LICENSE", pkg.name))
             .permissions(0o644)
             .modified_at(time)
@@ -113,17 +113,14 @@ pub fn write(pkg: &Staged, fam: &FamilyConf, meta: &Meta, out_dir: &Path) -> Res
         b.recommends(dependency(dep)?);
     }
 
-    let values = ScriptValues::new(pkg, &fam.unitdir);
-    if !values.units.is_empty() || values.reload == "yes" {
-        let fill = [
-            ("UNITS", values.units.clone()),
-            ("RELOAD", values.reload.to_string()),
-        ];
-        b.post_install_script(Scriptlet::new(meta.script("rpm-post", &fill)?));
-        b.post_uninstall_script(Scriptlet::new(meta.script("rpm-postun", &fill)?));
-        if !values.units.is_empty() {
-            b.pre_uninstall_script(Scriptlet::new(meta.script("rpm-preun", &fill)?));
-        }
+    for script in &pkg.scripts {
+        let scriptlet = Scriptlet::new(script.text.as_str());
+        match script.name.as_str() {
+            "post" => b.post_install_script(scriptlet),
+            "postun" => b.post_uninstall_script(scriptlet),
+            "preun" => b.pre_uninstall_script(scriptlet),
+            other => bail!("{}: no rpm scriptlet is called {other}", pkg.name),
+        };
     }
 
     let package = b
@@ -141,14 +138,14 @@ pub fn write(pkg: &Staged, fam: &FamilyConf, meta: &Meta, out_dir: &Path) -> Res
 /// license directory and the drop-in directories of systemd units
 /// (`<unitdir>/<unit>.d`), which exist only for our units. Never shared
 /// directories such as /usr/bin or /etc: the filesystem package owns those.
-fn owned_dirs(pkg: &Staged, unitdir: &str) -> Vec<(String, u16)> {
+fn owned_dirs(pkg: &Staged) -> Vec<(String, u16)> {
     let mut dirs: Vec<(String, u16)> = pkg
         .dirs
         .iter()
         .map(|d| (d.path.clone(), d.mode as u16))
         .collect();
     dirs.push((format!("/usr/share/licenses/{}", pkg.name), 0o755));
-    let unitdir = unitdir.trim_end_matches('/');
+    let unitdir = pkg.unitdir.trim_end_matches('/');
     for f in pkg.package_files() {
         if let Some(parent) = Path::new(&f.dest).parent().and_then(Path::to_str) {
             let in_unitdir = Path::new(parent).parent() == Some(Path::new(unitdir));

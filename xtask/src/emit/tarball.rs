@@ -28,9 +28,9 @@ use anyhow::{bail, Context, Result};
 use sha2::{Digest, Sha256};
 
 use super::codec::{self, Codec};
-use super::Meta;
-use crate::spec::{Arch, Family};
-use crate::stage::{Staged, StagedFile};
+use super::Options;
+use crate::spec::Arch;
+use crate::stage::{Staged, StagedArch, StagedFile};
 use crate::util::hex;
 
 /// The tarball's file name for a Kubernetes version, architecture and codec.
@@ -78,21 +78,21 @@ enum Item {
 }
 
 /// Writes the tarball of one architecture from each package's deb and rpm
-/// staging, `(deb, rpm)`, and returns its path.
+/// staging and the installer, and returns its path.
 pub fn write(
-    packages: &[(&Staged, &Staged)],
+    staged: &StagedArch,
     k8s_version: &str,
-    arch: Arch,
-    meta: &Meta,
+    meta: &Options,
     out_dir: &Path,
 ) -> Result<PathBuf> {
+    let arch = staged.arch;
     let out = out_dir.join(file_name(k8s_version, arch, meta.codecs.tar));
     let mut lines = Vec::new();
     let mut payload: BTreeMap<String, (PathBuf, String, u64)> = BTreeMap::new();
-    for (deb, rpm) in packages {
-        if deb.family != Family::Deb || rpm.family != Family::Rpm || deb.name != rpm.name {
-            bail!("tarball: packages must come as (deb, rpm) pairs of one package");
-        }
+    for package in &staged.packages {
+        let (Some(deb), Some(rpm)) = (&package.deb, &package.rpm) else {
+            bail!("tarball: every package must be staged for both families");
+        };
         for (family, file) in merge_files(deb, rpm) {
             let line = Line {
                 family,
@@ -126,9 +126,7 @@ pub fn write(
     lines.dedup();
     let manifest: String = lines.iter().map(Line::render).collect();
 
-    let installer_path = meta.root.join("installer/install.sh");
-    let installer = fs::read(&installer_path)
-        .with_context(|| format!("reading {}", installer_path.display()))?;
+    let installer = staged.installer.clone();
 
     let mut sums: BTreeMap<String, String> = BTreeMap::new();
     sums.insert("install.sh".into(), hex(&Sha256::digest(&installer)));
