@@ -4,8 +4,8 @@
 # archive), upgrade to N non-interactively, reinstall, remove, purge; mixed
 # versions; coexistence with Debian's containernetworking-plugins.
 #
-# Test names say which failure of the upstream packages (DESIGN.md §4) they
-# would have caught; docs/lifecycle.md has the table. No systemd runs in
+# Test names say which failure of the upstream packages they would have
+# caught; docs/lifecycle.md numbers the failures and has the table. No systemd runs in
 # these roots (kd_run: fresh mount and PID namespaces, PID 1 is a shell), so
 # every maintainer script is exercised the way a chroot or container runs it.
 #

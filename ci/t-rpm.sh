@@ -10,8 +10,8 @@
 # dependencies (iptables, util-linux, conntrack-tools): the TEST-ONLY package
 # ci/fixtures/kubedist-test-provides.spec declares them, and nothing else.
 #
-# Test names say which failure of the upstream packages (DESIGN.md §4) they
-# would have caught; docs/lifecycle.md has the table.
+# Test names say which failure of the upstream packages they would have
+# caught; docs/lifecycle.md numbers the failures and has the table.
 #
 # Roots:
 #   E  unedited /etc/sysconfig/kubelet: install, upgrade, reinstall, remove

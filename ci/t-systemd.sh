@@ -4,7 +4,7 @@
 # (rpm2cpio | cpio), never read from units/.
 #
 # - where they land and with which mode, and which package ships them;
-# - the upstream unit and drop-in line by line (DESIGN.md §3), with the
+# - the upstream unit and drop-in line by line (kubeadm's packages), with the
 #   family's own env file in the drop-in and never the other one (failure 2
 #   of §4);
 # - `systemd-analyze verify` in a root holding a copy of this host's unit
@@ -42,7 +42,7 @@ RPM_KUBELET=$(ls "$KD_DIST"/kubelet-[0-9]*.rpm)
 RPM_KUBEADM=$(ls "$KD_DIST"/kubeadm-[0-9]*.rpm)
 TARBALL=$(ls "$KD_DIST"/kubedist-*-linux-amd64.tar.gz)
 
-# The family's layout (DESIGN.md §2, pkg/families.toml).
+# The family's layout (pkg/families.toml).
 family_vars() { # FAMILY
     case $1 in
     deb)

@@ -15,6 +15,9 @@ mod stage;
 mod test;
 mod util;
 
+#[cfg(test)]
+mod tidy;
+
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 

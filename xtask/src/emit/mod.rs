@@ -41,3 +41,6 @@ pub fn changelog_line(pkg: &Staged) -> String {
         pkg.revision
     )
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,323 @@
+//! The emitters in-process: the real `pkg/` staged with small stand-in
+//! binaries into a temp dir, each format written and read back with the
+//! same libraries a user's tools rest on (`ar`, `tar`, the `rpm` crate).
+//! No root, no chroot: seconds. The install suites (ci/t-*.sh) run the
+//! real package managers on the same artifacts.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+use md5::{Digest, Md5};
+use sha2::Sha256;
+
+use super::codec::Codecs;
+use super::Options;
+use crate::spec::{Arch, Family, Spec};
+use crate::stage::{self, Sources, Staged, StagedArch};
+use crate::util::hex;
+
+const EPOCH: u64 = 1_700_000_000;
+
+/// Small files in place of the upstream and built binaries.
+struct FakeSources {
+    dir: PathBuf,
+}
+
+impl FakeSources {
+    fn file(&self, name: &str, body: &str) -> PathBuf {
+        let path = self.dir.join(name);
+        fs::write(&path, body).unwrap();
+        path
+    }
+}
+
+impl Sources for FakeSources {
+    fn upstream(&self, source: &str, member: &str) -> Result<Vec<(String, PathBuf)>> {
+        Ok(if member == "*" {
+            ["bridge", "loopback"]
+                .iter()
+                .map(|n| (n.to_string(), self.file(n, &format!("plugin {n}\n"))))
+                .collect()
+        } else {
+            let name = format!("{source}-{member}");
+            vec![(
+                member.to_string(),
+                self.file(&name, &format!("binary {source}/{member}\n")),
+            )]
+        })
+    }
+    fn built(&self, name: &str) -> Result<PathBuf> {
+        Ok(self.file(name, &format!("built {name}\n")))
+    }
+    fn is_standin(&self, _source: &str, _name: &str) -> bool {
+        false
+    }
+}
+
+fn options() -> Options {
+    Options {
+        homepage: "https://example.invalid/kubedist".into(),
+        epoch: EPOCH,
+        codecs: Codecs::FAST,
+        threads: 1,
+    }
+}
+
+/// Every package of `pkg/` staged for both families, amd64.
+fn staged(tmp: &Path) -> StagedArch {
+    let spec = Spec::load(&crate::util::repo_root()).unwrap();
+    let sources_dir = tmp.join("sources");
+    fs::create_dir_all(&sources_dir).unwrap();
+    let sources = FakeSources { dir: sources_dir };
+    let packages = spec
+        .packages
+        .iter()
+        .map(|p| {
+            stage::stage_package(
+                &spec,
+                p,
+                Arch::Amd64,
+                &Family::ALL,
+                &sources,
+                EPOCH,
+                &tmp.join("stage"),
+            )
+            .unwrap()
+        })
+        .collect();
+    StagedArch {
+        arch: Arch::Amd64,
+        packages,
+        installer: stage::installer(&spec).unwrap(),
+    }
+}
+
+fn package<'a>(arch: &'a StagedArch, name: &str, family: Family) -> &'a Staged {
+    arch.packages
+        .iter()
+        .flat_map(|p| p.all())
+        .find(|s| s.name == name && s.family == family)
+        .unwrap()
+}
+
+/// `(header, body)` of every member of a tar stream, by name without "./".
+fn tar_members(reader: impl Read) -> BTreeMap<String, (tar::Header, Vec<u8>)> {
+    let mut out = BTreeMap::new();
+    for entry in tar::Archive::new(reader).entries().unwrap() {
+        let mut entry = entry.unwrap();
+        let name = String::from_utf8(entry.path_bytes().into_owned()).unwrap();
+        let header = entry.header().clone();
+        let mut body = Vec::new();
+        entry.read_to_end(&mut body).unwrap();
+        out.insert(name.trim_start_matches("./").to_string(), (header, body));
+    }
+    out
+}
+
+/// uid and gid 0: written as zeros, or, as cargo-deb's tar headers have
+/// them, left empty (dpkg and GNU tar read an empty field as 0).
+fn root_owned(h: &tar::Header) -> bool {
+    let zero = |field: &[u8]| field.iter().all(|&b| matches!(b, 0 | b'0' | b' '));
+    zero(&h.as_old().uid) && zero(&h.as_old().gid)
+}
+
+fn ar_members(path: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut archive = ar::Archive::new(fs::File::open(path).unwrap());
+    let mut out = Vec::new();
+    while let Some(entry) = archive.next_entry() {
+        let mut entry = entry.unwrap();
+        let name = String::from_utf8_lossy(entry.header().identifier()).into_owned();
+        let mut body = Vec::new();
+        entry.read_to_end(&mut body).unwrap();
+        out.push((name, body));
+    }
+    out
+}
+
+#[test]
+fn the_kubelet_deb_holds_what_dpkg_needs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let arch = staged(tmp.path());
+    let pkg = package(&arch, "kubelet", Family::Deb);
+    let out = tmp.path().join("out");
+    fs::create_dir(&out).unwrap();
+    let deb = super::deb::write(pkg, &options(), tmp.path(), &out).unwrap();
+    assert_eq!(
+        deb.file_name().unwrap().to_str().unwrap(),
+        format!("kubelet_{}_amd64.deb", pkg.version)
+    );
+
+    let members = ar_members(&deb);
+    let names: Vec<&str> = members.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["debian-binary", "control.tar.xz", "data.tar.xz"]);
+    let control = tar_members(xz2::read::XzDecoder::new(members[1].1.as_slice()));
+    let data = tar_members(xz2::read::XzDecoder::new(members[2].1.as_slice()));
+
+    let fields = String::from_utf8(control["control"].1.clone()).unwrap();
+    for want in [
+        "Package: kubelet\n".to_string(),
+        format!("Version: {}\n", pkg.version),
+        "Architecture: amd64\n".into(),
+        "Depends: iptables (>= 1.4.21), kubernetes-cni (>= 1.2.0), util-linux, mount\n".into(),
+    ] {
+        assert!(fields.contains(&want), "{want:?} not in:\n{fields}");
+    }
+    // md5sums: right after control, one line per regular file of the data
+    // archive, with the digests of the bytes in it.
+    let order: Vec<&String> = control.keys().collect();
+    assert!(order.contains(&&"md5sums".to_string()), "{order:?}");
+    let md5sums = String::from_utf8(control["md5sums"].1.clone()).unwrap();
+    let files: Vec<(&String, &Vec<u8>)> = data
+        .iter()
+        .filter(|(_, (h, _))| h.entry_type().is_file())
+        .map(|(n, (_, b))| (n, b))
+        .collect();
+    assert_eq!(md5sums.lines().count(), files.len(), "{md5sums}");
+    for (name, body) in files {
+        let line = format!("{}  {name}", hex(&Md5::digest(body)));
+        assert!(
+            md5sums.lines().any(|l| l == line),
+            "{line} not in {md5sums}"
+        );
+    }
+    // Maintainer scripts from pkg/scripts, filled in, executable.
+    let postinst = String::from_utf8(control["postinst"].1.clone()).unwrap();
+    assert_eq!(control["postinst"].0.mode().unwrap(), 0o755);
+    assert!(postinst.contains("UNITS='kubelet.service'"), "{postinst}");
+    assert!(crate::stage::leftover_placeholder(&postinst).is_none());
+    assert!(control.contains_key("prerm") && control.contains_key("postrm"));
+
+    // The data archive: root-owned, fixed mtime, explicit modes; the env file
+    // is a seed, not a conffile (no prompt on upgrade).
+    for (name, (h, _)) in &data {
+        assert!(root_owned(h), "{name}");
+        assert_eq!(h.mtime().unwrap(), EPOCH, "{name}");
+    }
+    assert_eq!(data["usr/bin/kubelet"].0.mode().unwrap(), 0o755);
+    assert_eq!(data["usr/bin/kubelet"].1, b"binary kubernetes/kubelet\n");
+    assert_eq!(
+        data["lib/systemd/system/kubelet.service"].0.mode().unwrap(),
+        0o644
+    );
+    assert!(data.contains_key("usr/share/kubedist/seed/etc/default/kubelet"));
+    assert!(!data.contains_key("etc/default/kubelet"));
+    assert!(!control.contains_key("conffiles"), "{:?}", control.keys());
+}
+
+#[test]
+fn the_kubelet_rpm_keeps_config_and_runs_its_scriptlets() {
+    let tmp = tempfile::tempdir().unwrap();
+    let arch = staged(tmp.path());
+    let pkg = package(&arch, "kubelet", Family::Rpm);
+    let rpm_path = super::rpm::write(pkg, &options(), tmp.path()).unwrap();
+    assert_eq!(
+        rpm_path.file_name().unwrap().to_str().unwrap(),
+        format!("kubelet-{}.x86_64.rpm", pkg.version)
+    );
+    let rpm = rpm::Package::open(&rpm_path).unwrap();
+    let meta = &rpm.metadata;
+    assert_eq!(meta.get_name().unwrap(), "kubelet");
+    let entries = meta.get_file_entries().unwrap();
+    let by_path: BTreeMap<String, _> = entries
+        .iter()
+        .map(|e| (e.path().display().to_string(), e))
+        .collect();
+    let env = by_path["/etc/sysconfig/kubelet"];
+    assert!(env
+        .flags()
+        .contains(rpm::FileFlags::CONFIG | rpm::FileFlags::NOREPLACE));
+    let kubelet = by_path["/usr/bin/kubelet"];
+    assert_eq!(kubelet.permissions(), 0o755);
+    assert_eq!((kubelet.user(), kubelet.group()), ("root", "root"));
+    assert_eq!(
+        by_path["/usr/lib/systemd/system/kubelet.service"].permissions(),
+        0o644
+    );
+    assert!(by_path["/usr/share/licenses/kubelet/LICENSE"]
+        .flags()
+        .contains(rpm::FileFlags::LICENSE));
+    let post = meta.get_post_install_script().unwrap().script;
+    assert!(post.contains("kubelet.service"), "{post}");
+    assert!(meta.get_pre_uninstall_script().is_ok());
+    let requires: Vec<String> = meta
+        .get_requires()
+        .unwrap()
+        .iter()
+        .map(|d| d.name.clone())
+        .collect();
+    for dep in ["iptables", "kubernetes-cni", "util-linux"] {
+        assert!(
+            requires.iter().any(|r| r == dep),
+            "{dep} not in {requires:?}"
+        );
+    }
+    assert!(
+        !requires.iter().any(|r| r == "mount"),
+        "deb-only dependency in {requires:?}"
+    );
+}
+
+#[test]
+fn the_tarball_lists_and_checksums_every_file_it_carries() {
+    let tmp = tempfile::tempdir().unwrap();
+    let arch = staged(tmp.path());
+    let path = super::tarball::write(&arch, "1.34.2", &options(), tmp.path()).unwrap();
+    assert!(
+        path.ends_with("kubedist-1.34.2-linux-amd64.tar.gz"),
+        "{path:?}"
+    );
+    let members = tar_members(flate2::read::GzDecoder::new(fs::File::open(&path).unwrap()));
+    let top = "kubedist-1.34.2-linux-amd64";
+    for (name, (h, _)) in &members {
+        assert!(name.starts_with(top), "{name}");
+        assert!(root_owned(h), "{name}");
+        assert_eq!(h.mtime().unwrap(), EPOCH, "{name}");
+    }
+    let installer = &members[&format!("{top}/install.sh")];
+    assert_eq!(installer.0.mode().unwrap(), 0o755);
+    assert_eq!(installer.1, arch.installer);
+    // SHA256SUMS names every regular file but itself, with its digest.
+    let sums = String::from_utf8(members[&format!("{top}/SHA256SUMS")].1.clone()).unwrap();
+    let files: Vec<&String> = members
+        .iter()
+        .filter(|(n, (h, _))| h.entry_type().is_file() && !n.ends_with("/SHA256SUMS"))
+        .map(|(n, _)| n)
+        .collect();
+    assert_eq!(sums.lines().count(), files.len(), "{sums}");
+    for name in files {
+        let rel = name.strip_prefix(&format!("{top}/")).unwrap();
+        let line = format!("{}  {rel}", hex(&Sha256::digest(&members[name].1)));
+        assert!(sums.lines().any(|l| l == line), "{line} not in SHA256SUMS");
+    }
+    // MANIFEST: both families' env files, the OpenRC and runit files.
+    let manifest = String::from_utf8(members[&format!("{top}/MANIFEST")].1.clone()).unwrap();
+    for want in [
+        "/etc/default/kubelet",
+        "/etc/sysconfig/kubelet",
+        "/etc/init.d/kubelet",
+        "/etc/sv/kubelet/run",
+    ] {
+        assert!(manifest.contains(want), "{want} not in MANIFEST");
+    }
+}
+
+#[test]
+fn the_same_staged_input_gives_the_same_bytes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let arch = staged(tmp.path());
+    let pkg = package(&arch, "kubeadm", Family::Deb);
+    let mut digests = Vec::new();
+    for run in ["a", "b"] {
+        let out = tmp.path().join(run);
+        fs::create_dir(&out).unwrap();
+        let work = tmp.path().join(format!("work-{run}"));
+        let deb = super::deb::write(pkg, &options(), &work, &out).unwrap();
+        let rpm =
+            super::rpm::write(package(&arch, "kubeadm", Family::Rpm), &options(), &out).unwrap();
+        digests.push((fs::read(deb).unwrap(), fs::read(rpm).unwrap()));
+    }
+    assert!(digests[0] == digests[1], "two writes of kubeadm differ");
+}

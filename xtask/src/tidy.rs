@@ -1,0 +1,306 @@
+//! Tests of the repository itself: what ARCHITECTURE.md and the docs say is
+//! checked against the tree, so the map stays true as the code moves.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+fn root() -> PathBuf {
+    crate::util::repo_root()
+}
+
+fn read(rel: &str) -> String {
+    fs::read_to_string(root().join(rel)).unwrap_or_else(|e| panic!("reading {rel}: {e}"))
+}
+
+/// Files git knows (tracked or new and not ignored), relative to the root.
+fn repo_files() -> Vec<String> {
+    let out = std::process::Command::new("git")
+        .args(["ls-files", "--cached", "--others", "--exclude-standard"])
+        .current_dir(root())
+        .output()
+        .expect("running git ls-files");
+    assert!(out.status.success(), "git ls-files failed");
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .filter(|f| root().join(f).is_file())
+        .map(str::to_string)
+        .collect()
+}
+
+/// The docs a reader follows: every Markdown file of the repository.
+fn docs() -> Vec<String> {
+    repo_files()
+        .into_iter()
+        .filter(|f| f.ends_with(".md"))
+        .collect()
+}
+
+/// Paths a doc names: Markdown link targets and `code` spans that start
+/// with one of the repository's top-level directories.
+fn named_paths(text: &str) -> Vec<String> {
+    const TOP: &[&str] = &[
+        "xtask/",
+        "wrapper/",
+        "standin/",
+        "ci/",
+        "pkg/",
+        "units/",
+        "env-defaults/",
+        "installer/",
+        "docs/",
+        ".ci/",
+    ];
+    let mut out = Vec::new();
+    for span in text.split('`').skip(1).step_by(2) {
+        if TOP.iter().any(|t| span.starts_with(t)) {
+            out.push(span.to_string());
+        }
+    }
+    for link in text.split("](").skip(1) {
+        if let Some(end) = link.find(')') {
+            let target = &link[..end];
+            if !target.contains("://") && !target.starts_with('#') {
+                out.push(target.split('#').next().unwrap_or("").to_string());
+            }
+        }
+    }
+    out.into_iter()
+        // Patterns and placeholders name no one file.
+        .filter(|p| !p.is_empty() && !p.contains(['*', '<', '{', ' ', '…', '$']))
+        .collect()
+}
+
+/// Files the docs describe that a run writes: the lock is created by the
+/// first download verified over the network (`cargo xtask fetch`).
+const WRITTEN_LATER: &[&str] = &["pkg/upstream.lock"];
+
+#[test]
+fn every_path_a_doc_names_exists() {
+    let mut missing = Vec::new();
+    for doc in docs() {
+        let dir = Path::new(&doc).parent().unwrap_or(Path::new(""));
+        for path in named_paths(&read(&doc)) {
+            let trimmed = path.trim_end_matches('/');
+            let here = root().join(dir).join(trimmed);
+            let from_root = root().join(trimmed);
+            if !here.exists() && !from_root.exists() && !WRITTEN_LATER.contains(&trimmed) {
+                missing.push(format!("{doc}: {path}"));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "docs name paths that do not exist:\n{}",
+        missing.join("\n")
+    );
+}
+
+#[test]
+fn nothing_refers_to_files_outside_the_repository() {
+    // Names of documents that live beside the repository, never in it.
+    let outside = ["DESIGN.md", "TESTING.md", "../shared", "shared/seeds"];
+    let mut found = Vec::new();
+    for file in repo_files() {
+        if file == "xtask/src/tidy.rs" {
+            continue;
+        }
+        let Ok(text) = fs::read_to_string(root().join(&file)) else {
+            continue;
+        };
+        for name in outside {
+            if text.contains(name) {
+                found.push(format!("{file}: {name}"));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "references outside the repository:\n{}",
+        found.join("\n")
+    );
+}
+
+/// `name.rs` and `name/` entries of a Markdown table whose first column is
+/// a `code` span, from the section headed `heading`.
+fn table_modules(text: &str, heading: &str) -> BTreeSet<String> {
+    let section = text
+        .split("\n## ")
+        .find(|s| s.starts_with(heading))
+        .unwrap_or_else(|| panic!("ARCHITECTURE.md has no section {heading}"));
+    let mut out = BTreeSet::new();
+    for line in section.lines().filter(|l| l.starts_with("| `")) {
+        let cell = line.split('|').nth(1).unwrap_or("");
+        for name in cell.split('`').skip(1).step_by(2) {
+            out.insert(name.to_string());
+        }
+    }
+    out
+}
+
+fn source_modules(dir: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for entry in fs::read_dir(root().join(dir)).unwrap() {
+        let entry = entry.unwrap();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if entry.path().is_dir() {
+            out.insert(format!("{name}/"));
+        } else if name.ends_with(".rs") {
+            out.insert(name);
+        }
+    }
+    out
+}
+
+#[test]
+fn architecture_lists_every_module_and_no_other() {
+    let text = read("ARCHITECTURE.md");
+    for (heading, dir) in [
+        ("xtask modules", "xtask/src"),
+        ("wrapper modules", "wrapper/src"),
+    ] {
+        let listed = table_modules(&text, heading);
+        let actual = source_modules(dir);
+        assert_eq!(listed, actual, "ARCHITECTURE.md's {heading} table vs {dir}");
+    }
+}
+
+/// The crate-level modules each module of xtask/src uses (`crate::name`).
+fn module_graph() -> BTreeMap<String, BTreeSet<String>> {
+    let src = root().join("xtask/src");
+    let tops = source_modules("xtask/src");
+    let top_names: BTreeSet<String> = tops
+        .iter()
+        .map(|m| m.trim_end_matches('/').trim_end_matches(".rs").to_string())
+        .collect();
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut files = Vec::new();
+    let mut stack = vec![src.clone()];
+    while let Some(dir) = stack.pop() {
+        for entry in fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                files.push(path);
+            }
+        }
+    }
+    for file in files {
+        let rel = file
+            .strip_prefix(&src)
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        let module = rel
+            .split('/')
+            .next()
+            .unwrap()
+            .trim_end_matches(".rs")
+            .to_string();
+        if module == "main" || module == "tidy" || rel.ends_with("tests.rs") {
+            continue;
+        }
+        let text = fs::read_to_string(&file).unwrap();
+        // Tests may reach anywhere; the code's layering is what counts.
+        let code = text.split("#[cfg(test)]").next().unwrap_or("");
+        let mut uses = BTreeSet::new();
+        for part in code.split("crate::").skip(1) {
+            let name: String = part
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            if top_names.contains(&name) && name != module {
+                uses.insert(name);
+            }
+        }
+        for group in code.split("crate::{").skip(1) {
+            for name in group.split('}').next().unwrap_or("").split(',') {
+                let name = name.trim().split("::").next().unwrap_or("").to_string();
+                if top_names.contains(&name) && name != module {
+                    uses.insert(name);
+                }
+            }
+        }
+        graph.entry(module).or_default().extend(uses);
+    }
+    graph
+}
+
+#[test]
+fn xtask_modules_import_each_other_without_cycles() {
+    let graph = module_graph();
+    // Depth-first search; a grey node met again closes a cycle.
+    fn visit<'a>(
+        node: &'a str,
+        graph: &'a BTreeMap<String, BTreeSet<String>>,
+        state: &mut BTreeMap<&'a str, bool>,
+        path: &mut Vec<&'a str>,
+    ) -> Option<Vec<String>> {
+        match state.get(node) {
+            Some(true) => {
+                let start = path.iter().position(|n| *n == node).unwrap_or(0);
+                let mut cycle: Vec<String> = path[start..].iter().map(|s| s.to_string()).collect();
+                cycle.push(node.to_string());
+                return Some(cycle);
+            }
+            Some(false) => return None,
+            None => {}
+        }
+        state.insert(node, true);
+        path.push(node);
+        for next in graph.get(node).into_iter().flatten() {
+            if let Some(cycle) = visit(next, graph, state, path) {
+                return Some(cycle);
+            }
+        }
+        path.pop();
+        state.insert(node, false);
+        None
+    }
+    let mut state = BTreeMap::new();
+    for node in graph.keys() {
+        if let Some(cycle) = visit(node, &graph, &mut state, &mut Vec::new()) {
+            panic!("import cycle in xtask/src: {}", cycle.join(" -> "));
+        }
+    }
+    // The bottom stays the bottom.
+    for base in ["util", "spec"] {
+        assert!(
+            graph.get(base).is_none_or(|uses| uses.is_empty()),
+            "{base} imports {:?}",
+            graph[base]
+        );
+    }
+}
+
+#[test]
+fn emitters_read_nothing_but_their_input() {
+    // The repository is stage's to read: an emitter that opened pkg/ or
+    // the checkout would make artifacts depend on what the cache key and the
+    // staged description do not hold.
+    for file in ["deb.rs", "debpack.rs", "rpm.rs", "tarball.rs", "codec.rs"] {
+        let text = read(&format!("xtask/src/emit/{file}"));
+        let code: String = text
+            .split("#[cfg(test)]")
+            .next()
+            .unwrap_or("")
+            .lines()
+            .filter(|l| !l.trim_start().starts_with("//"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        for forbidden in [
+            "repo_root",
+            "Spec",
+            "join(\"pkg",
+            "installer/",
+            "join(\"LICENSE",
+        ] {
+            assert!(
+                !code.contains(forbidden),
+                "emit/{file} mentions {forbidden}"
+            );
+        }
+    }
+}
