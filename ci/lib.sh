@@ -10,6 +10,8 @@
 #                           `cargo xtask test`; suites that need them fail
 #                           without them)
 #   CI=true                 a missing tool fails the suite instead of skipping it
+#   KD_ONLY                 words: run only the tests whose name contains
+#                           one of them (`cargo xtask test deb:upgrade`)
 
 set -eu
 
@@ -182,6 +184,13 @@ kd_script() {
 # kd_test NAME FUNCTION : runs FUNCTION in a subshell; it passes when it exits 0.
 kd_test() {
     name=$1
+    if [ -n "${KD_ONLY:-}" ]; then
+        wanted=
+        for word in $KD_ONLY; do
+            case $name in *"$word"*) wanted=1 ;; esac
+        done
+        [ -n "$wanted" ] || return 0
+    fi
     log=$KD_WORK/$KD_SUITE.$name.log
     start=$(date +%s)
     # Not `if ( ... )`: set -e is ignored inside a tested subshell.

@@ -38,8 +38,9 @@ const TEST_EPOCH: &str = "1700000000";
 #[derive(clap::Args)]
 pub struct Args {
     /// Run only the suites whose name contains one of these (e.g. `deb`,
-    /// `openrc`); `cargo` selects cargo's own tests.
-    #[arg(value_name = "SUITE")]
+    /// `openrc`), and with SUITE:CASE only that suite's tests whose name
+    /// contains CASE (e.g. `deb:upgrade`); `cargo` selects cargo's own tests.
+    #[arg(value_name = "SUITE[:CASE]")]
     only: Vec<String>,
     /// Never run ci/install-deps, even as root with tools missing.
     #[arg(long)]
@@ -51,7 +52,23 @@ pub fn run(root: &Path, args: &Args) -> Result<()> {
     // the C build scripts run again whenever it changes (xtask/launch), and
     // cargo's own tests would then rebuild what `cargo xtask` just built.
     std::env::remove_var("SOURCE_DATE_EPOCH");
-    let selected = |name: &str| args.only.is_empty() || args.only.iter().any(|o| name.contains(o));
+    let selected = |name: &str| {
+        args.only.is_empty()
+            || args
+                .only
+                .iter()
+                .any(|o| name.contains(o.split(':').next().unwrap_or(o)))
+    };
+    // The cases asked for in a suite (`deb:upgrade`), for lib.sh's kd_test.
+    let cases = |suite: &str| -> String {
+        args.only
+            .iter()
+            .filter_map(|o| o.split_once(':'))
+            .filter(|(s, _)| suite.contains(s))
+            .map(|(_, case)| case)
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
     let ci = std::env::var("CI").is_ok_and(|v| v == "true");
 
     let missing: Vec<_> = TOOLS.iter().filter(|t| !crate::util::on_path(t)).collect();
@@ -107,6 +124,7 @@ pub fn run(root: &Path, args: &Args) -> Result<()> {
             .current_dir(root)
             .env("KD_DIST_PREV", &prev)
             .env("KD_DIST", &cur)
+            .env("KD_ONLY", cases(&name))
             .env("SOURCE_DATE_EPOCH", TEST_EPOCH)
             .stderr(Stdio::inherit())
             .output()
