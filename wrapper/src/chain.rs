@@ -12,9 +12,13 @@
 //! followed by the wrapper's own command-line arguments.
 
 use std::collections::BTreeMap;
+use std::ffi::{OsStr, OsString};
 use std::fmt;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
+use crate::argv::Argv;
 use crate::{envfile, rooted, split, version, wait, Error};
 
 /// The drop-in's two `Environment=` lines.
@@ -72,7 +76,11 @@ impl Family {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Origin {
     DropIn,
-    File { path: PathBuf, line: usize },
+    /// The path is shared by every variable of the file.
+    File {
+        path: Rc<Path>,
+        line: usize,
+    },
     Process,
 }
 
@@ -117,13 +125,6 @@ pub struct FileRecord {
     pub status: FileStatus,
 }
 
-/// One element of the kubelet's argv and where it came from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Arg {
-    pub value: String,
-    pub source: String,
-}
-
 /// Everything the chain depends on besides the files it reads.
 #[derive(Debug, Clone)]
 pub struct Inputs {
@@ -132,14 +133,15 @@ pub struct Inputs {
     /// The family when chosen explicitly, with what chose it.
     pub family: Option<(Family, String)>,
     /// The wrapper's own environment (what systemd's manager environment is
-    /// to a unit): the base that the drop-in and the files add to.
-    pub process_env: BTreeMap<String, String>,
+    /// to a unit): the base that the drop-in and the files add to. Values
+    /// are bytes: they need not be UTF-8.
+    pub process_env: BTreeMap<String, OsString>,
     /// `KUBELET_VERSION` from the `--settings` file, the weakest source.
     pub settings_version: Option<(String, String)>,
     /// The `--settings` file, listed among the files read.
     pub settings_file: Option<PathBuf>,
     /// The wrapper's command-line arguments for the kubelet.
-    pub kubelet_args: Vec<String>,
+    pub kubelet_args: Vec<OsString>,
 }
 
 /// What the wrapper will exec, and why.
@@ -154,7 +156,7 @@ pub struct Plan {
     pub kubelet_version: Option<String>,
     pub kubelet_source: String,
     /// argv[0] is the kubelet path.
-    pub argv: Vec<Arg>,
+    pub argv: Argv,
     /// The `--config` file the kubelet will read, under the root.
     pub config: Option<PathBuf>,
     pub warnings: Vec<String>,
@@ -190,10 +192,10 @@ pub fn build(inputs: &Inputs) -> Result<Plan, Error> {
         (KUBEADM_FLAGS_ENV, "kubeadm flags"),
         (family.env_file(), "family env file"),
     ] {
-        let path = rooted(root, Path::new(path));
+        let path: Rc<Path> = rooted(root, Path::new(path)).into();
         let Some(assignments) = envfile::load(&path)? else {
             files.push(FileRecord {
-                path,
+                path: path.to_path_buf(),
                 role,
                 status: FileStatus::Missing,
             });
@@ -209,6 +211,7 @@ pub fn build(inputs: &Inputs) -> Result<Plan, Error> {
                 ));
                 continue;
             }
+            check_exportable(&path, &a)?;
             let origin = Origin::File {
                 path: path.clone(),
                 line: a.line,
@@ -222,7 +225,7 @@ pub fn build(inputs: &Inputs) -> Result<Plan, Error> {
             );
         }
         files.push(FileRecord {
-            path,
+            path: path.to_path_buf(),
             role,
             status: FileStatus::Read,
         });
@@ -247,8 +250,8 @@ pub fn build(inputs: &Inputs) -> Result<Plan, Error> {
     // KUBELET_VERSION: the files win, then the process (empty counts as
     // unset there), then --settings.
     let pinned = match lookup("KUBELET_VERSION") {
-        Some(("", Origin::Process)) => inputs.settings_version.clone(),
-        Some((v, origin)) => Some((v.to_string(), origin.location())),
+        Some((b"", Origin::Process)) => inputs.settings_version.clone(),
+        Some((v, origin)) => Some((String::from_utf8_lossy(v).into_owned(), origin.location())),
         None => inputs.settings_version.clone(),
     };
     let kubelet_version = match &pinned {
@@ -263,32 +266,30 @@ pub fn build(inputs: &Inputs) -> Result<Plan, Error> {
         _ => format!("default {}", version::DEFAULT_KUBELET),
     };
 
-    let mut argv = vec![Arg {
-        value: kubelet.display().to_string(),
-        source: kubelet_source.clone(),
-    }];
+    let mut argv = Argv::new();
+    argv.begin(kubelet_source.clone());
+    argv.push(kubelet.as_os_str().as_bytes());
     for word in EXEC_START_ARGS {
         let name = &word[1..];
         let source = match lookup(name) {
             Some((_, origin)) => format!("{name} ({origin})"),
             None => format!("{name} (unset)"),
         };
-        for value in split::expand_word(word, |n| lookup(n).map(|(v, _)| v)) {
-            argv.push(Arg {
-                value,
-                source: source.clone(),
-            });
-        }
+        let first = argv.len();
+        argv.begin(source.clone());
+        split::expand_word(word, |n| lookup(n).map(|(v, _)| v), |w| argv.push(w));
+        warn_if_not_utf8(&argv, first, &source, &mut warnings);
     }
-    argv.extend(inputs.kubelet_args.iter().map(|a| Arg {
-        value: a.clone(),
-        source: "command line".to_string(),
-    }));
+    let first = argv.len();
+    argv.begin("command line".to_string());
+    for arg in &inputs.kubelet_args {
+        argv.push(arg.as_bytes());
+    }
+    warn_if_not_utf8(&argv, first, "the command line", &mut warnings);
 
-    let values: Vec<&str> = argv[1..].iter().map(|a| a.value.as_str()).collect();
-    let config = wait::config_flag(&values)
+    let config = wait::config_flag(argv.words(1..argv.len()))
         .filter(|p| !p.is_empty())
-        .map(|p| rooted(root, Path::new(p)));
+        .map(|p| rooted(root, Path::new(OsStr::from_bytes(p))));
 
     Ok(Plan {
         family,
@@ -304,16 +305,59 @@ pub fn build(inputs: &Inputs) -> Result<Plan, Error> {
     })
 }
 
+/// Linux refuses to exec with an argument or environment string longer than
+/// MAX_ARG_STRLEN: 32 pages, 128 KiB with 4 KiB pages.
+pub fn max_exec_string() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    32 * usize::try_from(page).unwrap_or(4096).max(4096)
+}
+
+/// Fails when `NAME=VALUE` could not be passed to the kubelet: every valid
+/// variable of the files is exported, and the exec would fail with
+/// "Argument list too long". Checked here to name the file and the line.
+fn check_exportable(path: &Path, a: &envfile::Assignment) -> Result<(), Error> {
+    // NAME, '=', VALUE and the NUL that ends it.
+    let len = a.key.len() + 1 + a.value.len() + 1;
+    let max = max_exec_string();
+    if len > max {
+        return Err(Error::input(format!(
+            "{}:{}: {} is {} bytes long; Linux passes at most {max} bytes per variable to a program, so the kubelet could not be started with it",
+            path.display(),
+            a.line,
+            a.key,
+            a.value.len()
+        )));
+    }
+    Ok(())
+}
+
+/// Warns when a word of the run starting at `first` is not UTF-8: such a
+/// word reaches the kubelet byte for byte, but --print can only show it
+/// with U+FFFD in place of the bytes.
+fn warn_if_not_utf8(argv: &Argv, first: usize, source: &str, warnings: &mut Vec<String>) {
+    if argv
+        .words(first..argv.len())
+        .any(|w| std::str::from_utf8(w).is_err())
+    {
+        warnings.push(format!(
+            "{source} is not valid UTF-8: its words are passed to the kubelet byte for byte (--print shows U+FFFD for the invalid bytes)"
+        ));
+    }
+}
+
 /// A variable as the kubelet will see it: from the drop-in or the files,
 /// else from the wrapper's own environment.
 fn lookup_var<'a>(
     env: &'a BTreeMap<String, Value>,
-    process_env: &'a BTreeMap<String, String>,
+    process_env: &'a BTreeMap<String, OsString>,
     name: &str,
-) -> Option<(&'a str, Origin)> {
+) -> Option<(&'a [u8], Origin)> {
     match env.get(name) {
-        Some(v) => Some((v.value.as_str(), v.origin.clone())),
-        None => process_env.get(name).map(|v| (v.as_str(), Origin::Process)),
+        Some(v) => Some((v.value.as_bytes(), v.origin.clone())),
+        None => process_env
+            .get(name)
+            .map(|v| (v.as_bytes(), Origin::Process)),
     }
 }
 

@@ -87,26 +87,22 @@ pub struct Options {
     pub family: Option<String>,
     pub wait: Option<String>,
     pub settings: Option<String>,
-    pub kubelet_args: Vec<String>,
+    /// Bytes, passed on unchanged: argv on Linux need not be UTF-8.
+    pub kubelet_args: Vec<OsString>,
 }
 
 const VALUE_OPTIONS: [&str; 4] = ["--root", "--family", "--wait", "--settings"];
 
 pub fn parse(args: &[OsString]) -> Result<Command, Error> {
-    let args: Vec<&str> = args
-        .iter()
-        .enumerate()
-        .map(|(i, a)| {
-            a.to_str()
-                .ok_or_else(|| Error::input(format!("argument {} is not valid UTF-8", i + 1)))
-        })
-        .collect::<Result<_, _>>()?;
     let mut opts = Options::default();
     let mut i = 0;
     while i < args.len() {
-        let (name, inline) = match args[i].split_once('=') {
+        // Every wrapper option is ASCII: an argument that is not UTF-8 is
+        // the kubelet's.
+        let Some(arg) = args[i].to_str() else { break };
+        let (name, inline) = match arg.split_once('=') {
             Some((name, value)) if VALUE_OPTIONS.contains(&name) => (name, Some(value)),
-            _ => (args[i], None),
+            _ => (arg, None),
         };
         match name {
             "--" => {
@@ -121,8 +117,11 @@ pub fn parse(args: &[OsString]) -> Result<Command, Error> {
                     Some(v) => v,
                     None => {
                         i += 1;
-                        *args.get(i).ok_or_else(|| {
+                        let value = args.get(i).ok_or_else(|| {
                             Error::input(format!("{name} needs a value (see --wrapper-help)"))
+                        })?;
+                        value.to_str().ok_or_else(|| {
+                            Error::input(format!("{name}: the value is not valid UTF-8"))
                         })?
                     }
                 };
@@ -139,7 +138,7 @@ pub fn parse(args: &[OsString]) -> Result<Command, Error> {
         }
         i += 1;
     }
-    opts.kubelet_args = args[i..].iter().map(|s| s.to_string()).collect();
+    opts.kubelet_args = args[i..].to_vec();
     Ok(Command::Run(opts))
 }
 
@@ -161,7 +160,7 @@ const SETTINGS_VARIABLES: [&str; 3] = [
 
 /// Applies the precedence: command-line option > process environment >
 /// `--settings` file.
-pub fn resolve(opts: Options, process_env: BTreeMap<String, String>) -> Result<Settings, Error> {
+pub fn resolve(opts: Options, process_env: BTreeMap<String, OsString>) -> Result<Settings, Error> {
     let root = PathBuf::from(opts.root.as_deref().unwrap_or("/"));
     if !root.is_dir() {
         return Err(Error::input(format!(
@@ -196,21 +195,38 @@ pub fn resolve(opts: Options, process_env: BTreeMap<String, String>) -> Result<S
         None => None,
     };
 
+    // A setting from the process environment; empty counts as unset. A
+    // value that is not UTF-8 cannot be a valid setting: refused, not
+    // mistaken for unset.
+    let from_env = |var: &str| -> Result<Option<&str>, Error> {
+        match process_env.get(var).filter(|v| !v.is_empty()) {
+            None => Ok(None),
+            Some(v) => v.to_str().map(Some).ok_or_else(|| {
+                Error::input(format!("{var} (process environment): not valid UTF-8"))
+            }),
+        }
+    };
+
     // The strongest non-empty source of a setting, with its name for errors.
     let setting = |option: Option<&String>, option_name: &str, var: &str| {
         if let Some(v) = option {
-            return Some((v.clone(), option_name.to_string()));
+            return Ok(Some((v.clone(), option_name.to_string())));
         }
-        if let Some(v) = process_env.get(var).filter(|v| !v.is_empty()) {
-            return Some((v.clone(), format!("{var} (process environment)")));
+        if let Some(v) = from_env(var)? {
+            return Ok(Some((
+                v.to_string(),
+                format!("{var} (process environment)"),
+            )));
         }
-        from_file
-            .get(var)
-            .filter(|(v, _)| !v.is_empty())
-            .map(|(v, at)| (v.clone(), format!("{var} ({at})")))
+        Ok::<_, Error>(
+            from_file
+                .get(var)
+                .filter(|(v, _)| !v.is_empty())
+                .map(|(v, at)| (v.clone(), format!("{var} ({at})"))),
+        )
     };
 
-    let family = match setting(opts.family.as_ref(), "--family", "KUBELET_WRAPPER_FAMILY") {
+    let family = match setting(opts.family.as_ref(), "--family", "KUBELET_WRAPPER_FAMILY")? {
         Some((v, source)) => {
             let family = Family::parse(&v).ok_or_else(|| {
                 Error::input(format!("{source}: family must be deb or rpm, not {v:?}"))
@@ -220,15 +236,13 @@ pub fn resolve(opts: Options, process_env: BTreeMap<String, String>) -> Result<S
         None => None,
     };
 
-    let wait = match setting(opts.wait.as_ref(), "--wait", "KUBELET_WRAPPER_WAIT") {
+    let wait = match setting(opts.wait.as_ref(), "--wait", "KUBELET_WRAPPER_WAIT")? {
         Some((v, source)) => seconds(&v, &source)?,
         None => Duration::from_secs(3600),
     };
-    let wait_log_interval = match process_env.get("KUBELET_WRAPPER_WAIT_LOG_INTERVAL") {
-        Some(v) if !v.is_empty() => {
-            seconds(v, "KUBELET_WRAPPER_WAIT_LOG_INTERVAL")?.max(Duration::from_secs(1))
-        }
-        _ => Duration::from_secs(60),
+    let wait_log_interval = match from_env("KUBELET_WRAPPER_WAIT_LOG_INTERVAL")? {
+        Some(v) => seconds(v, "KUBELET_WRAPPER_WAIT_LOG_INTERVAL")?.max(Duration::from_secs(1)),
+        None => Duration::from_secs(60),
     };
 
     // KUBELET_VERSION from the process environment is one of the chain's
@@ -331,6 +345,29 @@ mod tests {
     }
 
     #[test]
+    fn arguments_that_are_not_utf8_belong_to_the_kubelet() {
+        use std::os::unix::ffi::OsStringExt;
+        let bad = OsString::from_vec(b"--node-labels=caf\xe9".to_vec());
+        let args = [
+            OsString::from("--print"),
+            bad.clone(),
+            OsString::from("--root"),
+        ];
+        match parse(&args).unwrap() {
+            Command::Run(o) => {
+                assert!(o.print);
+                assert_eq!(o.kubelet_args, [bad.clone(), OsString::from("--root")]);
+            }
+            other => panic!("{other:?}"),
+        }
+        // A wrapper option's value must be text.
+        let err = parse(&[OsString::from("--root"), bad]).unwrap_err();
+        assert!(err
+            .to_string()
+            .contains("--root: the value is not valid UTF-8"));
+    }
+
+    #[test]
     fn missing_value_is_an_error() {
         let err = parse(&[OsString::from("--root")]).unwrap_err();
         assert_eq!(err.code(), 2);
@@ -352,10 +389,10 @@ mod tests {
             family: family.map(String::from),
             ..Options::default()
         };
-        let env = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+        let env = |pairs: &[(&str, &str)]| -> BTreeMap<String, OsString> {
             pairs
                 .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .map(|(k, v)| (k.to_string(), OsString::from(v)))
                 .collect()
         };
 
@@ -422,10 +459,10 @@ mod tests {
             "{err}"
         );
 
-        let env = BTreeMap::from([("KUBELET_WRAPPER_WAIT".to_string(), "1h".to_string())]);
+        let env = BTreeMap::from([("KUBELET_WRAPPER_WAIT".to_string(), OsString::from("1h"))]);
         let err = resolve(
             Options {
-                root,
+                root: root.clone(),
                 ..Options::default()
             },
             env,
@@ -435,6 +472,25 @@ mod tests {
             err.to_string()
                 .contains("KUBELET_WRAPPER_WAIT (process environment): expected a number"),
             "{err}"
+        );
+
+        // Not UTF-8: refused, not taken as unset.
+        use std::os::unix::ffi::OsStringExt;
+        let env = BTreeMap::from([(
+            "KUBELET_WRAPPER_FAMILY".to_string(),
+            OsString::from_vec(b"d\xebb".to_vec()),
+        )]);
+        let err = resolve(
+            Options {
+                root,
+                ..Options::default()
+            },
+            env,
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "KUBELET_WRAPPER_FAMILY (process environment): not valid UTF-8"
         );
     }
 }

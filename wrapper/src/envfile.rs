@@ -6,14 +6,18 @@
 //! means to systemd. Where the wrapper refuses input that systemd would skip,
 //! the function says so; README.md lists every such case.
 
-use std::fs::File;
-use std::io::{ErrorKind, Read};
+use std::fs::{File, Metadata, OpenOptions};
+use std::io::{self, ErrorKind, Read};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::Path;
 
 use crate::Error;
 
-/// systemd's `READ_FULL_BYTES_MAX` (64 MiB - 1): larger files are refused.
-pub const MAX_FILE_SIZE: u64 = 64 * 1024 * 1024 - 1;
+/// Larger files are refused. kubeadm writes a few hundred bytes and an
+/// admin's file is not much longer; the limit keeps the wrapper's memory
+/// small whatever a file holds (systemd's own limit is 64 MiB).
+pub const MAX_FILE_SIZE: u64 = 1024 * 1024;
 
 // Character classes of systemd's string-util.h and escape.h.
 const WHITESPACE: &[char] = &[' ', '\t', '\n', '\r'];
@@ -56,44 +60,80 @@ pub fn is_valid_name(name: &str) -> bool {
 /// Stricter than systemd: with `-`, systemd silently skips a file it cannot
 /// read or that holds invalid UTF-8 or a NUL byte; we stop with an error.
 pub fn load(path: &Path) -> Result<Option<Vec<Assignment>>, Error> {
-    let shown = path.display();
-    // Look before opening: opening a FIFO would block until a writer comes.
-    let meta = match std::fs::metadata(path) {
-        Ok(meta) => meta,
-        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(Error::input(format!("{shown}: cannot read: {e}"))),
+    let Some(bytes) = read_regular_file(path)? else {
+        return Ok(None);
     };
+    parse_bytes(&bytes)
+        .map(Some)
+        .map_err(|e| Error::input(format!("{}:{}: {}", path.display(), e.line, e.message)))
+}
+
+/// The content of the regular file `path`; `None` when nothing is there.
+///
+/// The file is opened without blocking and then checked through the open
+/// descriptor: a check of the path before opening it could be passed by a
+/// regular file that is then swapped for a FIFO, whose open would wait for a
+/// writer forever.
+fn read_regular_file(path: &Path) -> Result<Option<Vec<u8>>, Error> {
+    let cannot_read = |e: io::Error| Error::input(format!("{}: cannot read: {e}", path.display()));
+    // O_NONBLOCK: opening a FIFO returns at once. O_NOCTTY: opening a
+    // terminal does not make it ours. (std adds O_CLOEXEC.)
+    let file = match OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+    {
+        Ok(file) => file,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(cannot_read(e)),
+    };
+    let meta = file.metadata().map_err(cannot_read)?;
     check_regular(path, &meta)?;
-    let file = File::open(path).map_err(|e| Error::input(format!("{shown}: cannot read: {e}")))?;
-    // The path may have been replaced between the two looks.
-    let meta = file
-        .metadata()
-        .map_err(|e| Error::input(format!("{shown}: cannot read: {e}")))?;
-    check_regular(path, &meta)?;
+    blocking(&file).map_err(cannot_read)?;
 
     // Room for the whole file up front: read in one call, not in doubling steps.
-    let mut bytes = Vec::with_capacity(meta.len().min(MAX_FILE_SIZE) as usize + 1);
+    let mut bytes = Vec::with_capacity(meta.len() as usize + 1);
     file.take(MAX_FILE_SIZE + 1)
         .read_to_end(&mut bytes)
-        .map_err(|e| Error::input(format!("{shown}: cannot read: {e}")))?;
+        .map_err(cannot_read)?;
+    // It may have grown since the check.
     if bytes.len() as u64 > MAX_FILE_SIZE {
         return Err(too_big(path));
     }
-    parse_bytes(&bytes)
-        .map(Some)
-        .map_err(|e| Error::input(format!("{shown}:{}: {}", e.line, e.message)))
+    Ok(Some(bytes))
 }
 
-fn check_regular(path: &Path, meta: &std::fs::Metadata) -> Result<(), Error> {
-    if meta.is_dir() {
+/// Clears the O_NONBLOCK that `file` was opened with, so that a read never
+/// ends early with EAGAIN (a regular file ignores the flag; a file system in
+/// user space need not). F_SETFL sets only the status flags (O_APPEND,
+/// O_NONBLOCK, …), and O_NONBLOCK is the only one set: 0 clears it.
+fn blocking(file: &File) -> io::Result<()> {
+    // SAFETY: fcntl on a descriptor `file` owns; F_SETFL takes an int.
+    if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETFL, 0) } == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Refuses anything but a regular file, and a file over the size limit.
+fn check_regular(path: &Path, meta: &Metadata) -> Result<(), Error> {
+    let kind = meta.file_type();
+    if kind.is_dir() {
         return Err(Error::input(format!(
             "{}: is a directory, expected a file",
             path.display()
         )));
     }
-    if !meta.is_file() {
+    if !kind.is_file() {
+        let what = if kind.is_fifo() {
+            "a FIFO"
+        } else if kind.is_socket() {
+            "a socket"
+        } else {
+            "a device"
+        };
         return Err(Error::input(format!(
-            "{}: is not a regular file (a FIFO, socket or device?), refusing to read it",
+            "{}: is not a regular file but {what}, refusing to read it",
             path.display()
         )));
     }
@@ -105,8 +145,9 @@ fn check_regular(path: &Path, meta: &std::fs::Metadata) -> Result<(), Error> {
 
 fn too_big(path: &Path) -> Error {
     Error::input(format!(
-        "{}: larger than {MAX_FILE_SIZE} bytes (systemd's limit), refusing to read it",
-        path.display()
+        "{}: larger than {} MiB, refusing to read it (an env file for the kubelet needs a few hundred bytes)",
+        path.display(),
+        MAX_FILE_SIZE >> 20
     ))
 }
 

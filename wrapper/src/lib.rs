@@ -4,11 +4,13 @@
 //! - [`envfile`]: systemd's `EnvironmentFile=` parser
 //! - [`split`]: systemd's `$VAR` expansion in `ExecStart=`
 //! - [`chain`]: files → argv, environment and where each part came from
+//! - [`argv`]: the kubelet's argv, one buffer for every word
 //! - [`version`]: `KUBELET_VERSION` → kubelet binary
 //! - [`wait`]: waiting for kubeadm's `--config` file
 //! - [`explain`]: the `--print` JSON
 //! - [`cli`]: the wrapper's options
 
+pub mod argv;
 pub mod chain;
 pub mod cli;
 pub mod envfile;
@@ -94,10 +96,7 @@ pub fn run(args: &[OsString]) -> Result<i32, Error> {
     let mut plan = chain::build(&settings.inputs)?;
     plan.warnings.iter().for_each(|w| log(w));
     if settings.print {
-        let json = explain::to_json(&plan, settings.wait.as_secs());
-        let text = serde_json::to_string_pretty(&json)
-            .map_err(|e| Error::input(format!("cannot format JSON: {e}")))?;
-        print(&text)?;
+        print_json(&plan, settings.wait.as_secs())?;
         // A dry run: after explaining, fail where a real start would fail,
         // so that an init script can use --print as a pre-start check.
         check(&plan)?;
@@ -136,14 +135,9 @@ extern "C" {
 /// would also copy the environment into a map and reset signals first.)
 fn exec(plan: &chain::Plan) -> io::Error {
     let cstring = |bytes: Vec<u8>| {
-        CString::new(bytes).map_err(|_| io::Error::other("an argument holds a NUL byte"))
+        CString::new(bytes).map_err(|_| io::Error::other("a variable holds a NUL byte"))
     };
-    let build = || -> io::Result<(CString, Vec<CString>, Vec<CString>)> {
-        let path = cstring(plan.kubelet.as_os_str().as_bytes().to_vec())?;
-        let mut argv = vec![path.clone()];
-        for arg in &plan.argv[1..] {
-            argv.push(cstring(arg.value.clone().into_bytes())?);
-        }
+    let build_env = || -> io::Result<Vec<CString>> {
         let mut envp = Vec::new();
         for (name, value) in std::env::vars_os() {
             let overridden = name.to_str().is_some_and(|n| plan.env.contains_key(n));
@@ -157,30 +151,37 @@ fn exec(plan: &chain::Plan) -> io::Error {
         for (name, value) in &plan.env {
             envp.push(cstring(format!("{name}={}", value.value).into_bytes())?);
         }
-        Ok((path, argv, envp))
+        Ok(envp)
     };
-    let (path, argv, envp) = match build() {
-        Ok(parts) => parts,
+    let path = match cstring(plan.kubelet.as_os_str().as_bytes().to_vec()) {
+        Ok(path) => path,
         Err(e) => return e,
     };
-    let pointers = |v: &[CString]| -> Vec<*const c_char> {
-        v.iter()
-            .map(|c| c.as_ptr())
-            .chain(std::iter::once(std::ptr::null()))
-            .collect()
+    let envp = match build_env() {
+        Ok(envp) => envp,
+        Err(e) => return e,
     };
-    let (argv_ptrs, envp_ptrs) = (pointers(&argv), pointers(&envp));
+    // The argv's words are NUL-terminated in its own buffer already.
+    let argv_ptrs = plan.argv.pointers();
+    let envp_ptrs: Vec<*const c_char> = envp
+        .iter()
+        .map(|c| c.as_ptr())
+        .chain(std::iter::once(std::ptr::null()))
+        .collect();
     // SAFETY: every pointer refers to a NUL-terminated string owned by
-    // `path`, `argv` or `envp`, which outlive the call; both arrays end in NULL.
+    // `path`, `plan.argv` or `envp`, which outlive the call; both arrays end
+    // in NULL.
     unsafe { execve(path.as_ptr(), argv_ptrs.as_ptr(), envp_ptrs.as_ptr()) };
     io::Error::last_os_error()
 }
 
-/// The wrapper's environment; variables that are not UTF-8 are still
-/// passed to the kubelet, but cannot be referred to.
-fn process_env() -> BTreeMap<String, String> {
+/// The wrapper's environment, by name. Values stay bytes: one that is not
+/// UTF-8 still expands into the kubelet's argv. A name that is not UTF-8
+/// cannot be referred to (valid names are ASCII); it still reaches the
+/// kubelet with the rest of the environment.
+fn process_env() -> BTreeMap<String, OsString> {
     std::env::vars_os()
-        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v)))
         .collect()
 }
 
@@ -188,4 +189,14 @@ fn print(text: &str) -> Result<i32, Error> {
     writeln!(std::io::stdout().lock(), "{text}")
         .map_err(|e| Error::input(format!("cannot write to stdout: {e}")))?;
     Ok(0)
+}
+
+/// The `--print` JSON on stdout, written as it is produced.
+fn print_json(plan: &chain::Plan, wait_limit: u64) -> Result<(), Error> {
+    let cannot_write = |e: io::Error| Error::input(format!("cannot write to stdout: {e}"));
+    let mut out = io::BufWriter::with_capacity(64 << 10, io::stdout().lock());
+    explain::write(plan, wait_limit, &mut out).map_err(|e| cannot_write(e.into()))?;
+    writeln!(out)
+        .and_then(|()| out.flush())
+        .map_err(cannot_write)
 }

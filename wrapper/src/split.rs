@@ -7,97 +7,112 @@
 
 use crate::envfile::is_valid_name;
 
-const WHITESPACE: &[char] = &[' ', '\t', '\n', '\r'];
+const WHITESPACE: &[u8] = b" \t\n\r";
 
-/// Splits a variable's value into words as systemd does for a lone `$VAR`:
-/// whitespace separates words; `'…'` and `"…"` group and are removed; a
-/// backslash takes the next character literally (inside quotes too). Lenient
-/// like systemd (`EXTRACT_RELAX`): an unclosed quote runs to the end, a
-/// trailing backslash is dropped. An empty or blank value gives no word;
-/// `''` gives one empty word.
-pub fn split(value: &str) -> Vec<String> {
-    let mut words = Vec::new();
-    let mut chars = value.chars().peekable();
+/// Splits a variable's value into words as systemd does for a lone `$VAR`,
+/// handing each word to `word`: whitespace separates words; `'…'` and `"…"`
+/// group and are removed; a backslash takes the next byte literally (inside
+/// quotes too). Lenient like systemd (`EXTRACT_RELAX`): an unclosed quote
+/// runs to the end, a trailing backslash is dropped. An empty or blank value
+/// gives no word; `''` gives one empty word.
+///
+/// It works on bytes, as systemd's C code does: every byte with a meaning
+/// here is ASCII, and in UTF-8 an ASCII byte is never part of another
+/// character, so UTF-8 text splits exactly as it would by characters and any
+/// other byte passes through unchanged.
+pub fn split(value: &[u8], mut word: impl FnMut(&[u8])) {
+    let mut current = Vec::new();
+    let mut bytes = value.iter().copied().peekable();
     loop {
-        while chars.next_if(|c| WHITESPACE.contains(c)).is_some() {}
-        if chars.peek().is_none() {
-            return words;
+        while bytes.next_if(|b| WHITESPACE.contains(b)).is_some() {}
+        if bytes.peek().is_none() {
+            return;
         }
-        let mut word = String::new();
-        let mut quote: Option<char> = None;
-        while let Some(c) = chars.next() {
-            match (quote, c) {
-                (_, '\\') => word.extend(chars.next()),
-                (Some(q), c) if c == q => quote = None,
-                (Some(_), c) => word.push(c),
-                (None, '\'' | '"') => quote = Some(c),
-                (None, c) if WHITESPACE.contains(&c) => break,
-                (None, c) => word.push(c),
+        current.clear();
+        let mut quote: Option<u8> = None;
+        while let Some(b) = bytes.next() {
+            match (quote, b) {
+                (_, b'\\') => current.extend(bytes.next()),
+                (Some(q), b) if b == q => quote = None,
+                (Some(_), b) => current.push(b),
+                (None, b'\'' | b'"') => quote = Some(b),
+                (None, b) if WHITESPACE.contains(&b) => break,
+                (None, b) => current.push(b),
             }
         }
-        words.push(word);
+        word(&current);
     }
 }
 
-/// The inverse of [`split`]: `split(&quote(words)) == words` for any words.
-pub fn quote<S: AsRef<str>>(words: &[S]) -> String {
-    let quoted: Vec<String> = words
-        .iter()
-        .map(|w| {
-            let mut q = String::from('"');
-            for c in w.as_ref().chars() {
-                if c == '"' || c == '\\' {
-                    q.push('\\');
-                }
-                q.push(c);
+/// The inverse of [`split`]: splitting `quote(words)` gives `words` back, for
+/// any words without a NUL byte.
+pub fn quote<W: AsRef<[u8]>>(words: &[W]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (i, w) in words.iter().enumerate() {
+        if i > 0 {
+            out.push(b' ');
+        }
+        out.push(b'"');
+        for &b in w.as_ref() {
+            if b == b'"' || b == b'\\' {
+                out.push(b'\\');
             }
-            q.push('"');
-            q
-        })
-        .collect();
-    quoted.join(" ")
+            out.push(b);
+        }
+        out.push(b'"');
+    }
+    out
 }
 
-/// Expands one `ExecStart=` word (`replace_env_argv()` for one element):
-/// a lone `$NAME` becomes the split words of the variable (none when it is
-/// unset, empty or not a valid name); any other word stays one word, with
-/// each `${NAME}` replaced by the value as is and `$$` by `$`.
-pub fn expand_word<'a>(word: &str, lookup: impl Fn(&str) -> Option<&'a str>) -> Vec<String> {
+/// Expands one `ExecStart=` word (`replace_env_argv()` for one element),
+/// handing each resulting word to `push`: a lone `$NAME` becomes the split
+/// words of the variable (none when it is unset, empty or not a valid name);
+/// any other word stays one word, with each `${NAME}` replaced by the value
+/// as is and `$$` by `$`.
+pub fn expand_word<'a>(
+    word: &str,
+    lookup: impl Fn(&str) -> Option<&'a [u8]>,
+    mut push: impl FnMut(&[u8]),
+) {
     if let Some(name) = word.strip_prefix('$') {
         if !name.starts_with(['{', '$']) {
-            if !is_valid_name(name) {
-                return Vec::new();
+            if is_valid_name(name) {
+                if let Some(value) = lookup(name) {
+                    split(value, push);
+                }
             }
-            return lookup(name).map(split).unwrap_or_default();
+            return;
         }
     }
-    vec![replace_env(word, &lookup)]
+    push(&replace_env(word, &lookup));
 }
 
 /// `replace_env_argv()`: expands every word of a command line.
 pub fn replace_env_argv<'a, S: AsRef<str>>(
     words: &[S],
-    lookup: impl Fn(&str) -> Option<&'a str>,
-) -> Vec<String> {
-    words
-        .iter()
-        .flat_map(|w| expand_word(w.as_ref(), &lookup))
-        .collect()
+    lookup: impl Fn(&str) -> Option<&'a [u8]>,
+) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    for w in words {
+        expand_word(w.as_ref(), &lookup, |word| out.push(word.to_vec()));
+    }
+    out
 }
 
 /// `replace_env()` without extensions: `${NAME}` inside a word.
-fn replace_env<'a>(format: &str, lookup: &impl Fn(&str) -> Option<&'a str>) -> String {
+fn replace_env<'a>(format: &str, lookup: &impl Fn(&str) -> Option<&'a [u8]>) -> Vec<u8> {
     enum State {
         Word,
         Curly,
         Variable,
     }
-    let mut out = String::new();
+    let bytes = format.as_bytes();
+    let mut out = Vec::new();
     // Start of the text not yet copied to `out`. Every index below sits on an
-    // ASCII byte ('$', '{', '}'), so slicing there is safe.
+    // ASCII byte ('$', '{', '}'), so slicing the text there is safe.
     let mut word = 0;
     let mut state = State::Word;
-    for (i, c) in format.bytes().enumerate() {
+    for (i, &c) in bytes.iter().enumerate() {
         match state {
             State::Word => {
                 if c == b'$' {
@@ -106,13 +121,13 @@ fn replace_env<'a>(format: &str, lookup: &impl Fn(&str) -> Option<&'a str>) -> S
             }
             State::Curly => match c {
                 b'{' => {
-                    out.push_str(&format[word..i - 1]);
+                    out.extend_from_slice(&bytes[word..i - 1]);
                     word = i - 1;
                     state = State::Variable;
                 }
                 b'$' => {
                     // "$$" is one literal '$'.
-                    out.push_str(&format[word..i]);
+                    out.extend_from_slice(&bytes[word..i]);
                     word = i + 1;
                     state = State::Word;
                 }
@@ -122,7 +137,7 @@ fn replace_env<'a>(format: &str, lookup: &impl Fn(&str) -> Option<&'a str>) -> S
                 b'}' => {
                     let name = &format[word + 2..i];
                     if is_valid_name(name) {
-                        out.push_str(lookup(name).unwrap_or(""));
+                        out.extend_from_slice(lookup(name).unwrap_or_default());
                     }
                     word = i + 1;
                     state = State::Word;
@@ -133,7 +148,7 @@ fn replace_env<'a>(format: &str, lookup: &impl Fn(&str) -> Option<&'a str>) -> S
             },
         }
     }
-    out.push_str(&format[word..]);
+    out.extend_from_slice(&bytes[word..]);
     out
 }
 
@@ -141,8 +156,21 @@ fn replace_env<'a>(format: &str, lookup: &impl Fn(&str) -> Option<&'a str>) -> S
 mod tests {
     use super::*;
 
-    fn words(v: &[&str]) -> Vec<String> {
-        v.iter().map(|s| s.to_string()).collect()
+    fn words(v: &[&str]) -> Vec<Vec<u8>> {
+        v.iter().map(|s| s.as_bytes().to_vec()).collect()
+    }
+
+    /// The words of `value`, collected.
+    fn split(value: impl AsRef<[u8]>) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        super::split(value.as_ref(), |w| out.push(w.to_vec()));
+        out
+    }
+
+    fn expand_word<'a>(word: &str, lookup: impl Fn(&str) -> Option<&'a [u8]>) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        super::expand_word(word, lookup, |w| out.push(w.to_vec()));
+        out
     }
 
     // strv_split_full(…, WHITESPACE, EXTRACT_RELAX|EXTRACT_UNQUOTE) over the
@@ -240,13 +268,13 @@ mod tests {
         assert_eq!(split("$(reboot); `id`"), words(&["$(reboot);", "`id`"]));
     }
 
-    fn env<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<&'a str> {
+    fn env<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<&'a [u8]> {
         move |name| {
             pairs
                 .iter()
                 .rev()
                 .find(|(k, _)| *k == name)
-                .map(|(_, v)| *v)
+                .map(|(_, v)| v.as_bytes())
         }
     }
 
@@ -327,7 +355,7 @@ mod tests {
             ("BAR=$BAR$BAR${BAR}${BAR}", "BAR=$BAR$BARwaldowaldo"),
             ("${BAR}$BAR$BAR", "waldo$BAR$BAR"),
         ] {
-            assert_eq!(replace_env(input, &env1), expected, "{input:?}");
+            assert_eq!(replace_env(input, &env1), expected.as_bytes(), "{input:?}");
         }
         let env2 = env(&[("FOO", "foo"), ("BAR", "bar")]);
         for (input, expected) in [
@@ -339,7 +367,7 @@ mod tests {
             ("XXX=${XXX:+${BAR}post}", "XXX=${XXX:+barpost}"),
             ("FOO=${FOO}between${BAR:-baz}", "FOO=foobetween${BAR:-baz}"),
         ] {
-            assert_eq!(replace_env(input, &env2), expected, "{input:?}");
+            assert_eq!(replace_env(input, &env2), expected.as_bytes(), "{input:?}");
         }
     }
 
@@ -361,7 +389,17 @@ mod tests {
             &[][..],
             &[""][..],
         ] {
-            assert_eq!(split(&quote(ws)), words(ws), "{:?}", quote(ws));
+            assert_eq!(split(quote(ws)), words(ws), "{:?}", quote(ws));
         }
+    }
+
+    #[test]
+    fn bytes_that_are_not_utf8_pass_through() {
+        assert_eq!(
+            split(b"--a=caf\xe9 '\xff x' \\\xfe"),
+            [&b"--a=caf\xe9"[..], b"\xff x", b"\xfe"]
+        );
+        let ws: [&[u8]; 2] = [b"\xc3", b"\"\\\x80"];
+        assert_eq!(split(quote(&ws)), ws);
     }
 }

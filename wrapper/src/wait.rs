@@ -18,15 +18,15 @@ pub const POLL: Duration = Duration::from_secs(1);
 /// The value of the last `--config` flag (`--config=PATH` or `--config
 /// PATH`), as the kubelet's flag parser reads it: nothing after `--` is a
 /// flag.
-pub fn config_flag<'a>(args: &[&'a str]) -> Option<&'a str> {
+pub fn config_flag<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Option<&'a [u8]> {
     let mut found = None;
-    let mut args = args.iter();
-    while let Some(&arg) = args.next() {
-        if arg == "--" {
+    let mut args = args.into_iter();
+    while let Some(arg) = args.next() {
+        if arg == b"--" {
             break;
-        } else if arg == "--config" {
-            found = args.next().copied();
-        } else if let Some(path) = arg.strip_prefix("--config=") {
+        } else if arg == b"--config" {
+            found = args.next();
+        } else if let Some(path) = arg.strip_prefix(b"--config=") {
             found = Some(path);
         }
     }
@@ -96,22 +96,33 @@ impl Waiter {
 mod tests {
     use super::*;
 
+    fn config_flag(args: &[&str]) -> Option<String> {
+        let found = super::config_flag(args.iter().map(|a| a.as_bytes()))?;
+        Some(String::from_utf8(found.to_vec()).unwrap())
+    }
+
     #[test]
     fn config_flag_forms_and_last_wins() {
-        assert_eq!(config_flag(&["--config=/a"]), Some("/a"));
-        assert_eq!(config_flag(&["--config", "/a"]), Some("/a"));
+        assert_eq!(config_flag(&["--config=/a"]).as_deref(), Some("/a"));
+        assert_eq!(config_flag(&["--config", "/a"]).as_deref(), Some("/a"));
         assert_eq!(
-            config_flag(&["--config=/a", "--v=2", "--config", "/b"]),
+            config_flag(&["--config=/a", "--v=2", "--config", "/b"]).as_deref(),
             Some("/b")
         );
-        assert_eq!(config_flag(&["--config", "/a", "--config=/c"]), Some("/c"));
-        assert_eq!(config_flag(&["--config"]), None);
-        assert_eq!(config_flag(&["--configx=/a", "--kubeconfig=/k"]), None);
         assert_eq!(
-            config_flag(&["--config=/a", "--", "--config=/b"]),
+            config_flag(&["--config", "/a", "--config=/c"]).as_deref(),
+            Some("/c")
+        );
+        assert_eq!(config_flag(&["--config"]).as_deref(), None);
+        assert_eq!(
+            config_flag(&["--configx=/a", "--kubeconfig=/k"]).as_deref(),
+            None
+        );
+        assert_eq!(
+            config_flag(&["--config=/a", "--", "--config=/b"]).as_deref(),
             Some("/a")
         );
-        assert_eq!(config_flag(&["--config="]), Some(""));
+        assert_eq!(config_flag(&["--config="]).as_deref(), Some(""));
     }
 
     #[test]

@@ -7,6 +7,17 @@ use kubelet_wrapper::envfile::{dedup, parse, parse_bytes, serialize};
 use kubelet_wrapper::split::{expand_word, quote, split};
 use proptest::prelude::*;
 
+/// The words of `value`, collected.
+fn words_of(value: &[u8]) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    split(value, |w| out.push(w.to_vec()));
+    out
+}
+
+fn bytes_of(words: &[String]) -> Vec<Vec<u8>> {
+    words.iter().map(|w| w.as_bytes().to_vec()).collect()
+}
+
 /// Any text a value can hold: no NUL, no Unicode noncharacter (systemd
 /// refuses both). Biased towards the characters the parser treats specially.
 fn value() -> impl Strategy<Value = String> {
@@ -40,12 +51,21 @@ proptest! {
 
     #[test]
     fn split_of_quote_is_identity(words in prop::collection::vec(value(), 0..8)) {
-        prop_assert_eq!(split(&quote(&words)), words);
+        prop_assert_eq!(words_of(&quote(&words)), bytes_of(&words));
+    }
+
+    #[test]
+    fn split_of_quote_is_identity_for_any_bytes(
+        words in prop::collection::vec(prop::collection::vec(1u8.., 0..20), 0..8)
+    ) {
+        prop_assert_eq!(words_of(&quote(&words)), words);
     }
 
     #[test]
     fn lone_variable_expands_to_the_split_value(v in value()) {
-        prop_assert_eq!(expand_word("$X", |n| (n == "X").then_some(v.as_str())), split(&v));
+        let mut expanded = Vec::new();
+        expand_word("$X", |n| (n == "X").then_some(v.as_bytes()), |w| expanded.push(w.to_vec()));
+        prop_assert_eq!(expanded, words_of(v.as_bytes()));
     }
 
     #[test]

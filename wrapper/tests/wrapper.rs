@@ -6,12 +6,20 @@
 //! exits), and checks what the stand-in saw.
 
 use std::collections::BTreeMap;
+use std::ffi::OsStr;
 use std::fs;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
-use std::path::PathBuf;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
+use kubelet_wrapper::chain::max_exec_string;
+use kubelet_wrapper::envfile::MAX_FILE_SIZE;
 use serde_json::Value;
 
 const WRAPPER: &str = env!("CARGO_BIN_EXE_kubelet-wrapper");
@@ -120,22 +128,30 @@ impl Host {
 
     /// Runs the wrapper to completion (at most 60 s).
     fn run(&self, cmd: &mut Command) -> (Output, u32) {
+        self.run_within(cmd, Duration::from_secs(60))
+    }
+
+    /// Runs the wrapper to completion; kills it and fails after `limit`.
+    /// Its output is read while it runs: a pipe that fills up would stop it.
+    fn run_within(&self, cmd: &mut Command, limit: Duration) -> (Output, u32) {
         let child = cmd
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
         let pid = child.id();
-        let deadline = Instant::now() + Duration::from_secs(60);
-        let mut child = child;
-        while child.try_wait().unwrap().is_none() {
-            if Instant::now() > deadline {
-                child.kill().unwrap();
-                panic!("kubelet-wrapper did not finish within 60 s");
+        let (done, finished) = mpsc::channel();
+        std::thread::spawn(move || done.send(child.wait_with_output()));
+        match finished.recv_timeout(limit) {
+            Ok(out) => (out.unwrap(), pid),
+            Err(_) => {
+                // Not reaped yet (the thread still waits for it): the PID is
+                // still the child's.
+                // SAFETY: kill has no memory effects.
+                unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+                panic!("kubelet-wrapper did not finish within {limit:?}");
             }
-            std::thread::sleep(Duration::from_millis(20));
         }
-        (child.wait_with_output().unwrap(), pid)
     }
 
     fn print(&self, args: &[&str]) -> Value {
@@ -180,6 +196,41 @@ impl Host {
             argv: split0(read("argv")),
             env,
             sigign,
+        })
+    }
+}
+
+/// The argv the stand-in recorded, each word with its bytes that are not
+/// printable ASCII escaped (`\xe9`): `recorded` wants UTF-8.
+fn recorded_argv_escaped(host: &Host) -> Vec<String> {
+    let bytes = fs::read(host.dir.path().join("record/argv")).unwrap();
+    let mut words: Vec<String> = bytes
+        .split(|&b| b == 0)
+        .map(|w| w.escape_ascii().to_string())
+        .collect();
+    words.pop(); // after the last NUL
+    words
+}
+
+fn mkfifo(path: &Path) {
+    let status = Command::new("mkfifo").arg(path).status().unwrap();
+    assert!(status.success(), "mkfifo {}", path.display());
+}
+
+/// Limits the address space of the process `cmd` starts (and of the
+/// kubelet it execs) to `bytes`, as `ulimit -v` does.
+fn limit_memory(cmd: &mut Command, bytes: u64) -> &mut Command {
+    let limit = libc::rlimit {
+        rlim_cur: bytes,
+        rlim_max: bytes,
+    };
+    // SAFETY: setrlimit is async-signal-safe and touches only the child.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::setrlimit(libc::RLIMIT_AS, &limit) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
         })
     }
 }
@@ -752,19 +803,18 @@ fn bad_input_is_one_line_with_file_and_line_and_status_2() {
             "FIFO",
             |h, p| {
                 fs::create_dir_all(h.under(p).parent().unwrap()).unwrap();
-                let status = Command::new("mkfifo").arg(h.under(p)).status().unwrap();
-                assert!(status.success());
+                mkfifo(&h.under(p));
             },
-            ": is not a regular file",
+            ": is not a regular file but a FIFO",
         ),
         (
             "huge file",
             |h, p| {
                 h.write(p, "");
                 let f = fs::OpenOptions::new().write(true).open(h.under(p)).unwrap();
-                f.set_len(64 * 1024 * 1024).unwrap(); // sparse: one byte over the limit
+                f.set_len(MAX_FILE_SIZE + 1).unwrap(); // sparse: one byte over the limit
             },
-            ": larger than 67108863 bytes",
+            ": larger than 1 MiB",
         ),
         (
             "symlink loop",
@@ -853,4 +903,213 @@ fn usage_errors_and_help() {
         String::from_utf8(out.stdout).unwrap(),
         format!("kubelet-wrapper {}\n", env!("CARGO_PKG_VERSION"))
     );
+}
+
+/// An env file far beyond any real one, a 10 MB line of 5 million words, is
+/// refused with one line naming the file: within a 600 MB address-space
+/// limit, for a start and for --print alike. So is a variable too long to
+/// be passed to a program, in a file under the size limit; one just short
+/// of that starts the kubelet with every word.
+#[test]
+fn oversized_input_is_refused_in_bounded_memory() {
+    const LIMIT: u64 = 600 << 20;
+    let host = Host::new();
+    let file = host.under("/etc/default/kubelet");
+    let refused = |expected: &str| {
+        for args in [&[][..], &["--print"][..]] {
+            let (out, _) = host.run(limit_memory(&mut host.wrapper(args), LIMIT));
+            let err = stderr(&out);
+            assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+            assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+            assert!(
+                err.starts_with(expected),
+                "{args:?}: {err}\nexpected {expected}"
+            );
+            assert!(out.stdout.is_empty());
+            assert!(host.recorded().is_none(), "the kubelet must not start");
+        }
+    };
+
+    let huge = format!("KUBELET_EXTRA_ARGS={}\n", "a ".repeat(5_000_000));
+    assert!(huge.len() > 10_000_000);
+    host.write("/etc/default/kubelet", &huge);
+    refused(&format!(
+        "kubelet-wrapper: {}: larger than 1 MiB",
+        file.display()
+    ));
+
+    // One byte more than Linux passes as NAME=VALUE plus its NUL. (With
+    // pages of 64 KiB, that no longer fits the file size limit.)
+    let max = max_exec_string();
+    if max as u64 + 100 < MAX_FILE_SIZE {
+        let value = "a ".repeat(max / 2);
+        let name = "KUBELET_EXTRA_ARGS";
+        host.write(
+            "/etc/default/kubelet",
+            format!("# too long\n{name}={}\n", &value[..max - name.len() - 1]),
+        );
+        refused(&format!(
+            "kubelet-wrapper: {}:2: {name} is {} bytes long; Linux passes at most {max} bytes",
+            file.display(),
+            max - name.len() - 1
+        ));
+
+        let value = &value[..max - name.len() - 3];
+        host.write("/etc/default/kubelet", format!("{name}={value}\n"));
+        let words = value.split_whitespace().count();
+        let (out, _) = host.run(limit_memory(&mut host.wrapper(&[]), LIMIT));
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert_eq!(
+            host.recorded().unwrap().argv.len(),
+            DEFAULT_ARGS.len() + words
+        );
+        let (out, _) = host.run(limit_memory(&mut host.wrapper(&["--print"]), LIMIT));
+        assert!(out.status.success(), "{}", stderr(&out));
+        let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(
+            json["argv"].as_array().unwrap().len(),
+            1 + DEFAULT_ARGS.len() + words
+        );
+        assert_eq!(
+            json["sources"].as_array().unwrap().len(),
+            1 + DEFAULT_ARGS.len() + words
+        );
+    }
+}
+
+/// Keeps replacing `path` with a hard link to each of `sources` in turn,
+/// until dropped.
+struct Swapper {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Swapper {
+    fn start(path: PathBuf, sources: Vec<PathBuf>) -> Swapper {
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let next = path.with_extension("next");
+                for source in sources.iter().cycle() {
+                    if stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    // rename() replaces the path in one step: it always exists.
+                    let _ = fs::remove_file(&next);
+                    let _ = fs::hard_link(source, &next).and_then(|()| fs::rename(&next, &path));
+                }
+            })
+        };
+        Swapper {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Swapper {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// The env file's path flips between a regular file and a FIFO while the
+/// wrapper runs again and again. Whatever it finds when it opens the path,
+/// it must read the file or refuse the FIFO with one line; it must never
+/// wait in open() for a writer that does not come (as it did when it looked
+/// at the path first and opened it after: the FIFO could come in between).
+#[test]
+fn a_fifo_swapped_in_is_refused_not_waited_for() {
+    const RUNS: usize = 1000;
+    let host = Host::new();
+    let path = host.under("/etc/default/kubelet");
+    let dir = path.parent().unwrap().to_path_buf();
+    fs::create_dir_all(&dir).unwrap();
+    let regular = dir.join("kubelet.regular");
+    fs::write(&regular, "KUBELET_EXTRA_ARGS=--v=2\n").unwrap();
+    let fifo = dir.join("kubelet.fifo");
+    mkfifo(&fifo);
+    fs::copy(&regular, &path).unwrap();
+    let _swapper = Swapper::start(path.clone(), vec![regular, fifo]);
+
+    let refused = format!("kubelet-wrapper: {}: is not a regular file", path.display());
+    let mut fifos = 0;
+    for _ in 0..RUNS {
+        let (out, _) = host.run_within(&mut host.wrapper(&["--print"]), Duration::from_secs(10));
+        let err = stderr(&out);
+        match out.status.code() {
+            Some(0) => {}
+            Some(2) if err.starts_with(&refused) && err.lines().count() == 1 => fifos += 1,
+            _ => panic!("{:?}: {err}", out.status),
+        }
+    }
+    assert!(fifos > 0, "the FIFO was never found in {RUNS} runs");
+}
+
+/// A variable the chain expands that is not UTF-8 in the process
+/// environment reaches the kubelet byte for byte, with a warning on stderr;
+/// --print shows it (U+FFFD for the invalid byte), lists it in
+/// argv_not_utf8 and repeats the warning. The same for a kubelet argument
+/// on the command line.
+#[test]
+fn variables_that_are_not_utf8_pass_through_with_a_warning() {
+    let host = Host::new();
+    let extra = OsStr::from_bytes(b"--node-labels=caf\xe9 --v=2");
+    let arg = OsStr::from_bytes(b"--hostname-override=n\xf6de");
+    let warning = |source: &str| {
+        format!("{source} is not valid UTF-8: its words are passed to the kubelet byte for byte (--print shows U+FFFD for the invalid bytes)")
+    };
+    let lines = |warnings: &[String]| -> String {
+        warnings
+            .iter()
+            .map(|w| format!("kubelet-wrapper: {w}\n"))
+            .collect()
+    };
+    let mut expected = strings(&DEFAULT_ARGS);
+    expected.extend(strings(&["--node-labels=caf\\xe9", "--v=2"]));
+
+    // From the process environment.
+    let (out, _) = host.run(host.wrapper(&[]).env("KUBELET_EXTRA_ARGS", extra));
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(recorded_argv_escaped(&host), expected);
+    let warnings = vec![warning("KUBELET_EXTRA_ARGS (process environment)")];
+    assert_eq!(stderr(&out), lines(&warnings));
+
+    let (out, _) = host.run(host.wrapper(&["--print"]).env("KUBELET_EXTRA_ARGS", extra));
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stderr(&out), lines(&warnings));
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let shown = json_strings(&json["argv"]);
+    let n = shown.len();
+    assert_eq!(shown[n - 2..], ["--node-labels=caf\u{fffd}", "--v=2"]);
+    assert_eq!(json["argv_not_utf8"], serde_json::json!([n - 2]));
+    assert_eq!(json_strings(&json["warnings"]), warnings);
+    assert_eq!(
+        json["sources"][n - 2],
+        "KUBELET_EXTRA_ARGS (process environment)"
+    );
+
+    // And on the command line, after it.
+    let (out, _) = host.run(
+        host.wrapper(&["--print"])
+            .env("KUBELET_EXTRA_ARGS", extra)
+            .arg(arg),
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let warnings = vec![
+        warning("KUBELET_EXTRA_ARGS (process environment)"),
+        warning("the command line"),
+    ];
+    assert_eq!(stderr(&out), lines(&warnings));
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["argv"][n], "--hostname-override=n\u{fffd}de");
+    assert_eq!(json["argv_not_utf8"], serde_json::json!([n - 2, n]));
+    let (out, _) = host.run(host.wrapper(&[]).env("KUBELET_EXTRA_ARGS", extra).arg(arg));
+    assert!(out.status.success(), "{}", stderr(&out));
+    expected.push("--hostname-override=n\\xf6de".to_string());
+    assert_eq!(recorded_argv_escaped(&host), expected);
 }
