@@ -41,6 +41,11 @@ pub const EXEC_START_ARGS: [&str; 4] = [
     "$KUBELET_EXTRA_ARGS",
 ];
 
+/// A file only deb hosts have (pkg/families.toml, `[detect]`).
+const DEB_MARKER: &str = "/etc/debian_version";
+/// A directory rpm hosts have (pkg/families.toml, `[detect]`).
+const RPM_MARKER_DIR: &str = "/etc/sysconfig";
+
 /// Which distribution family's env file holds `KUBELET_EXTRA_ARGS`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Family {
@@ -361,8 +366,11 @@ fn lookup_var<'a>(
     }
 }
 
-/// The explicit family, else the one whose file exists, else the host's
-/// convention when both exist (returning the ignored file), else deb.
+/// The family of pkg/families.toml's `[detect]` rule, which install.sh
+/// follows too: the explicit family, else the one whose env file exists
+/// when exactly one does, else deb when /etc/debian_version exists, else
+/// rpm when /etc/sysconfig is a directory, else deb. When both env files
+/// exist, the other one is returned to be reported as ignored.
 fn choose_family(
     root: &Path,
     inputs: &Inputs,
@@ -373,29 +381,40 @@ fn choose_family(
     }
     let exists = |f: Family| rooted(root, Path::new(f.env_file())).exists();
     let only = |family: Family, why: &str| (family, why.to_string(), None);
+    let (host, why) = if rooted(root, Path::new(DEB_MARKER)).exists() {
+        (Family::Deb, "/etc/debian_version exists")
+    } else if rooted(root, Path::new(RPM_MARKER_DIR)).is_dir() {
+        (
+            Family::Rpm,
+            "/etc/sysconfig exists and /etc/debian_version does not",
+        )
+    } else {
+        (
+            Family::Deb,
+            "neither /etc/debian_version nor /etc/sysconfig exists",
+        )
+    };
     match (exists(Family::Deb), exists(Family::Rpm)) {
         (true, false) => only(Family::Deb, "auto: only /etc/default/kubelet exists"),
         (false, true) => only(Family::Rpm, "auto: only /etc/sysconfig/kubelet exists"),
-        (false, false) => only(Family::Deb, "auto: neither family file exists"),
+        (false, false) => (
+            host,
+            format!("auto: neither family file exists and {why}"),
+            None,
+        ),
         (true, true) => {
-            let debian = rooted(root, Path::new("/etc/debian_version")).exists();
-            let (family, ignored, why) = if debian {
-                (Family::Deb, Family::Rpm, "/etc/debian_version exists")
-            } else {
-                (
-                    Family::Rpm,
-                    Family::Deb,
-                    "/etc/debian_version does not exist",
-                )
+            let ignored = match host {
+                Family::Deb => Family::Rpm,
+                Family::Rpm => Family::Deb,
             };
             let ignored_path = rooted(root, Path::new(ignored.env_file()));
             warnings.push(format!(
                 "both /etc/default/kubelet and /etc/sysconfig/kubelet exist; reading the {} one because {why}; ignoring {} (set KUBELET_WRAPPER_FAMILY to choose)",
-                family.name(),
+                host.name(),
                 ignored_path.display()
             ));
             let source = format!("auto: both family files exist and {why}");
-            (family, source, Some(ignored_path))
+            (host, source, Some(ignored_path))
         }
     }
 }

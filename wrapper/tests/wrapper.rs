@@ -460,6 +460,16 @@ fn neither_family_file_means_deb_and_defaults_only() {
 }
 
 #[test]
+fn neither_family_file_on_an_rpm_host_means_rpm() {
+    let host = Host::new();
+    host.write("/etc/sysconfig/network", "");
+    let json = host.print(&[]);
+    assert_eq!(json["family"], "rpm");
+    host.write("/etc/debian_version", "12.0\n");
+    assert_eq!(host.print(&[])["family"], "deb");
+}
+
+#[test]
 fn env_files_override_the_drop_in_and_the_process() {
     let host = Host::new();
     host.write(

@@ -61,6 +61,18 @@ impl Source {
 pub struct Families {
     pub deb: FamilyConf,
     pub rpm: FamilyConf,
+    pub detect: Detect,
+}
+
+/// How a host's family is recognised when nobody names it (families.toml's
+/// `[detect]`); kubelet-wrapper and install.sh follow the same steps.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Detect {
+    /// A file only deb hosts have.
+    pub deb_marker: String,
+    /// A directory rpm hosts have.
+    pub rpm_marker_dir: String,
 }
 
 impl Families {
