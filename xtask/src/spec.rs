@@ -63,7 +63,6 @@ pub struct Families {
     pub rpm: FamilyConf,
     /// Not used to build anything: kubelet-wrapper and install.sh carry the
     /// rule, and a tidy test holds them to it.
-    #[cfg_attr(not(test), allow(dead_code))]
     pub detect: Detect,
 }
 
@@ -71,6 +70,7 @@ pub struct Families {
 /// `[detect]`); kubelet-wrapper and install.sh follow the same steps.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[cfg_attr(not(test), allow(dead_code))]
 pub struct Detect {
     /// A file only deb hosts have.
     pub deb_marker: String,
