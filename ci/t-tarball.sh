@@ -16,14 +16,24 @@
 #      payload files, then the clean install the next two are compared to
 #   K  the same install killed with SIGKILL half way, then run again
 #   B  the same install by busybox sh with only busybox's applets on PATH
-#   D  a dpkg-installed kubelet: refused
+#   D  a dpkg-installed kubelet: refused; so is a dpkg database that cannot
+#      be read
 #   E  detection rules, --prefix and DESTDIR, in directories under /srv
+#   P  paths, in prefixes under /srv: symlinks at state files and on the
+#      way out of the prefix, merged /usr, planted manifest lines, a first
+#      install
+#   L  a stale lock of install.sh killed as PID 1 of its namespace;
+#   L2 one whose pid another process got after a "reboot" (a new PID
+#      namespace), and one from an earlier boot
+#   T  temporary files: ENOSPC on a small tmpfs, leftovers of a killed run
+#   F  files that are not install.sh's: a vendor's CNI plugin, a dpkg
+#      package's kubectl; refused, then replaced and restored
 #
 # "Nothing written" and "nothing changed" are checked against a listing of
 # the whole root (all but /proc, /sys, /dev, /run and /tmp) with type, mode,
 # owner, size, sha256 and, where it matters, mtime of every file.
 #
-# Wall time: about 1.5 min on 2 cores with the base tarballs cached.
+# Wall time: about 2 to 2.5 min on 2 cores with the base tarballs cached.
 
 # shellcheck disable=SC2016 # $... in single quotes is for the root's shell
 # shellcheck source=ci/lib.sh
@@ -122,6 +132,19 @@ run_install() {
 said() { grep -qF -- "$1" /tmp/out || fail "install.sh did not say: $1"; }
 not_said() { if grep -F -- "$1" /tmp/out; then fail "install.sh said: $1"; fi; }
 ok() { [ "$rc" = 0 ] || fail "install.sh exited with $rc"; }
+# one_line_error WORDS : install.sh exited 1 with one line, saying WORDS.
+one_line_error() {
+	[ "$rc" = 1 ] || fail "install.sh exited with $rc, expected 1"
+	[ "$(wc -l </tmp/out)" = 1 ] || fail "expected one line of error"
+	said "$1"
+}
+# listing DIR : every entry under DIR (but /proc, /sys, /dev, /run, /tmp)
+# with type, mode, size, mtime and link target: a snapshot without the
+# sha256s, enough to see that a refusal wrote nothing.
+listing() {
+	find "$1" \( -path /proc -o -path /sys -o -path /dev -o -path /run -o -path /tmp \) -prune -o \
+		-printf '%p\t%y\t%m\t%s\t%T@\t%l\n' | sort
+}
 
 # snapshot FILE [mtime] [PRUNE...] : every entry under / but /proc, /sys,
 # /dev, /run, /tmp (and PRUNE...): type, mode, owner, symlink target, and for
@@ -239,7 +262,9 @@ test_help_explains_everything() {
 	for w in install uninstall --init systemd openrc runit --family /etc/default /etc/sysconfig \
 		--prefix DESTDIR --dry-run --no-enable --no-start --kubelet-only --kubelet-version \
 		KUBELET_VERSION /opt/kubernetes SHA256SUMS .new install.manifest 'nothing to do' \
-		interrupted package-manager 'sv restart kubelet' 'kubeadm upgrade' /opt/cni/bin 'Exit status'; do
+		interrupted package-manager 'sv restart kubelet' 'kubeadm upgrade' /opt/cni/bin 'Exit status' \
+		--replace-foreign --ignore-package-db /var/lib/kubedist/displaced symlink 'inside the root' \
+		merged-/usr .kubedist-tmp 'boot' 'start time' 'refuses'; do
 		grep -qF -- "$w" "$TB/help" || { echo "--help does not mention '$w'"; return 1; }
 	done
 	set +e
@@ -670,6 +695,26 @@ ok
 EOF
 }
 
+test_refuses_when_dpkg_database_unreadable() {
+	in_root "$ROOT_D" <<'EOF'
+# The dpkg-installed kubelet of the test above, and one malformed stanza:
+# dpkg-query fails for every package, the kubelet included.
+cp -p /var/lib/dpkg/status /tmp/status
+printf '\nPackage: not a package name\nStatus: install ok installed\nVersion: 1\n' >>/var/lib/dpkg/status
+if dpkg-query -W kubelet; then fail "dpkg-query reads the damaged database"; fi
+snapshot /tmp/s0 mtime
+run_install "$CUR"
+one_line_error "/var/lib/dpkg/status: the dpkg database cannot be read (dpkg-query: error: parsing file"
+said "pass --ignore-package-db to install anyway"
+snapshot /tmp/s1 mtime
+same_snapshot /tmp/s0 /tmp/s1 "a refused install changed the root"
+echo "== --ignore-package-db: past the database, the kubelet's files are still dpkg's"
+run_install "$CUR" --ignore-package-db
+one_line_error "/usr/bin/kubelet belongs to the Debian package kubelet, not to install.sh"
+cp -p /tmp/status /var/lib/dpkg/status
+EOF
+}
+
 # --- E: detection rules, --prefix, DESTDIR ----------------------------------
 
 new_root "$LOWER_OPENRC"
@@ -769,6 +814,370 @@ done
 EOF
 }
 
+# --- P: paths: symlinks, planted manifests, a first install ----------------
+# (prefixes under /srv; what lies outside them must stay as it was)
+
+new_root "$LOWER_OPENRC"
+ROOT_P=$NEW_ROOT
+
+test_state_file_symlinks_not_followed() {
+	in_root "$ROOT_P" <<'EOF'
+echo precious >/srv/victim-journal
+echo precious >/srv/victim-manifest
+cp /srv/victim-journal /tmp/precious
+mkdir -p /srv/sj/var/lib/kubedist /srv/sm/var/lib/kubedist
+ln -s /srv/victim-journal /srv/sj/var/lib/kubedist/install.journal
+ln -s /srv/victim-manifest /srv/sm/var/lib/kubedist/install.manifest.tmp
+
+echo "== a symlink at the journal, to outside the prefix"
+run_install "$CUR" --prefix /srv/sj --init openrc
+one_line_error "/srv/sj/var/lib/kubedist/install.journal: a symlink to /srv/victim-journal, outside /srv/sj"
+cmp /tmp/precious /srv/victim-journal || fail "the journal's symlink was written through"
+
+echo "== a symlink at the manifest's old temporary name"
+run_install "$CUR" --prefix /srv/sm --init openrc
+ok
+cmp /tmp/precious /srv/victim-manifest || fail "install.manifest.tmp was written through"
+[ -f /srv/sm$M ] && [ ! -L /srv/sm$M ] || fail "the manifest is not a plain file"
+[ ! -e /srv/sm$M.tmp ] && [ ! -L /srv/sm$M.tmp ] || fail "the planted install.manifest.tmp is still there"
+
+echo "== a symlink at the journal on / (it resolves inside the root, and is still refused)"
+mkdir -p /var/lib/kubedist
+ln -s /srv/victim-journal /var/lib/kubedist/install.journal
+run_install "$CUR"
+one_line_error "/var/lib/kubedist/install.journal: a symlink (install.sh never makes one there)"
+cmp /tmp/precious /srv/victim-journal || fail "the journal's symlink was written through"
+rm -r /var/lib/kubedist
+EOF
+}
+
+test_directory_symlinks_outside_root_refused() {
+	in_root "$ROOT_P" <<'EOF'
+# symlinked DIR TARGET : in a fresh prefix, DIR is a symlink to TARGET (a
+# directory outside the prefix): install.sh refuses, writing nothing there.
+symlinked() {
+	p=/srv/d$(echo "$1" | tr / -)
+	mkdir -p "$p/${1%/*}" /srv/outside
+	ln -s "$2" "$p/$1"
+	listing /srv/outside >/tmp/l0
+	run_install "$CUR" --prefix "$p" --init openrc
+	one_line_error "$p/$1: a symlink to /srv/outside, outside $p; refusing to follow it"
+	listing /srv/outside >/tmp/l1
+	diff -u /tmp/l0 /tmp/l1 || fail "install.sh wrote outside the prefix through $p/$1"
+}
+symlinked usr/bin /srv/outside
+symlinked etc/default /srv/outside
+symlinked var/lib/kubedist /srv/outside
+symlinked opt/cni/bin ../../../outside
+
+echo "== merged /usr: /bin, /lib and /sbin link inside the prefix, and that is fine"
+mkdir -p /srv/mu/usr/bin /srv/mu/usr/lib /srv/mu/usr/sbin
+for d in bin lib sbin; do ln -s usr/$d /srv/mu/$d; done
+run_install "$CUR" --prefix /srv/mu --init systemd --family deb
+ok
+check_landed "$CUR" deb systemd /srv/mu
+[ -L /srv/mu/lib ] && [ -f /srv/mu/usr/lib/systemd/system/kubelet.service ] ||
+	fail "the unit did not land in /usr/lib through the /lib link"
+run_install "$CUR" --prefix /srv/mu uninstall
+ok
+left=$(cd /srv/mu && find . -mindepth 1 | sort | tr '\n' ' ')
+[ "$left" = "./bin ./lib ./sbin ./usr ./usr/bin ./usr/lib ./usr/sbin " ] || fail "left in /srv/mu: $left"
+EOF
+}
+
+test_uninstall_through_symlink_refused() {
+	in_root "$ROOT_P" <<'EOF'
+mkdir /srv/sv
+run_install "$CUR" --prefix /srv/sv --init runit
+ok
+# /etc/sv/kubelet is now a link to a directory outside the prefix, with
+# runsv's state in it: uninstall would remove its files and supervise/.
+mv /srv/sv/etc/sv/kubelet /srv/outside-sv
+ln -s /srv/outside-sv /srv/sv/etc/sv/kubelet
+mkdir /srv/outside-sv/supervise
+: >/srv/outside-sv/supervise/status
+listing /srv >/tmp/l0
+run_install "$CUR" --prefix /srv/sv uninstall
+one_line_error "/srv/sv/etc/sv/kubelet: a symlink to /srv/outside-sv, outside /srv/sv; refusing to follow it"
+listing /srv >/tmp/l1
+diff -u /tmp/l0 /tmp/l1 || fail "a refused uninstall changed something"
+EOF
+}
+
+test_planted_manifest_refused() {
+	in_root "$ROOT_P" <<'EOF'
+mkdir /srv/m
+run_install "$CUR" --prefix /srv/m --init openrc
+ok
+cp /srv/m$M /tmp/manifest
+echo precious >/srv/victim
+mkdir /srv/victim-dir
+echo precious >/srv/m/etc/hostname
+# planted FILE LINE WORDS : LINE added to the state file FILE is refused by
+# install and uninstall with one line saying WORDS, and nothing changes.
+planted() {
+	cp /tmp/manifest /srv/m$M
+	rm -f /srv/m/var/lib/kubedist/install.journal
+	printf '%s\n' "$2" >>"/srv/m/var/lib/kubedist/$1"
+	listing /srv >/tmp/l0
+	for action in install uninstall; do
+		run_install "$CUR" $action --prefix /srv/m
+		one_line_error "/srv/m/var/lib/kubedist/$1 line "
+		said "$3"
+		listing /srv >/tmp/l1
+		diff -u /tmp/l0 /tmp/l1 || fail "a refused $action changed something"
+	done
+}
+planted install.manifest "main${TAB}file${TAB}0644${TAB}$(sha /srv/victim)${TAB}/../victim" \
+	"'/../victim' is not a plain absolute path"
+planted install.manifest "main${TAB}dir${TAB}0755${TAB}-${TAB}/../victim-dir" \
+	"'/../victim-dir' is not a plain absolute path"
+planted install.manifest "main${TAB}file${TAB}0644${TAB}$(sha /srv/m/etc/hostname)${TAB}/etc/hostname" \
+	"'/etc/hostname' is not a file this release installs"
+planted install.journal "main${TAB}file${TAB}0644${TAB}$(sha /srv/victim)${TAB}/../victim" \
+	"'/../victim' is not a plain absolute path"
+[ -f /srv/victim ] && [ -d /srv/victim-dir ] && [ -f /srv/m/etc/hostname ] || fail "a planted line removed something"
+
+echo "== the manifest as install.sh wrote it: uninstall works"
+cp /tmp/manifest /srv/m$M
+rm -f /srv/m/var/lib/kubedist/install.journal
+run_install "$CUR" uninstall --prefix /srv/m
+ok
+EOF
+}
+
+test_first_install_not_an_interrupted_run() {
+	in_root "$ROOT_P" <<'EOF'
+mkdir /srv/empty
+run_install "$CUR" --prefix /srv/empty --init openrc
+ok
+not_said "completing an interrupted earlier run"
+run_install "$CUR" --prefix /srv/empty uninstall
+ok
+[ -z "$(ls -A /srv/empty)" ] || fail "uninstall left: $(ls -A /srv/empty)"
+EOF
+}
+
+# --- L: stale locks --------------------------------------------------------
+
+new_root "$LOWER_OPENRC"
+ROOT_L=$NEW_ROOT
+new_root "$LOWER_OPENRC"
+ROOT_L2=$NEW_ROOT
+
+test_stale_lock_of_killed_pid_1() {
+	in_root "$ROOT_L" <<'EOF'
+# install.sh as PID 1 of a PID namespace of its own (as in a container),
+# held at /usr/bin/kubectl, then killed with its namespace.
+KUBEDIST_INSTALL_TEST_STOP_AFTER=/usr/bin/kubectl \
+	unshare --pid --fork --kill-child --mount-proc "$CUR/install.sh" >/tmp/pid1.out 2>&1 &
+us=$!
+at_kubectl() {
+	[ "$(cat /var/lib/kubedist/lock/pid)" = 1 ] &&
+		[ "$(sha /usr/bin/kubectl)" = "$(payload_sum "$CUR" any /usr/bin/kubectl)" ]
+}
+wait_until 60 at_kubectl || { cat /tmp/pid1.out; fail "install.sh (pid 1) did not hold at /usr/bin/kubectl"; }
+# (unshare's child, install.sh, dies with it: --kill-child)
+kill -KILL "$us" 2>/dev/null || true
+set +e
+wait "$us"
+set -e
+cat /tmp/pid1.out
+[ -d /var/lib/kubedist/lock ] || fail "the run as pid 1 left no lock: it was not killed half way"
+echo "== here pid 1 is this script, alive: the lock's pid, not its process"
+run_install "$CUR"
+ok
+said "taking over the stale lock /var/lib/kubedist/lock: pid 1 is now another process"
+said "completing an interrupted earlier run"
+check_landed "$CUR" deb openrc
+[ ! -e /var/lib/kubedist/lock ] || fail "the lock is still there"
+EOF
+}
+
+test_stale_lock_of_reused_pid() {
+	in_root "$ROOT_L2" <<'EOF'
+# Some processes first, so that the installer's pid is higher than any
+# this namespace's next one starts with.
+while :; do
+	sh -c : &
+	wait $!
+	[ $! -lt 200 ] || break
+done
+KUBEDIST_INSTALL_TEST_STOP_AFTER=/usr/bin/kubectl "$CUR/install.sh" >/tmp/killed.out 2>&1 &
+inst=$!
+stopped() { [ "$(sed 's/.*) //' /proc/$inst/stat | cut -d ' ' -f 1)" = T ]; }
+wait_until 60 stopped || fail "install.sh did not stop at /usr/bin/kubectl"
+kill -KILL "$inst"
+set +e
+wait "$inst"
+set -e
+[ "$(cat /var/lib/kubedist/lock/pid)" = "$inst" ] || fail "the lock does not name pid $inst"
+echo "$inst" >/tmp/old-pid
+EOF
+	# A new PID namespace, as after a reboot: another process gets that pid.
+	in_root "$ROOT_L2" <<'EOF'
+old=$(cat /tmp/old-pid)
+while :; do
+	sleep 600 &
+	p=$!
+	[ "$p" -lt "$old" ] || break
+	kill "$p"
+done
+[ "$p" = "$old" ] || fail "could not start a process with pid $old (got $p)"
+run_install "$CUR"
+ok
+said "taking over the stale lock /var/lib/kubedist/lock: pid $old is now another process"
+said "completing an interrupted earlier run"
+check_landed "$CUR" deb openrc
+
+echo "== a lock from an earlier boot, whose pid and start time match a process now"
+mkdir /var/lib/kubedist/lock
+echo "$p" >/var/lib/kubedist/lock/pid
+sed 's/.*) //' /proc/$p/stat | cut -d ' ' -f 20 >/var/lib/kubedist/lock/start_time
+echo 00000000-0000-4000-8000-000000000000 >/var/lib/kubedist/lock/boot_id
+run_install "$CUR"
+ok
+said "taking over the stale lock /var/lib/kubedist/lock: pid $p ran before the last boot"
+said "nothing to do"
+echo "== the same lock from this boot: its owner runs"
+mkdir /var/lib/kubedist/lock
+echo "$p" >/var/lib/kubedist/lock/pid
+sed 's/.*) //' /proc/$p/stat | cut -d ' ' -f 20 >/var/lib/kubedist/lock/start_time
+cat /proc/sys/kernel/random/boot_id >/var/lib/kubedist/lock/boot_id
+run_install "$CUR"
+[ "$rc" = 1 ] || fail "install.sh exited with $rc, expected 1"
+said "another install.sh (pid $p) is running"
+kill "$p"
+rm -r /var/lib/kubedist/lock
+EOF
+}
+
+# --- T: temporary files ----------------------------------------------------
+
+new_root "$LOWER_OPENRC"
+ROOT_T=$NEW_ROOT
+
+test_enospc_leaves_no_temporary_file() {
+	# A prefix with room for crictl and kubeadm, not for kubectl (mounted
+	# here, in the suite's mount namespace: the root has no mount(8)).
+	mkdir "$ROOT_T/srv/small"
+	mount -t tmpfs -o size=8m tmpfs "$ROOT_T/srv/small"
+	status=0
+	in_root "$ROOT_T" <<'EOF' || status=$?
+set +e
+"$CUR/install.sh" --prefix /srv/small --init openrc >/tmp/stdout 2>/tmp/stderr
+rc=$?
+set -e
+cat /tmp/stdout /tmp/stderr
+[ "$rc" = 1 ] || fail "install.sh exited with $rc, expected 1"
+[ "$(wc -l </tmp/stderr)" = 1 ] || fail "expected one line of error"
+grep -qF "/srv/small/usr/bin/kubectl: cannot write: No space left on device" /tmp/stderr ||
+	fail "the error does not name /srv/small/usr/bin/kubectl and ENOSPC"
+left=$(find /srv/small -name '*kubedist-tmp*')
+[ -z "$left" ] || fail "temporary files left: $left"
+run_install "$CUR" uninstall --prefix /srv/small
+ok
+[ -z "$(ls -A /srv/small)" ] || fail "uninstall left: $(ls -A /srv/small)"
+EOF
+	umount "$ROOT_T/srv/small"
+	return "$status"
+}
+
+test_leftovers_of_killed_run_removed() {
+	in_root "$ROOT_T" <<'EOF'
+run_install "$CUR"
+ok
+# plant : what a run killed while writing kubectl, bridge and the manifest
+# leaves behind, and a file of that name elsewhere, which is not ours.
+plant() {
+	head -c 4000000 /dev/zero >/usr/bin/.kubectl.kubedist-tmp
+	head -c 1000 /dev/zero >/opt/cni/bin/.bridge.kubedist-tmp
+	: >/var/lib/kubedist/.install.manifest.kubedist-tmp
+	: >/root/.notes.kubedist-tmp
+}
+plant
+run_install "$CUR"
+ok
+said "removed /usr/bin/.kubectl.kubedist-tmp, left by an interrupted run"
+said "nothing to do"
+for f in /usr/bin/.kubectl.kubedist-tmp /opt/cni/bin/.bridge.kubedist-tmp /var/lib/kubedist/.install.manifest.kubedist-tmp; do
+	[ ! -e "$f" ] || fail "$f is still there"
+done
+plant
+run_install "$CUR" uninstall
+ok
+left=$(find /usr /opt /etc /var -name '*kubedist-tmp*')
+[ -z "$left" ] || fail "left after uninstall: $left"
+[ ! -e /var/lib/kubedist ] || fail "/var/lib/kubedist is still there"
+[ -f /root/.notes.kubedist-tmp ] || fail "a file install.sh does not write to was removed"
+EOF
+}
+
+# --- F: files that are not install.sh's ------------------------------------
+
+new_root "$LOWER_OPENRC"
+ROOT_F=$NEW_ROOT
+
+test_foreign_files_refused_or_displaced() {
+	in_root "$ROOT_F" <<'EOF'
+echo "== a vendor's /opt/cni/bin/loopback"
+mkdir -p /opt/cni/bin
+printf '#!/bin/sh\necho vendor loopback\n' >/opt/cni/bin/loopback
+chmod 0755 /opt/cni/bin/loopback
+cp -p /opt/cni/bin/loopback /tmp/loopback
+listing / >/tmp/l0
+run_install "$CUR"
+one_line_error "/opt/cni/bin/loopback was not installed by install.sh and no package owns it"
+said "pass --replace-foreign to replace it"
+listing / >/tmp/l1
+diff -u /tmp/l0 /tmp/l1 || fail "a refused install changed the root"
+
+echo "== /usr/bin/kubectl of a Debian package (kubernetes-client, as in Debian)"
+mkdir -p /tmp/kc/DEBIAN /tmp/kc/usr/bin
+printf '#!/bin/sh\necho kubectl of Debian\n' >/tmp/kc/usr/bin/kubectl
+chmod 0755 /tmp/kc/usr/bin/kubectl
+cat >/tmp/kc/DEBIAN/control <<'CONTROL'
+Package: kubernetes-client
+Version: 1.20.5+really1.20.2-1.1
+Architecture: all
+Maintainer: kubedist tests <tests@kubedist.invalid>
+Description: test stand-in for Debian's kubernetes-client (/usr/bin/kubectl)
+CONTROL
+dpkg-deb --root-owner-group --build /tmp/kc /tmp/kc.deb
+dpkg -i /tmp/kc.deb
+dpkg -S /usr/bin/kubectl | grep -q '^kubernetes-client: ' || fail "dpkg does not own /usr/bin/kubectl"
+cp -p /usr/bin/kubectl /tmp/kubectl
+snapshot /tmp/s0 mtime /srv/kd
+listing / >/tmp/l0
+run_install "$CUR"
+one_line_error "/usr/bin/kubectl belongs to the Debian package kubernetes-client, not to install.sh"
+said "pass --replace-foreign to replace it (the original is kept as /var/lib/kubedist/displaced/usr/bin/kubectl and restored on uninstall)"
+listing / >/tmp/l1
+diff -u /tmp/l0 /tmp/l1 || fail "a refused install changed the root"
+
+echo "== --replace-foreign: replaced, the originals kept aside"
+run_install "$CUR" --replace-foreign
+ok
+said "keep the original /usr/bin/kubectl as /var/lib/kubedist/displaced/usr/bin/kubectl (--replace-foreign)"
+said "keep the original /opt/cni/bin/loopback as /var/lib/kubedist/displaced/opt/cni/bin/loopback (--replace-foreign)"
+check_landed "$CUR" deb openrc
+cmp /tmp/kubectl /var/lib/kubedist/displaced/usr/bin/kubectl || fail "the kept kubectl is not the original"
+cmp /tmp/loopback /var/lib/kubedist/displaced/opt/cni/bin/loopback || fail "the kept loopback is not the original"
+run_install "$CUR"
+ok
+said "nothing to do"
+
+echo "== uninstall puts the originals back"
+run_install "$CUR" uninstall
+ok
+said "restore the original /usr/bin/kubectl"
+said "restore the original /opt/cni/bin/loopback"
+dpkg -V kubernetes-client || fail "dpkg -V: kubernetes-client's files are not as dpkg installed them"
+snapshot /tmp/s2 mtime /srv/kd
+same_snapshot /tmp/s0 /tmp/s2 "uninstall did not bring back the root as it was"
+EOF
+}
+
 kd_test shellcheck-and-shells test_shellcheck_and_shells
 kd_test help-explains-everything test_help_explains_everything
 kd_test systemd-host-install test_systemd_install
@@ -788,4 +1197,15 @@ kd_test busybox-sh-only test_busybox_sh
 kd_test refuses-over-dpkg-install test_refuses_over_dpkg_install
 kd_test detection-rules test_detection_rules
 kd_test prefix-and-destdir test_prefix_and_destdir
+kd_test refuses-when-dpkg-database-unreadable test_refuses_when_dpkg_database_unreadable
+kd_test state-file-symlinks-not-followed test_state_file_symlinks_not_followed
+kd_test directory-symlinks-outside-root-refused test_directory_symlinks_outside_root_refused
+kd_test uninstall-through-symlink-refused test_uninstall_through_symlink_refused
+kd_test planted-manifest-refused test_planted_manifest_refused
+kd_test first-install-not-an-interrupted-run test_first_install_not_an_interrupted_run
+kd_test stale-lock-of-killed-pid-1 test_stale_lock_of_killed_pid_1
+kd_test stale-lock-of-reused-pid test_stale_lock_of_reused_pid
+kd_test enospc-leaves-no-temporary-file test_enospc_leaves_no_temporary_file
+kd_test leftovers-of-killed-run-removed test_leftovers_of_killed_run_removed
+kd_test foreign-files-refused-or-displaced test_foreign_files_refused_or_displaced
 kd_summary

@@ -45,6 +45,13 @@ Options:
   --kubelet-version vX.Y.Z
                       the version for --kubelet-only (default: from the
                       tarball's directory name, kubedist-<version>-linux-<arch>)
+  --replace-foreign   replace a file install.sh did not install (one a
+                      package or someone else put where this tarball installs
+                      a file); the original is kept in
+                      /var/lib/kubedist/displaced and restored on uninstall
+  --ignore-package-db install even when the dpkg or rpm database cannot be
+                      read (then nothing tells whether kubelet, ... are
+                      installed by a package manager)
   -h, --help          this text
 
 Before anything is written, every file of the tarball is checked against
@@ -61,23 +68,46 @@ Family (first rule that applies): --family; the one recorded earlier; rpm if
 only /etc/sysconfig exists, deb if only /etc/default exists; both: deb if
 /etc/debian_version exists, else rpm; neither: deb.
 
-Files are written to a temporary file beside their destination, given their
-mode, then renamed over it, so a reader never sees half a file. A config file
-you edited (one whose content differs from what install.sh last installed) is
-never overwritten: the new default lands beside it as FILE.new and the
-installer says so; an unedited one follows the new release. What was
-installed, with its sha256, is recorded in /var/lib/kubedist/install.manifest;
-uninstall removes exactly that: edited configs are kept (with a note),
-directories install.sh created are removed when empty, and nothing else is
-touched (third-party plugins in /opt/cni/bin stay).
+Files are written to a temporary file beside their destination
+(.NAME.kubedist-tmp, always created anew), given their mode, then renamed
+over it, so a reader never sees half a file. A failed run removes its
+temporary files; those of a killed run are removed by the next run and by
+uninstall. A config file you edited (one whose content differs from what
+install.sh last installed) is never overwritten: the new default lands beside
+it as FILE.new and the installer says so; an unedited one follows the new
+release. What was installed, with its sha256, is recorded in
+/var/lib/kubedist/install.manifest; uninstall removes exactly that: edited
+configs are kept (with a note), directories install.sh created are removed
+when empty, and nothing else is touched (third-party plugins in /opt/cni/bin
+stay).
 
 A run that changes nothing says "nothing to do" and touches no service. An
 interrupted run (killed, power loss) leaves a journal in /var/lib/kubedist;
-run install.sh again and it completes the install.
+run install.sh again and it completes the install. Its lock
+(/var/lib/kubedist/lock) records the pid, the boot and the start time of its
+process: a lock whose process is gone, whose pid now belongs to another
+process, or that is from an earlier boot is taken over (with a note).
 
-It refuses to install over a package-manager install of the same components
-(dpkg or rpm says kubelet, kubeadm, ... is installed): remove those packages
-first, or keep using them. --kubelet-only is allowed beside them.
+It refuses, with one line naming the file and nothing changed:
+  - a path through a symlink that leads outside the root: a symlink on the
+    way to a file it writes or removes is followed only if it resolves
+    inside the root (as /bin -> usr/bin does on a merged-/usr system); with
+    --prefix that is the prefix, on / every symlink resolves inside it.
+    Its state files (install.manifest, install.journal) are never symlinks:
+    one there is refused, never read or written through
+  - a line of its install manifest or journal that names a path this
+    release does not install (only those paths, their directories and
+    FILE.new are ever removed)
+  - a file it did not install where it installs one (a package's file, a
+    vendor's plugin of the same name): it names the owner; --replace-foreign
+    replaces it and keeps the original as
+    /var/lib/kubedist/displaced/PATH, restored on uninstall. A config file
+    that is not its own is kept, and the new default put beside it as .new
+  - a package-manager install of the same components (dpkg or rpm says
+    kubelet, kubeadm, ... is installed): remove those packages first, or
+    keep using them. --kubelet-only is allowed beside them
+  - a dpkg or rpm database it cannot read (it could not tell whether those
+    packages are installed): --ignore-package-db installs anyway
 
 Service (only when that init system is running here and no --prefix is given;
 otherwise the commands to run are printed):
@@ -119,6 +149,8 @@ dry_run=
 no_enable=
 no_start=
 kubelet_only=
+replace_foreign=
+ignore_package_db=
 
 need_value() {
 	if [ $# -lt 2 ] || [ -z "$2" ]; then usage_error "$1 needs a value"; fi
@@ -166,6 +198,8 @@ while [ $# -gt 0 ]; do
 	--no-enable) no_enable=1 ;;
 	--no-start) no_start=1 ;;
 	--kubelet-only) kubelet_only=1 ;;
+	--replace-foreign) replace_foreign=1 ;;
+	--ignore-package-db) ignore_package_db=1 ;;
 	-h | --help)
 		usage
 		exit 0
@@ -193,6 +227,8 @@ case $opt_prefix in
 *) usage_error "--prefix must be an absolute path, not '$opt_prefix'" ;;
 esac
 [ "$root" = / ] && root=
+# The root with every symlink resolved: where "inside the root" ends.
+root_phys=$(cd "${root:-/}" && pwd -P) || die "cannot enter $root"
 
 if [ -z "$dry_run" ] && [ -z "$root" ] && [ "$(id -u)" != 0 ]; then
 	die "run as root (or try --dry-run, or --prefix DIR)"
@@ -205,7 +241,9 @@ case $0 in
 esac
 here=$(cd "$here" && pwd) || die "cannot enter the directory of $0"
 
-state=$root/var/lib/kubedist
+# State, as host paths (without the root) and as paths on this system.
+state_dir=/var/lib/kubedist
+state=$root$state_dir
 manifest=$state/install.manifest
 journal=$state/install.journal
 lock=$state/lock
@@ -213,7 +251,10 @@ lock=$state/lock
 work=$(mktemp -d "${TMPDIR:-/tmp}/kubedist-install.XXXXXX") ||
 	die "cannot create a temporary directory in ${TMPDIR:-/tmp}"
 locked=
+# The temporary file being written, if any: a failed run removes it.
+cur_tmp=
 cleanup() {
+	if [ -n "$cur_tmp" ]; then rm -f "$cur_tmp"; fi
 	rm -rf "$work"
 	if [ -n "$locked" ]; then rm -rf "$lock"; fi
 }
@@ -237,6 +278,63 @@ safe_path() {
 	case $1 in
 	'' | *[!A-Za-z0-9._+@:=,/-]* | *//* | */./* | */../* | */. | */.. | ./* | ../*) return 1 ;;
 	esac
+}
+
+# The last words of the error a command wrote to $work/err ("No space left
+# on device"), so that a failure is reported in one line of our own.
+reason() { sed -n '$s/.*: //p' "$work/err"; }
+
+# The first two lines of a tool's error message in FILE, as one line.
+first_words() { head -n 2 "$1" | tr -s '\n\t ' '   ' | sed 's/ *$//'; }
+
+# Whether PATH exists, as anything (a dangling symlink too).
+present() { [ -e "$1" ] || [ -L "$1" ]; }
+
+# ---------------------------------------------------------------------------
+# The path rule, for every host path install.sh writes, removes or reads its
+# state from: it is a safe path (no "..", so it is inside the root as
+# written), and each of its components that exists is a directory or file
+# or a symlink that resolves inside the root. A symlink on the way is
+# followed only then: /bin -> usr/bin on a merged-/usr root is, a link to
+# another tree is not. On / every symlink resolves inside the root.
+check_path() { # HOST-PATH (without the root)
+	case $1 in /*) ;; *) die "$root$1: refusing a relative path" ;; esac
+	safe_path "$1" || die "$root$1: refusing the path"
+	cp_rest=${1#/}
+	cp_at=$root
+	while [ -n "$cp_rest" ]; do
+		cp_at=$cp_at/${cp_rest%%/*}
+		case $cp_rest in
+		*/*) cp_rest=${cp_rest#*/} ;;
+		*) cp_rest= ;;
+		esac
+		if [ -L "$cp_at" ]; then
+			[ -n "$root" ] || continue
+			cp_to=$(readlink -f "$cp_at" 2>/dev/null) || cp_to=
+			case $cp_to in
+			"$root_phys" | "$root_phys"/*) ;;
+			*) die "$cp_at: a symlink to ${cp_to:-$(readlink "$cp_at")}, outside $root; refusing to follow it" ;;
+			esac
+		elif [ ! -e "$cp_at" ]; then
+			return 0 # the rest does not exist yet
+		fi
+	done
+}
+
+# Writes SRCFILE's content with MODE to FILE (a path on this system): into a
+# temporary file beside it, created anew (never an existing file or symlink
+# written through), then renamed over FILE. One line on failure; the
+# temporary file goes with the exit trap.
+write_new() { # SRCFILE MODE FILE
+	wn_tmp=${3%/*}/.${3##*/}.kubedist-tmp
+	rm -f "$wn_tmp" 2>"$work/err" || die "$wn_tmp: cannot remove the leftover of an earlier run: $(reason)"
+	cur_tmp=$wn_tmp
+	# set -C: the shell creates it with O_EXCL, so nothing planted there is
+	# written through.
+	(set -C && cat "$1" >"$wn_tmp") 2>"$work/err" || die "$3: cannot write: $(reason)"
+	chmod "$2" "$wn_tmp" 2>"$work/err" || die "$3: cannot set mode $2: $(reason)"
+	mv -f "$wn_tmp" "$3" 2>"$work/err" || die "$3: cannot rename $wn_tmp over it: $(reason)"
+	cur_tmp=
 }
 
 # ---------------------------------------------------------------------------
@@ -307,17 +405,116 @@ sum_of() { awk -F "$tab" -v p="$1" '$1 == p { print $2; exit }' "$work/sums"; }
 # 2. What is installed already: the manifest plus the journal of an
 #    interrupted run. Lines: set kind mode sha256 path (tab-separated), kinds
 #    file, config, new (a FILE.new we wrote), dir (a directory we created),
-#    link (runit's service link; sha256 holds its target). "@key value" lines
-#    carry the family and init system.
+#    link (runit's service link; sha256 holds its target), displaced (a file
+#    that was there before, kept in $state_dir/displaced; mode and sha256
+#    are "-"). "@key value" lines carry the family and init system.
+#    Sets: main, kubelet-vX.Y.Z (--kubelet-only), state (the state
+#    directory's parents that install.sh created).
+
+# The state directory and its files obey the path rule, and the manifest and
+# journal are plain files: install.sh never makes a symlink there, so one
+# is refused rather than read or written through.
+check_state() {
+	check_path "$state_dir"
+	for f in "$manifest" "$journal"; do
+		check_path "${f#"$root"}"
+		if [ -L "$f" ]; then
+			die "$f: a symlink (install.sh never makes one there); refusing to read or write through it"
+		fi
+		if [ -e "$f" ] && [ ! -f "$f" ]; then die "$f: not a regular file; refusing"; fi
+	done
+	had_journal=
+	if [ -f "$journal" ]; then had_journal=1; fi
+}
+
+# The paths a record may name: those of this release's MANIFEST (for any
+# family and init system), FILE.new of its configs, every directory above
+# them and the state directory's parents. Lines: kind (file, new, dir) and
+# path. Side-by-side kubelets (/opt/kubernetes/vX.Y.Z) are matched by set.
+known_paths() {
+	{
+		awk -F "$tab" '
+			function parents(p) { while (sub(/\/[^\/]*$/, "", p) && p != "") print "dir\t" p }
+			$3 == "dir" { print "dir\t" $6 }
+			$3 != "dir" { print "file\t" $6 }
+			$3 == "config" { print "new\t" $6 ".new" }
+			{ parents($6) }
+		' "$work/entries"
+		d=${state_dir%/*}
+		while [ -n "$d" ]; do
+			printf 'dir\t%s\n' "$d"
+			d=${d%/*}
+		done
+	} | sort -u >"$work/known"
+}
+
+# Checks every line of an install manifest or journal: a record naming
+# anything but a known path (or a malformed one) stops install.sh before it
+# removes or writes anything.
+check_records() { # FILE
+	awk -F "$tab" -v q="'" '
+		NR == FNR { known[$1 SUBSEP $2] = 1; next }
+		function bad(why) { printf "line %d: %s\n", FNR, why; exit }
+		function octal(m) { return m ~ /^[0-7][0-7][0-7][0-7]$/ }
+		function sha(s) { return s ~ /^[0-9a-f]+$/ && length(s) == 64 }
+		/^#/ || /^$/ { next }
+		/^@/ {
+			if ($0 !~ /^@family (deb|rpm)$/ && $0 !~ /^@init (systemd|openrc|runit)$/)
+				bad("not @family deb|rpm or @init systemd|openrc|runit")
+			next
+		}
+		NF != 5 { bad("expected 5 tab-separated fields, found " NF) }
+		{ set = $1; kind = $2; mode = $3; sum = $4; p = $5 }
+		set != "main" && set != "state" && set !~ /^kubelet-v[0-9]+\.[0-9]+\.[0-9]+[A-Za-z0-9.+-]*$/ {
+			bad("set " q set q " is not main, state or kubelet-vX.Y.Z")
+		}
+		p !~ /^\/[A-Za-z0-9._+@:=,\/-]+$/ || p ~ /\/\// || p ~ /\/\.\.?\// || p ~ /\/\.\.?$/ {
+			bad(q p q " is not a plain absolute path")
+		}
+		# A side-by-side kubelet: its file and the directories above it.
+		{
+			own = ""
+			if (set ~ /^kubelet-/) own = "/opt/kubernetes/" substr(set, 9) "/bin/kubelet"
+		}
+		kind == "file" || kind == "config" || kind == "displaced" {
+			if (!(known["file", p] || (own != "" && p == own)))
+				bad(q p q " is not a file this release installs")
+			if (kind == "displaced") {
+				if (mode != "-" || sum != "-") bad("a displaced record has - as mode and sha256")
+			} else if (!octal(mode) || !sha(sum)) bad("mode or sha256 malformed")
+			next
+		}
+		kind == "new" {
+			if (!known["new", p]) bad(q p q " is not a FILE.new this release installs")
+			if (!octal(mode) || !sha(sum)) bad("mode or sha256 malformed")
+			next
+		}
+		kind == "dir" {
+			if (!(known["dir", p] || (own != "" && index(own, p "/") == 1)))
+				bad(q p q " is not a directory this release installs")
+			if (!octal(mode) || sum != "-") bad("mode or sha256 malformed")
+			next
+		}
+		kind == "link" {
+			if (set != "main" || p !~ /\/kubelet$/ || mode != "-" || sum != "/etc/sv/kubelet")
+				bad("a link record is main, a path ending in /kubelet, - and /etc/sv/kubelet")
+			next
+		}
+		{ bad("kind " q kind q " is not file, config, new, dir, link or displaced") }
+	' "$work/known" "$1" >"$work/bad"
+	[ ! -s "$work/bad" ] || die "$1 $(cat "$work/bad"); refusing it, nothing was changed"
+}
 
 load_installed() {
 	: >"$work/old"
 	for f in "$manifest" "$journal"; do
 		[ -f "$f" ] || continue
+		check_records "$f"
 		grep -v -e '^#' -e '^@' -e '^$' "$f" >>"$work/old" || true
 	done
-	# The last record of a path wins (the journal is newer than the manifest).
-	awk -F "$tab" '{ k = $1 SUBSEP $5; last[k] = $0; order[NR] = k }
+	# The last record of a path wins (the journal is newer than the
+	# manifest); a displaced original is recorded beside its path's record.
+	awk -F "$tab" '{ k = $1 SUBSEP $5 SUBSEP ($2 == "displaced"); last[k] = $0; order[NR] = k }
 		END { for (i = 1; i <= NR; i++) if (last[order[i]] != "") { print last[order[i]]; last[order[i]] = "" } }' \
 		"$work/old" >"$work/old.tmp"
 	mv "$work/old.tmp" "$work/old"
@@ -329,7 +526,7 @@ recorded() { # KEY: a "@KEY value" of the manifest
 }
 
 old_record() { # SET PATH -> "kind mode sha256" of an earlier record, if any
-	awk -F "$tab" -v s="$1" -v p="$2" '$1 == s && $5 == p { print $2 "\t" $3 "\t" $4; exit }' "$work/old"
+	awk -F "$tab" -v s="$1" -v p="$2" '$1 == s && $5 == p && $2 != "displaced" { print $2 "\t" $3 "\t" $4; exit }' "$work/old"
 }
 
 # ---------------------------------------------------------------------------
@@ -410,27 +607,71 @@ detect_family() {
 }
 
 # Components another package manager already installed: refuse to mix.
+# Prints " NAME (dpkg: STATUS)" or " NAME (rpm)" for each. A database that
+# cannot be read stops install.sh (fail closed): it could not tell.
 package_manager_installs() { # PACKAGE...
+	[ -z "$ignore_package_db" ] || return 0
+	db_help="cannot tell whether $(echo "$@" | sed 's/ /, /g') are installed by it: repair it, or pass --ignore-package-db to install anyway"
 	if [ -f "$root/var/lib/dpkg/status" ]; then
-		for p in "$@"; do
-			if command -v dpkg-query >/dev/null 2>&1; then
-				# shellcheck disable=SC2016 # a dpkg-query format, not shell
-				st=$(dpkg-query --admindir="$root/var/lib/dpkg" -W -f '${db:Status-Status}' "$p" 2>/dev/null) || st=
-			else
-				st=$(awk -v p="$p" '
-					/^Package: / { pkg = $2 }
-					/^Status: / && pkg == p { print $4; exit }' "$root/var/lib/dpkg/status")
+		if command -v dpkg-query >/dev/null 2>&1; then
+			# Exit status 1 is "no packages found matching": not an error.
+			st=0
+			# shellcheck disable=SC2016 # a dpkg-query format, not shell
+			dpkg-query --admindir="$root/var/lib/dpkg" -W -f '${Package}\t${db:Status-Status}\n' "$@" \
+				>"$work/dpkg" 2>"$work/err" || st=$?
+			if [ "$st" -gt 1 ] || grep -qv '^dpkg-query: no packages found matching ' "$work/err"; then
+				die "$root/var/lib/dpkg/status: the dpkg database cannot be read ($(first_words "$work/err")); $db_help"
 			fi
+		else
+			[ -r "$root/var/lib/dpkg/status" ] ||
+				die "$root/var/lib/dpkg/status: cannot be read; $db_help"
+			awk -v list=" $* " '
+				/^Package: / { pkg = $2 }
+				/^Status: / && index(list, " " pkg " ") { print pkg "\t" $4 }' \
+				"$root/var/lib/dpkg/status" >"$work/dpkg"
+		fi
+		while IFS=$tab read -r p st; do
 			case $st in '' | not-installed | config-files) ;; *) printf ' %s (dpkg: %s)' "$p" "$st" ;; esac
-		done
+		done <"$work/dpkg"
 	fi
 	if command -v rpm >/dev/null 2>&1 &&
 		{ [ -d "$root/var/lib/rpm" ] || [ -d "$root/usr/lib/sysimage/rpm" ]; }; then
+		# One line per package: its name, or "package NAME is not
+		# installed"; anything on stderr is the database failing.
+		rpm --root "${root:-/}" -q --qf '%{NAME}\n' "$@" >"$work/rpm" 2>"$work/err" || true
+		if [ -s "$work/err" ]; then
+			die "${root:-/}: the rpm database cannot be read ($(first_words "$work/err")); $db_help"
+		fi
 		for p in "$@"; do
-			if rpm --root "${root:-/}" -q --quiet "$p" 2>/dev/null; then
-				printf ' %s (rpm)' "$p"
-			fi
+			if grep -qxF -- "$p" "$work/rpm"; then printf ' %s (rpm)' "$p"; fi
 		done
+	fi
+	return 0
+}
+
+# The package that owns host path PATH, as "the Debian package NAME" or
+# "the RPM package NAME"; nothing if none does (or none can tell).
+package_owner() { # PATH
+	# dpkg lists a file under the name its package ships: on a merged-/usr
+	# root /lib/x and /usr/lib/x are the same file.
+	case $1 in
+	/bin/* | /sbin/* | /lib/* | /lib32/* | /lib64/* | /libx32/*) po_alias=/usr$1 ;;
+	/usr/bin/* | /usr/sbin/* | /usr/lib/* | /usr/lib32/* | /usr/lib64/* | /usr/libx32/*) po_alias=${1#/usr} ;;
+	*) po_alias=$1 ;;
+	esac
+	if [ -d "$root/var/lib/dpkg/info" ]; then
+		po_list=$(grep -lxF -e "$1" -e "$po_alias" "$root"/var/lib/dpkg/info/*.list 2>/dev/null | head -n 1) || po_list=
+		if [ -n "$po_list" ]; then
+			po_name=${po_list##*/}
+			po_name=${po_name%.list}
+			echo "the Debian package ${po_name%%:*}"
+			return 0
+		fi
+	fi
+	if command -v rpm >/dev/null 2>&1 &&
+		{ [ -d "$root/var/lib/rpm" ] || [ -d "$root/usr/lib/sysimage/rpm" ]; }; then
+		po_name=$(rpm --root "${root:-/}" -qf --qf '%{NAME}\n' "$1" 2>/dev/null | head -n 1) || po_name=
+		case $po_name in '' | *' '*) ;; *) echo "the RPM package $po_name" ;; esac
 	fi
 	return 0
 }
@@ -466,13 +707,25 @@ kubelet_version() {
 # 4. Changes to the host. In a dry run each only says what it would do.
 
 changed=0
+journal_fresh=
 
 record() { # SET KIND MODE SHA PATH: the new manifest
 	printf '%s\t%s\t%s\t%s\t%s\n' "$@" >>"$work/new"
 }
-journal() { # the same line, at once, in the journal
+# The same line, at once, in the journal. The first line of a run makes the
+# journal anew (a copy of an interrupted run's, if any), so that it is a file
+# of this run's own, not one written through.
+journal() {
 	[ -n "$dry_run" ] && return 0
-	printf '%s\t%s\t%s\t%s\t%s\n' "$@" >>"$journal" || die "$journal: cannot write"
+	if [ -z "$journal_fresh" ]; then
+		if [ -f "$journal" ]; then
+			write_new "$journal" 0644 "$journal"
+		else
+			(set -C && : >"$journal") 2>"$work/err" || die "$journal: cannot create: $(reason)"
+		fi
+		journal_fresh=1
+	fi
+	printf '%s\t%s\t%s\t%s\t%s\n' "$@" 2>"$work/err" >>"$journal" || die "$journal: cannot write: $(reason)"
 }
 act() { # MESSAGE: say what we do (or would do)
 	changed=$((changed + 1))
@@ -484,6 +737,7 @@ dir_exists() { [ -d "$root$1" ] || grep -qxF -- "$1" "$work/made"; }
 
 make_dir() { # SET MODE PATH (host path without root)
 	t=$root$3
+	check_path "$3"
 	if dir_exists "$3"; then
 		# Ours from an earlier run: keep owning it.
 		if [ "$(old_record "$1" "$3" | cut -f1)" = dir ]; then
@@ -491,14 +745,14 @@ make_dir() { # SET MODE PATH (host path without root)
 		fi
 		return 0
 	fi
-	[ -e "$t" ] && die "$t: exists and is not a directory"
+	present "$t" && die "$t: exists and is not a directory"
 	act "create directory $3"
 	echo "$3" >>"$work/made"
 	record "$1" dir "$2" - "$3"
 	[ -n "$dry_run" ] && return 0
 	journal "$1" dir "$2" - "$3"
-	mkdir "$t" || die "$t: cannot create the directory"
-	chmod "$2" "$t" || die "$t: cannot set mode $2"
+	mkdir "$t" 2>"$work/err" || die "$t: cannot create the directory: $(reason)"
+	chmod "$2" "$t" 2>"$work/err" || die "$t: cannot set mode $2: $(reason)"
 }
 
 # Every missing ancestor of PATH, outermost first.
@@ -514,26 +768,102 @@ make_parents() { # SET PATH
 	done
 }
 
-# Writes SRC to host path DEST with MODE: temp file beside it, then rename.
-# A killed run may have left the temp file (half written, or anything else):
-# it is removed first, never written through.
+# Writes SRC to host path DEST with MODE (write_new: a temporary file
+# beside it, renamed over it).
 put_file() { # SRC MODE DEST
 	t=$root$3
-	tmp=${t%/*}/.${t##*/}.kubedist-tmp
+	check_path "$3"
+	# (mv would move the file into a directory, or where a link to one leads)
 	[ -d "$t" ] && die "$t: is a directory, expected a file"
-	rm -f -- "$tmp" || die "$tmp: cannot remove the leftover of an earlier run"
-	cp -- "$1" "$tmp" || die "$tmp: cannot write"
-	chmod "$2" "$tmp" || die "$tmp: cannot set mode $2"
-	mv -f -- "$tmp" "$t" || die "$t: cannot rename $tmp over it"
+	write_new "$1" "$2" "$t"
 	# For tests of interrupted runs: stop right here (the file in place, its
 	# journal line not yet written), so that a test can kill the installer
-	# at a known point.
-	if [ "${KUBEDIST_INSTALL_TEST_STOP_AFTER:-}" = "$3" ]; then kill -STOP $$; fi
+	# at a known point. PID 1 of a namespace cannot stop itself: it waits.
+	if [ "${KUBEDIST_INSTALL_TEST_STOP_AFTER:-}" = "$3" ]; then
+		kill -STOP $$
+		while [ $$ = 1 ]; do sleep 1; done
+	fi
 }
 
-install_file() { # SET MODE SHA SRC DEST: a vendor file, always ours to replace
+# Whether the file at host path PATH is ours: recorded by an earlier run,
+# or, while completing an interrupted run, a plain file no package owns
+# with exactly the content we install (the kill came after its rename,
+# before its journal line).
+is_ours() { # PATH SHA
+	if awk -F "$tab" -v p="$1" '$5 == p && $2 != "dir" && $2 != "link" { f = 1 } END { exit !f }' "$work/old"; then
+		return 0
+	fi
+	[ -n "$had_journal" ] && [ -f "$root$1" ] && [ ! -L "$root$1" ] &&
+		[ "$(sha256_of "$root$1")" = "$2" ] && [ -z "$(package_owner "$1")" ]
+}
+
+# May this run write host path PATH? Status 0: nothing is there, or it is
+# ours. Status 1: it is not ours and --replace-foreign says to replace it
+# (displace it first). Otherwise install.sh stops, naming its owner.
+claim() { # PATH SHA
+	present "$root$1" || return 0
+	is_ours "$1" "$2" && return 0
+	[ -z "$replace_foreign" ] || return 1
+	cl_owner=$(package_owner "$1")
+	cl_how="pass --replace-foreign to replace it (the original is kept as $state_dir/displaced$1 and restored on uninstall)"
+	if [ -n "$cl_owner" ]; then
+		die "$root$1 belongs to $cl_owner, not to install.sh: remove that package, or $cl_how"
+	fi
+	die "$root$1 was not installed by install.sh and no package owns it: remove it, or $cl_how"
+}
+
+# Keeps the file at host path PATH, not ours, as $state_dir/displaced/PATH
+# (--replace-foreign): uninstall puts it back.
+displace() { # SET PATH
+	dp_aside=$state/displaced$2
+	act "keep the original $2 as ${dp_aside#"$root"} (--replace-foreign)"
+	record "$1" displaced - - "$2"
+	[ -n "$dry_run" ] && return 0
+	check_path "${dp_aside#"$root"}"
+	mkdir -p "${dp_aside%/*}" 2>"$work/err" || die "${dp_aside%/*}: cannot create: $(reason)"
+	dp_tmp=${dp_aside%/*}/.${dp_aside##*/}.kubedist-tmp
+	rm -f "$dp_tmp" 2>"$work/err" || die "$dp_tmp: cannot remove: $(reason)"
+	cur_tmp=$dp_tmp
+	# -P: a symlink is kept as the symlink it is; -p: mode, owner and times.
+	cp -pP "$root$2" "$dp_tmp" 2>"$work/err" || die "$root$2: cannot copy it to $dp_aside: $(reason)"
+	mv -f "$dp_tmp" "$dp_aside" 2>"$work/err" || die "$dp_aside: cannot write: $(reason)"
+	cur_tmp=
+	journal "$1" displaced - - "$2"
+}
+
+# Puts back the original of host path PATH that displace kept, once the
+# file we installed there is gone.
+restore_displaced() { # SET PATH
+	rs_aside=$state/displaced$2
+	if [ -n "$dry_run" ]; then
+		act "restore the original $2 from ${rs_aside#"$root"}"
+		return 0
+	fi
+	check_path "${rs_aside#"$root"}"
+	if ! present "$rs_aside"; then
+		say "note: the original of $2, kept as ${rs_aside#"$root"}, is gone"
+		return 0
+	fi
+	check_path "$2"
+	if present "$root$2"; then
+		say "note: kept the original of $2 in ${rs_aside#"$root"}: $2 changed since it was installed"
+		record "$1" displaced - - "$2"
+		return 0
+	fi
+	act "restore the original $2"
+	mv -f "$rs_aside" "$root$2" 2>"$work/err" || die "$root$2: cannot restore it from $rs_aside: $(reason)"
+	# The directories of the displaced tree, once empty.
+	rs_d=${rs_aside%/*}
+	while [ "$rs_d" != "$state" ] && rmdir "$rs_d" 2>/dev/null; do
+		rs_d=${rs_d%/*}
+	done
+}
+
+install_file() { # SET MODE SHA SRC DEST: a vendor file, ours to replace
 	t=$root$5
-	if [ -f "$t" ] && [ "$(sha256_of "$t")" = "$3" ]; then
+	check_path "$5"
+	claim "$5" "$3" || displace "$1" "$5"
+	if [ -f "$t" ] && [ ! -L "$t" ] && [ "$(sha256_of "$t")" = "$3" ]; then
 		if ! same_mode "$2" "$(mode_of "$t")"; then
 			act "set mode $2 on $5"
 			[ -n "$dry_run" ] || { journal "$1" file "$2" "$3" "$5"; chmod "$2" "$t" || die "$t: cannot set mode $2"; }
@@ -541,7 +871,7 @@ install_file() { # SET MODE SHA SRC DEST: a vendor file, always ours to replace
 		record "$1" file "$2" "$3" "$5"
 		return 0
 	fi
-	if [ -e "$t" ]; then act "update $5"; else act "install $5"; fi
+	if present "$t"; then act "update $5"; else act "install $5"; fi
 	if [ -z "$dry_run" ]; then
 		put_file "$4" "$2" "$5"
 		journal "$1" file "$2" "$3" "$5"
@@ -549,54 +879,88 @@ install_file() { # SET MODE SHA SRC DEST: a vendor file, always ours to replace
 	record "$1" file "$2" "$3" "$5"
 }
 
+# The sha256 of the config we last installed at PATH, if any.
+config_prev_sha() { # SET PATH
+	cps=$(old_record "$1" "$2")
+	if [ "$(printf '%s' "$cps" | cut -f1)" = config ]; then printf '%s' "$cps" | cut -f3; fi
+}
+
+# What install_config finds at host path PATH: absent; same (the new
+# default already); update (the default we installed, unedited: it follows
+# the release); kept (edited, or not ours: kept, the new default beside it
+# as PATH.new).
+config_state() { # SET PATH SHA
+	cs_t=$root$2
+	if ! present "$cs_t"; then
+		echo absent
+	elif [ ! -f "$cs_t" ]; then
+		echo kept
+	else
+		cs_now=$(sha256_of "$cs_t")
+		cs_prev=$(config_prev_sha "$1" "$2")
+		if [ "$cs_now" = "$3" ]; then
+			echo same
+		elif [ -n "$cs_prev" ] && [ "$cs_now" = "$cs_prev" ]; then
+			echo update
+		else
+			echo kept
+		fi
+	fi
+}
+
 install_config() { # SET MODE SHA SRC DEST: an admin-editable file
 	t=$root$5
-	prev=$(old_record "$1" "$5")
-	prev_sha=
-	[ "$(printf '%s' "$prev" | cut -f1)" = config ] && prev_sha=$(printf '%s' "$prev" | cut -f3)
-	if [ ! -e "$t" ]; then
+	check_path "$5"
+	prev_sha=$(config_prev_sha "$1" "$5")
+	case $(config_state "$1" "$5" "$3") in
+	absent)
 		act "install $5"
 		[ -n "$dry_run" ] || { put_file "$4" "$2" "$5"; journal "$1" config "$2" "$3" "$5"; }
 		record "$1" config "$2" "$3" "$5"
 		return 0
-	fi
-	now=$(sha256_of "$t")
-	if [ "$now" = "$3" ]; then
-		record "$1" config "$2" "$3" "$5"
+		;;
+	same)
+		# Ours: recorded. Someone else's, with the same content: theirs.
+		if [ -n "$prev_sha" ] || is_ours "$5" "$3"; then
+			record "$1" config "$2" "$3" "$5"
+		fi
 		return 0
-	fi
-	if [ -n "$prev_sha" ] && [ "$now" = "$prev_sha" ]; then
-		# Unedited since we installed it: it follows the release.
+		;;
+	update)
 		act "update $5"
 		[ -n "$dry_run" ] || { put_file "$4" "$2" "$5"; journal "$1" config "$2" "$3" "$5"; }
 		record "$1" config "$2" "$3" "$5"
 		return 0
-	fi
+		;;
+	esac
 	# Edited (or not ours): keep it, put the new default beside it.
 	[ -n "$prev_sha" ] && record "$1" config "$2" "$prev_sha" "$5"
-	if [ -f "$t.new" ] && [ "$(sha256_of "$t.new")" = "$3" ]; then
-		record "$1" new "$2" "$3" "$5.new"
+	check_path "$5.new"
+	if [ -f "$t.new" ] && [ ! -L "$t.new" ] && [ "$(sha256_of "$t.new")" = "$3" ]; then
+		if is_ours "$5.new" "$3"; then record "$1" new "$2" "$3" "$5.new"; fi
 		return 0
 	fi
 	offered=$(old_record "$1" "$5.new")
-	if [ ! -e "$t.new" ] && [ "$(printf '%s' "$offered" | cut -f1)" = new ] &&
+	if ! present "$t.new" && [ "$(printf '%s' "$offered" | cut -f1)" = new ] &&
 		[ "$(printf '%s' "$offered" | cut -f3)" = "$3" ]; then
 		# This default was offered before and you removed FILE.new: it is
 		# not offered again until a release changes it.
 		record "$1" new "$2" "$3" "$5.new"
 		return 0
 	fi
+	claim "$5.new" "$3" || displace "$1" "$5.new"
 	act "keep your edited $5; the new default is in $5.new"
 	[ -n "$dry_run" ] || { put_file "$4" "$2" "$5.new"; journal "$1" new "$2" "$3" "$5.new"; }
 	record "$1" new "$2" "$3" "$5.new"
 }
 
 # Removes what an old record lists, if it is still what we installed.
-remove_recorded() { # KIND SHA PATH VERB(remove|uninstall)
+remove_recorded() { # KIND SHA PATH
 	t=$root$3
 	case $1 in
 	dir) return 0 ;; # later, deepest first
 	link)
+		check_path "${3%/*}"
 		if [ -L "$t" ] && [ "$(readlink "$t")" = "$2" ]; then
 			act "remove the link $3"
 			[ -n "$dry_run" ] || rm -f "$t"
@@ -604,6 +968,11 @@ remove_recorded() { # KIND SHA PATH VERB(remove|uninstall)
 		return 0
 		;;
 	esac
+	check_path "$3"
+	if [ -L "$t" ]; then
+		say "note: kept $3: it is a symlink now, not the file install.sh installed"
+		return 0
+	fi
 	[ -f "$t" ] || return 0
 	if [ "$(sha256_of "$t")" != "$2" ]; then
 		if [ "$1" = config ]; then
@@ -621,6 +990,11 @@ remove_dirs() { # FILE of dir paths
 	sort -r "$1" >"$work/dirs.sorted"
 	while IFS= read -r d; do
 		t=$root$d
+		check_path "$d"
+		if [ -L "$t" ]; then
+			say "note: kept $d: it is a symlink now, not the directory install.sh created"
+			continue
+		fi
 		[ -d "$t" ] || continue
 		# The state runsv keeps in a service directory is not content, once
 		# no runsv uses it.
@@ -645,6 +1019,41 @@ runsv_running() {
 	[ -z "$root" ] && command -v sv >/dev/null 2>&1 && sv status "$1" >/dev/null 2>&1
 }
 
+# Removes the temporary files (.NAME.kubedist-tmp) a killed run left in the
+# directories of the host paths listed in FILE and in the state directory.
+# Nowhere else: the name alone does not make a file ours.
+remove_leftovers() { # FILE
+	{
+		sed 's|/[^/]*$||' "$1"
+		echo "$state_dir"
+	} | sort -u >"$work/tmpdirs"
+	while IFS= read -r d; do
+		if [ -z "$d" ] || [ ! -d "$root$d" ]; then continue; fi
+		check_path "$d"
+		for f in "$root$d"/.*.kubedist-tmp; do
+			present "$f" || continue
+			if [ -n "$dry_run" ]; then
+				say "would remove ${f#"$root"}, left by an interrupted run"
+				continue
+			fi
+			rm -f "$f" 2>"$work/err" || die "$f: cannot remove: $(reason)"
+			say "removed ${f#"$root"}, left by an interrupted run"
+		done
+	done <"$work/tmpdirs"
+	# The temporary manifest of an older install.sh.
+	if present "$manifest.tmp" && [ -z "$dry_run" ]; then
+		rm -f "$manifest.tmp" 2>"$work/err" || die "$manifest.tmp: cannot remove: $(reason)"
+	fi
+}
+
+# The host paths install.sh may have left temporary files beside: those of
+# the plan (if any) and of the records, and the displaced originals.
+written_paths() {
+	if [ -f "$work/plan" ]; then cut -f5 "$work/plan"; fi
+	cut -f5 "$work/old"
+	awk -F "$tab" -v d="$state_dir/displaced" '$2 == "displaced" { print d $5 }' "$work/old"
+}
+
 write_manifest() { # SET: the manifest = other sets' records + this run's
 	{
 		echo "# kubedist install manifest, written by install.sh; uninstall removes what it lists."
@@ -661,9 +1070,48 @@ write_manifest() { # SET: the manifest = other sets' records + this run's
 		return 0
 	fi
 	[ -n "$dry_run" ] && return 0
-	if ! { cp "$work/manifest" "$manifest.tmp" && chmod 0644 "$manifest.tmp" &&
-		mv -f "$manifest.tmp" "$manifest"; }; then
-		die "$manifest: cannot write"
+	write_new "$work/manifest" 0644 "$manifest"
+}
+
+# ---------------------------------------------------------------------------
+# The lock: a directory only one run can create, holding its process's pid,
+# boot id and start time, so that a later run can tell a lock whose owner
+# died (killed, power loss) from a running one, even once the pid is reused.
+
+boot_id() { cat /proc/sys/kernel/random/boot_id 2>/dev/null || true; }
+
+# The start time of process PID, in clock ticks since boot: field 22 of
+# /proc/PID/stat, the 20th after the command name (in parentheses, which
+# may hold spaces).
+start_time_of() { # PID
+	sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d ' ' -f 20
+}
+
+process_exists() { # PID
+	if [ -d /proc/self ]; then [ -d "/proc/$1" ]; else kill -0 "$1" 2>/dev/null; fi
+}
+
+# Why the lock's owner is not running any more; nothing if it may be.
+stale_lock() {
+	sl_pid=$(cat "$lock/pid" 2>/dev/null) || sl_pid=
+	case $sl_pid in '' | *[!0-9]*)
+		echo "it names no process"
+		return 0
+		;;
+	esac
+	sl_boot=$(cat "$lock/boot_id" 2>/dev/null) || sl_boot=
+	sl_start=$(cat "$lock/start_time" 2>/dev/null) || sl_start=
+	if [ -n "$sl_boot" ] && [ "$sl_boot" != "$(boot_id)" ]; then
+		echo "pid $sl_pid ran before the last boot"
+	elif ! process_exists "$sl_pid"; then
+		echo "pid $sl_pid is gone"
+	elif [ "$sl_pid" = $$ ]; then
+		echo "pid $sl_pid is now this run"
+	elif [ -n "$sl_start" ]; then
+		[ "$(start_time_of "$sl_pid")" = "$sl_start" ] || echo "pid $sl_pid is now another process"
+	elif [ -r "/proc/$sl_pid/cmdline" ] && ! tr '\0' ' ' <"/proc/$sl_pid/cmdline" | grep -q 'install\.sh'; then
+		# The lock of an older install.sh, which recorded the pid only.
+		echo "pid $sl_pid is now another process"
 	fi
 }
 
@@ -677,17 +1125,22 @@ take_lock() {
 		state_parents="${d#"$root"} $state_parents"
 		d=${d%/*}
 	done
-	if ! { mkdir -p "$state" && chmod 0755 "$state"; }; then die "$state: cannot create"; fi
+	if ! { mkdir -p "$state" && chmod 0755 "$state"; } 2>"$work/err"; then
+		die "$state: cannot create: $(reason)"
+	fi
 	if ! mkdir "$lock" 2>/dev/null; then
-		pid=$(cat "$lock/pid" 2>/dev/null) || pid=
-		if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
-			die "another install.sh (pid $pid) is running; $lock is its lock"
+		why=$(stale_lock)
+		if [ -z "$why" ]; then
+			die "another install.sh (pid $(cat "$lock/pid" 2>/dev/null)) is running; $lock is its lock"
 		fi
+		say "taking over the stale lock $lock: $why"
 		rm -rf "$lock"
-		mkdir "$lock" || die "$lock: cannot create the lock"
+		mkdir "$lock" 2>"$work/err" || die "$lock: cannot create the lock: $(reason)"
 	fi
 	locked=1
 	echo $$ >"$lock/pid"
+	boot_id >"$lock/boot_id"
+	start_time_of $$ >"$lock/start_time"
 	for d in $state_parents; do
 		journal state dir 0755 - "$d"
 	done
@@ -828,7 +1281,65 @@ service_before_uninstall() {
 # ---------------------------------------------------------------------------
 # 6. The actions
 
+# What this run installs, in order: directories by path (parents before
+# children, so each gets its own mode), then files, then configs. Lines:
+# kind mode sha256 source path (tab-separated).
+make_plan() {
+	awk -F "$tab" -v OFS="$tab" '$3 == "dir" { print "dir", $4, "-", "-", $6 }' "$work/selected" |
+		LC_ALL=C sort -t "$tab" -k5,5 >"$work/plan"
+	for k in file config; do
+		while IFS=$tab read -r fam _ kind mode _ path; do
+			[ "$kind" = "$k" ] || continue
+			src=$here/payload/$fam$path
+			sha=$(sum_of "payload/$fam$path")
+			if [ -n "$kubelet_only" ]; then
+				path=/opt/kubernetes/${set_name#kubelet-}/bin/kubelet
+			fi
+			printf '%s\t%s\t%s\t%s\t%s\n' "$kind" "$mode" "$sha" "$src" "$path"
+		done <"$work/selected" >>"$work/plan"
+	done
+}
+
+# Before anything is written: every path this run writes or may remove obeys
+# the path rule, and none is a file someone else put there (unless
+# --replace-foreign), so that a refusal leaves the host as it was.
+check_destinations() {
+	while IFS=$tab read -r kind _ sha _ path; do
+		check_path "$path"
+		case $kind in
+		file) claim "$path" "$sha" || true ;;
+		config)
+			# Only an edited (or foreign) config gets a FILE.new.
+			[ "$(config_state "$set_name" "$path" "$sha")" = kept ] || continue
+			check_path "$path.new"
+			present "$root$path.new" || continue
+			if [ ! -f "$root$path.new" ] || [ -L "$root$path.new" ] ||
+				[ "$(sha256_of "$root$path.new")" != "$sha" ]; then
+				claim "$path.new" "$sha" || true
+			fi
+			;;
+		esac
+	done <"$work/plan"
+	check_recorded_paths "$work/old"
+}
+
+# Every path of the records in FILE obeys the path rule (they may be removed).
+check_recorded_paths() { # FILE
+	while IFS=$tab read -r _ kind _ _ path; do
+		case $kind in
+		link) check_path "${path%/*}" ;;
+		displaced)
+			check_path "$path"
+			check_path "$state_dir/displaced$path"
+			;;
+		*) check_path "$path" ;;
+		esac
+	done <"$1"
+}
+
 do_install() {
+	check_state
+	load_installed
 	detect_family
 	if [ -n "$kubelet_only" ]; then
 		init=$(recorded init)
@@ -837,6 +1348,8 @@ do_install() {
 			'($1 == "any" || $1 == f) && $3 == "file" && $6 == "/usr/bin/kubelet"' \
 			"$work/entries" >"$work/selected"
 		[ -s "$work/selected" ] || die "$here/MANIFEST: no kubelet (/usr/bin/kubelet) for $family"
+		make_plan
+		check_destinations
 		say "installing the kubelet ${set_name#kubelet-} side by side (family $family)"
 	else
 		set_name=main
@@ -846,52 +1359,54 @@ do_install() {
 			"$work/entries" >"$work/selected"
 		dup=$(cut -f6 "$work/selected" | sort | uniq -d | head -n 1)
 		[ -z "$dup" ] || die "$here/MANIFEST: two entries install $dup for $family/$init"
+		# (into a file, not $(...): its refusal must stop install.sh itself)
 		# shellcheck disable=SC2046 # package names are checked words
-		clash=$(package_manager_installs $(cut -f5 "$work/selected" | sort -u))
+		package_manager_installs $(cut -f5 "$work/selected" | sort -u) >"$work/clash"
+		clash=$(cat "$work/clash")
 		[ -z "$clash" ] || die "already installed by a package manager:$clash; remove those packages first (or keep using them): mixing both breaks upgrades"
+		make_plan
+		check_destinations
 		say "installing for $init ($how), family $family ($fhow)${root:+, into $root}"
 	fi
 
 	take_lock
 	load_installed
-	had_journal=
-	[ -f "$journal" ] && had_journal=1 && say "completing an interrupted earlier run"
+	[ -z "$had_journal" ] || say "completing an interrupted earlier run"
+	written_paths >"$work/written"
+	remove_leftovers "$work/written"
 	: >"$work/new"
 	: >"$work/made"
 
-	# Directories first, by path (parents before children, so each gets its
-	# own mode), then the missing parents of files, then files, then configs.
-	awk -F "$tab" '$3 == "dir"' "$work/selected" | LC_ALL=C sort -t "$tab" -k6,6 >"$work/dirs.selected"
-	while IFS=$tab read -r fam _ kind mode _ path; do
+	while IFS=$tab read -r kind mode sha src path; do
 		make_parents "$set_name" "$path"
-		make_dir "$set_name" "$mode" "$path"
-	done <"$work/dirs.selected"
-	for k in file config; do
-		while IFS=$tab read -r fam _ kind mode _ path; do
-			[ "$kind" = "$k" ] || continue
-			src=$here/payload/$fam$path
-			sha=$(sum_of "payload/$fam$path")
-			if [ -n "$kubelet_only" ]; then
-				path=/opt/kubernetes/${set_name#kubelet-}/bin/kubelet
-			fi
-			make_parents "$set_name" "$path"
-			if [ "$kind" = config ]; then
-				install_config "$set_name" "$mode" "$sha" "$src" "$path"
-			else
-				install_file "$set_name" "$mode" "$sha" "$src" "$path"
-			fi
-		done <"$work/selected"
-	done
+		case $kind in
+		dir) make_dir "$set_name" "$mode" "$path" ;;
+		config) install_config "$set_name" "$mode" "$sha" "$src" "$path" ;;
+		*) install_file "$set_name" "$mode" "$sha" "$src" "$path" ;;
+		esac
+	done <"$work/plan"
 
 	# Records of this set that the new release no longer has.
 	: >"$work/stale-dirs"
+	: >"$work/restore"
 	while IFS=$tab read -r s kind mode sha path; do
 		[ "$s" = "$set_name" ] || continue
-		if [ "$kind" = link ]; then
+		case $kind in
+		link)
 			# The service link stays until uninstall.
 			record "$s" link "$mode" "$sha" "$path"
 			continue
-		fi
+			;;
+		displaced)
+			# The original stays aside while we install a file there.
+			if awk -F "$tab" -v p="$path" '$5 == p && $2 != "displaced" { found = 1 } END { exit !found }' "$work/new"; then
+				record "$s" displaced - - "$path"
+			else
+				echo "$path" >>"$work/restore"
+			fi
+			continue
+			;;
+		esac
 		awk -F "$tab" -v p="$path" '$5 == p { found = 1 } END { exit !found }' "$work/new" && continue
 		if [ "$kind" = dir ]; then
 			# A directory we created that still holds what we install stays ours.
@@ -905,10 +1420,14 @@ do_install() {
 			remove_recorded "$kind" "$sha" "$path"
 		fi
 	done <"$work/old"
+	while IFS= read -r path; do
+		restore_displaced "$set_name" "$path"
+	done <"$work/restore"
 	[ -s "$work/stale-dirs" ] && remove_dirs "$work/stale-dirs"
 
 	if [ "$changed" = 0 ] && [ -z "$had_journal" ]; then
 		write_manifest "$set_name"
+		[ -n "$dry_run" ] || rm -f "$journal"
 		say "nothing to do: everything is installed and unchanged"
 		return 0
 	fi
@@ -927,14 +1446,14 @@ do_install() {
 }
 
 do_uninstall() {
+	check_state
 	if [ ! -f "$manifest" ] && [ ! -f "$journal" ]; then
 		say "nothing to do: no kubedist install recorded in ${manifest#"$root"}"
 		return 0
 	fi
+	load_installed
 	init=$(recorded init)
 	family=$(recorded family)
-	take_lock
-	load_installed
 	if [ -n "$kubelet_only" ]; then
 		set_name=kubelet-$(kubelet_version)
 		awk -F "$tab" -v s="$set_name" '$1 == s' "$work/old" >"$work/remove"
@@ -942,19 +1461,27 @@ do_uninstall() {
 	else
 		set_name=
 		awk -F "$tab" '$1 != "state"' "$work/old" >"$work/remove"
-		service_before_uninstall
 	fi
+	check_recorded_paths "$work/remove"
+	take_lock
+	written_paths >"$work/written"
+	remove_leftovers "$work/written"
+	[ -n "$set_name" ] || service_before_uninstall
 	: >"$work/dirs"
+	: >"$work/restore"
+	: >"$work/new"
 	while IFS=$tab read -r _ kind _ sha path; do
-		if [ "$kind" = dir ]; then
-			echo "$path" >>"$work/dirs"
-		else
-			remove_recorded "$kind" "$sha" "$path"
-		fi
+		case $kind in
+		dir) echo "$path" >>"$work/dirs" ;;
+		displaced) echo "$path" >>"$work/restore" ;;
+		*) remove_recorded "$kind" "$sha" "$path" ;;
+		esac
 	done <"$work/remove"
+	while IFS= read -r path; do
+		restore_displaced "${set_name:-main}" "$path"
+	done <"$work/restore"
 	remove_dirs "$work/dirs"
 	if [ -n "$set_name" ]; then
-		: >"$work/new"
 		write_manifest "$set_name"
 		[ -n "$dry_run" ] || rm -f "$journal"
 	elif [ -z "$dry_run" ]; then
@@ -975,6 +1502,7 @@ do_uninstall() {
 }
 
 verify_tarball
+known_paths
 case $action in
 install) do_install ;;
 uninstall) do_uninstall ;;
