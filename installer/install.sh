@@ -64,9 +64,10 @@ install here; the running one (/run/systemd/system: systemd;
 one installed (systemd, openrc-run, runsvdir). Several installed and none
 running: pass --init. With --prefix only installed files count.
 
-Family (first rule that applies): --family; the one recorded earlier; rpm if
-only /etc/sysconfig exists, deb if only /etc/default exists; both: deb if
-/etc/debian_version exists, else rpm; neither: deb.
+Family (first rule that applies, the same rule kubelet-wrapper follows):
+--family; the one recorded earlier; the family whose env file exists when
+exactly one of /etc/default/kubelet and /etc/sysconfig/kubelet does; deb if
+/etc/debian_version exists; rpm if /etc/sysconfig exists; deb.
 
 Files are written to a temporary file beside their destination
 (.NAME.kubedist-tmp, always created anew), given their mode, then renamed
@@ -586,6 +587,9 @@ detect_init() {
 	init=$found how="installed"
 }
 
+# The family rule of pkg/families.toml ([detect]), which kubelet-wrapper
+# follows too: the family named, the one whose env file exists when exactly
+# one does, deb on a Debian host, rpm where /etc/sysconfig exists, else deb.
 detect_family() {
 	if [ -n "$opt_family" ]; then
 		family=$opt_family fhow="--family"
@@ -597,9 +601,16 @@ detect_family() {
 		return
 	fi
 	fhow="found"
-	if [ -d "$root/etc/sysconfig" ] && [ ! -d "$root/etc/default" ]; then
+	deb_env='' rpm_env=''
+	[ ! -e "$root/etc/default/kubelet" ] || deb_env=1
+	[ ! -e "$root/etc/sysconfig/kubelet" ] || rpm_env=1
+	if [ -n "$deb_env" ] && [ -z "$rpm_env" ]; then
+		family=deb
+	elif [ -n "$rpm_env" ] && [ -z "$deb_env" ]; then
 		family=rpm
-	elif [ -d "$root/etc/sysconfig" ] && [ ! -f "$root/etc/debian_version" ]; then
+	elif [ -f "$root/etc/debian_version" ]; then
+		family=deb
+	elif [ -d "$root/etc/sysconfig" ]; then
 		family=rpm
 	else
 		family=deb

@@ -304,3 +304,64 @@ fn emitters_read_nothing_but_their_input() {
         }
     }
 }
+
+/// The body of the shell function `name` in `script` (up to its closing
+/// `}` at the start of a line).
+fn shell_function<'a>(script: &'a str, name: &str) -> &'a str {
+    let start = script
+        .find(&format!("\n{name}() {{"))
+        .unwrap_or_else(|| panic!("no function {name}"));
+    let body = &script[start..];
+    &body[..body.find("\n}\n").unwrap_or(body.len())]
+}
+
+#[test]
+fn the_family_rule_is_followed_alike_by_the_wrapper_and_the_installer() {
+    let spec = crate::spec::Spec::load(&root()).unwrap();
+    let detect = &spec.families.detect;
+    let envs = [&spec.families.deb.env_file, &spec.families.rpm.env_file];
+
+    let chain = read("wrapper/src/chain.rs");
+    for (constant, value) in [
+        ("DEB_MARKER", &detect.deb_marker),
+        ("RPM_MARKER_DIR", &detect.rpm_marker_dir),
+    ] {
+        let line = format!("const {constant}: &str = \"{value}\";");
+        assert!(chain.contains(&line), "wrapper/src/chain.rs lacks {line}");
+    }
+    for env in envs {
+        assert!(
+            chain.contains(&format!("=> \"{env}\"")),
+            "wrapper's env_file() lacks {env}"
+        );
+    }
+
+    let installer = read("installer/install.sh");
+    let body = shell_function(&installer, "detect_family");
+    // The steps of the rule, in order, on the paths of families.toml.
+    let steps = [
+        format!("\"$root{}\"", envs[0]),
+        format!("\"$root{}\"", envs[1]),
+        format!("-f \"$root{}\"", detect.deb_marker),
+        format!("-d \"$root{}\"", detect.rpm_marker_dir),
+    ];
+    let mut at = 0;
+    for step in &steps {
+        let found = body[at..].find(step.as_str()).unwrap_or_else(|| {
+            panic!("install.sh's detect_family lacks (or misorders) {step}:\n{body}")
+        });
+        at += found;
+    }
+    // No other host path decides the family.
+    for word in body.split(|c: char| c.is_whitespace() || c == '"') {
+        if let Some(path) = word.strip_prefix("$root/") {
+            let path = format!("/{path}");
+            assert!(
+                envs.iter().any(|e| **e == path)
+                    || path == detect.deb_marker
+                    || path == detect.rpm_marker_dir,
+                "install.sh's detect_family looks at {path}, which the rule does not name"
+            );
+        }
+    }
+}
