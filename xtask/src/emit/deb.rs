@@ -111,7 +111,16 @@ pub fn write(
 
     let listener = Collect::default();
     let unsigned = crate_dir.join("unsigned.deb");
-    if let Err(e) = build(pkg, arch, meta, &assets, &manifest, &unsigned, &listener) {
+    if let Err(e) = build(
+        pkg,
+        arch,
+        meta,
+        &assets,
+        &fam.host_dirs,
+        &manifest,
+        &unsigned,
+        &listener,
+    ) {
         let warnings = listener
             .warnings
             .lock()
@@ -134,11 +143,13 @@ pub fn write(
     Ok(out)
 }
 
+#[allow(clippy::too_many_arguments)]
 fn build(
     pkg: &Staged,
     arch: &str,
     meta: &Meta,
     assets: &[(PathBuf, String, u32)],
+    host_dirs: &[String],
     manifest: &Path,
     out: &Path,
     listener: &Collect,
@@ -169,6 +180,7 @@ fn build(
         &config,
         &deb,
         assets,
+        host_dirs,
         codec,
         meta.threads,
         meta.epoch,

@@ -7,6 +7,9 @@
 //! directories (0755) before their first file, root-owned, every mtime
 //! SOURCE_DATE_EPOCH, and cargo-deb's order (non-executables first, then by
 //! extension and path), which keeps similar files together for the codec.
+//! One difference: the host's own directories (`host_dirs` of
+//! pkg/families.toml: /usr, /usr/bin, /opt, …) get no entry, so that dpkg
+//! never counts the package among their owners.
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -19,13 +22,14 @@ use cargo_deb::{BuildEnvironment, CDResult, CargoDebError, PackageConfig};
 use super::codec::{self, Codec, Kind};
 
 /// Writes the .deb of `deb` to `out`: its control archive from cargo-deb,
-/// its data archive from `assets` (`(source, dest, mode)`) compressed with
-/// `codec` on `threads` threads.
+/// its data archive from `assets` (`(source, dest, mode)`), without entries
+/// for `host_dirs`, compressed with `codec` on `threads` threads.
 #[allow(clippy::too_many_arguments)]
 pub fn write(
     config: &BuildEnvironment,
     deb: &PackageConfig,
     assets: &[(PathBuf, String, u32)],
+    host_dirs: &[String],
     codec: Codec,
     threads: u32,
     epoch: u64,
@@ -40,7 +44,7 @@ pub fn write(
     let control = codec::compress(Codec::new(Kind::Xz, 6), 1, &control)?;
 
     let encoder = codec::encoder(codec, threads, Vec::new())?;
-    let data = data_tar(assets, epoch, encoder)?.finish()?;
+    let data = data_tar(assets, host_dirs, epoch, encoder)?.finish()?;
 
     let file = fs::File::create(out)
         .map_err(|e| CargoDebError::IoFile("can't create the .deb", e, out.to_path_buf()))?;
@@ -65,8 +69,18 @@ pub fn write(
     Ok(())
 }
 
-/// The data archive of `assets` written into `dest`.
-fn data_tar<W: Write>(assets: &[(PathBuf, String, u32)], epoch: u64, dest: W) -> CDResult<W> {
+/// The data archive of `assets` written into `dest`, with an entry for
+/// every parent directory of an asset except `host_dirs`.
+fn data_tar<W: Write>(
+    assets: &[(PathBuf, String, u32)],
+    host_dirs: &[String],
+    epoch: u64,
+    dest: W,
+) -> CDResult<W> {
+    let host_dirs: BTreeSet<&Path> = host_dirs
+        .iter()
+        .map(|d| Path::new(d.trim_start_matches('/')))
+        .collect();
     let mut order: Vec<&(PathBuf, String, u32)> = assets.iter().collect();
     // cargo-deb's sort_assets_by_type (no asset here is a shared library or
     // was processed by cargo-deb).
@@ -89,7 +103,7 @@ fn data_tar<W: Write>(assets: &[(PathBuf, String, u32)], epoch: u64, dest: W) ->
             .ancestors()
             .skip(1)
             .take_while(|d| !added.contains(*d))
-            .filter(|d| !d.as_os_str().is_empty())
+            .filter(|d| !d.as_os_str().is_empty() && !host_dirs.contains(*d))
             .collect();
         for dir in parents.into_iter().rev() {
             let mut h = header(&mut tar, dir, true)
@@ -174,4 +188,42 @@ fn header<W: Write>(
         tar.append(&long, name.as_slice())?;
     }
     Ok(h)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_directories_get_no_entry() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("content");
+        fs::write(&src, b"x").unwrap();
+        let assets = [
+            (src.clone(), "/opt/cni/bin/bridge".to_string(), 0o755),
+            (
+                src,
+                "/usr/share/doc/kubernetes-cni/copyright".to_string(),
+                0o644,
+            ),
+        ];
+        let host_dirs = ["/opt", "/usr", "/usr/share", "/usr/share/doc"].map(String::from);
+        let tar = data_tar(&assets, &host_dirs, 0, Vec::new()).unwrap();
+        let mut archive = tar::Archive::new(tar.as_slice());
+        let names: Vec<String> = archive
+            .entries()
+            .unwrap()
+            .map(|e| String::from_utf8(e.unwrap().path_bytes().into_owned()).unwrap())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "./usr/share/doc/kubernetes-cni/",
+                "./usr/share/doc/kubernetes-cni/copyright",
+                "./opt/cni/",
+                "./opt/cni/bin/",
+                "./opt/cni/bin/bridge",
+            ]
+        );
+    }
 }
