@@ -16,17 +16,23 @@
 #   D  both releases in a local apt repository: N-1 and N mixed, `pkg=VERSION`
 #      downgrades, kubeadm upgraded alone while the others are held
 #
+# Then piuparts, Debian's own package tester, in chroots of its own: the
+# five debs of N installed and purged, and N-1 installed from a local
+# repository and upgraded to N, then purged; every file left behind, removed
+# (such as the host's /opt) or changed fails.
+#
 # Versions come from the artifacts: kubelet, kubeadm and kubectl carry the
 # Kubernetes version, kubernetes-cni the CNI plugins' and cri-tools its own
 # (as upstream's packages do), all with the same revision.
 #
-# Wall time: about 80 s on 2 cores with the base tarball cached.
+# Wall time: about 80 s on 2 cores with the base tarballs cached, plus about
+# a minute for piuparts.
 
 # shellcheck disable=SC2016 # ${...} in single quotes are dpkg-query formats
 # shellcheck source=ci/lib.sh
 . "$(dirname "$0")/lib.sh"
 
-kd_require mmdebstrap unshare dpkg-deb apt-ftparchive jq sha256sum
+kd_require mmdebstrap unshare dpkg-deb apt-ftparchive jq sha256sum piuparts
 kd_require_dist
 
 PACKAGES="kubelet kubeadm kubectl kubernetes-cni cri-tools"
@@ -503,5 +509,75 @@ upgrade_kubeadm_alone_while_others_held() { # failure 8
 run_test mixed_versions_prev_kubeadm_with_cur_kubelet
 run_test older_versions_stay_installable
 run_test upgrade_kubeadm_alone_while_others_held
+
+# --- piuparts ----------------------------------------------------------------
+
+# piuparts' base chroot, saved by its first run (-s) and unpacked by every
+# later one (-b, which wants a gzip tarball). It refreshes the package lists
+# itself.
+PIUPARTS_BASE=$KD_CACHE/piuparts-$KD_SUITE_CODENAME.tar.gz
+
+# debs_of DIST : the paths of our five debs in DIST.
+debs_of() {
+    for p in $PACKAGES; do deb_of "$1" "$p"; done
+}
+
+# piuparts_run ARGS... : piuparts on bookworm from KD_MIRROR with the cached
+# base chroot (made on the first run), its chroots under KD_WORK, in a mount
+# namespace of its own so that no mount outlives it. Its log is kept in
+# $KD_WORK/deb.piuparts.log.
+piuparts_run() {
+    if [ -f "$PIUPARTS_BASE" ]; then
+        set -- --basetgz="$PIUPARTS_BASE" "$@"
+    else
+        rm -f "$PIUPARTS_BASE.tmp"
+        set -- --save="$PIUPARTS_BASE.tmp" "$@"
+    fi
+    set +e
+    unshare --mount --propagation private -- piuparts \
+        --distribution="$KD_SUITE_CODENAME" --mirror="$KD_MIRROR" --tmpdir="$KD_WORK" \
+        "$@" >"$KD_WORK/deb.piuparts.log" 2>&1
+    rc=$?
+    set -e
+    # Its verdicts, and the lines above a failure; the whole log stays in
+    # $KD_WORK/deb.piuparts.log.
+    grep -E '(PASS|FAIL|ERROR|WARN)' "$KD_WORK/deb.piuparts.log" || true
+    if [ -f "$PIUPARTS_BASE.tmp" ]; then
+        mv "$PIUPARTS_BASE.tmp" "$PIUPARTS_BASE"
+    fi
+    [ "$rc" -eq 0 ] || {
+        tail -n 40 "$KD_WORK/deb.piuparts.log"
+        echo "piuparts failed (exit $rc); its log: $KD_WORK/deb.piuparts.log" >&2
+        return 1
+    }
+}
+
+piuparts_install_purge() { # failures 5, 7
+    # shellcheck disable=SC2046 # one word per deb
+    piuparts_run --no-upgrade-test $(debs_of "$KD_DIST")
+    assert_grep 'PASS: Installation and purging test' "$KD_WORK/deb.piuparts.log"
+}
+
+piuparts_upgrade_prev_to_cur() { # failures 1, 3, 5
+    # Release N-1 in a local repository, bind-mounted into piuparts' chroot:
+    # piuparts installs the packages from it with apt, upgrades them to the
+    # debs of N, purges them and compares.
+    repo=$KD_WORK/deb.piuparts-prev
+    rm -rf "$repo"
+    mkdir -p "$repo"
+    # shellcheck disable=SC2046 # one word per deb
+    cp $(debs_of "$KD_DIST_PREV") "$repo/"
+    (cd "$repo" && apt-ftparchive packages . >Packages && apt-ftparchive release . >Release)
+    # shellcheck disable=SC2046 # one word per deb
+    piuparts_run --no-install-purge-test --bindmount="$repo" \
+        --extra-repo="deb [trusted=yes] file://$repo ./" $(debs_of "$KD_DIST")
+    assert_grep 'PASS: Installation, upgrade and purging tests' "$KD_WORK/deb.piuparts.log"
+    # It really went from N-1 to N.
+    assert_grep "Setting up kubelet ($(version_of "$KD_DIST_PREV" kubelet))" "$KD_WORK/deb.piuparts.log"
+    assert_grep "Unpacking kubelet ($(version_of "$KD_DIST" kubelet)) over ($(version_of "$KD_DIST_PREV" kubelet))" "$KD_WORK/deb.piuparts.log"
+}
+
+run_test piuparts_install_purge
+run_test piuparts_upgrade_prev_to_cur
 
 kd_summary

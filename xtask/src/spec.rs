@@ -96,6 +96,9 @@ pub struct FamilyConf {
     /// Where vendor systemd units go.
     pub unitdir: String,
     pub config: ConfigStyle,
+    /// Directories every host of the family has before our packages: no
+    /// package lists or declares them (see families.toml).
+    pub host_dirs: Vec<String>,
     /// Our architecture names (Go's) → this family's.
     pub arch: BTreeMap<String, String>,
 }
@@ -532,6 +535,17 @@ fn validate_package(
             bail!("{at}: two files have the same dest");
         }
     }
+    for d in &p.dirs {
+        for family in Family::ALL {
+            if families.get(family).host_dirs.contains(&d.path) {
+                bail!(
+                    "dirs: {} is a directory every {family} host has (host_dirs in pkg/families.toml); \
+                     list only directories this package creates alone",
+                    d.path
+                );
+            }
+        }
+    }
     for unit in &p.systemd_units {
         if !p
             .files
@@ -629,6 +643,21 @@ mod tests {
         let err = format!("{:#}", Spec::load(dir.path()).unwrap_err());
         assert!(
             err.contains("kubectl.toml") && err.contains("sumary"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_host_directory_is_no_package_directory() {
+        let toml = std::fs::read_to_string(repo_root().join("pkg/kubernetes-cni.toml")).unwrap();
+        let dir = broken_root(
+            "kubernetes-cni.toml",
+            &format!("{toml}\n[[dirs]]\npath = \"/opt\"\nmode = \"0755\"\n"),
+        );
+        let err = format!("{:#}", Spec::load(dir.path()).unwrap_err());
+        assert!(
+            err.contains("kubernetes-cni.toml")
+                && err.contains("/opt is a directory every deb host has"),
             "{err}"
         );
     }

@@ -46,6 +46,8 @@ pub struct Staged {
     pub config_style: ConfigStyle,
     /// Where this family's vendor systemd units go.
     pub unitdir: String,
+    /// Directories every host of the family has: no package lists them.
+    pub host_dirs: Vec<String>,
     /// Upstream version with `-` turned into `~` (rpm's Version).
     pub upstream_version: String,
     /// Package revision (rpm's Release).
@@ -289,6 +291,7 @@ fn stage_one(
         arch_name: fam.arch_name(arch)?.to_string(),
         config_style: fam.config,
         unitdir: fam.unitdir.clone(),
+        host_dirs: fam.host_dirs.clone(),
         upstream_version: spec.source(&package.version_from).version.replace('-', "~"),
         revision: spec.release.revision,
         version,

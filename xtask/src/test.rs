@@ -18,6 +18,7 @@ use anyhow::{bail, Context, Result};
 /// Tools the suites run; `ci/install-deps` installs them.
 const TOOLS: &[&str] = &[
     "mmdebstrap",
+    "piuparts",
     "dpkg-deb",
     "rpm",
     "rpmbuild",

@@ -136,6 +136,7 @@ fn build(
         &config,
         &deb,
         assets,
+        &pkg.host_dirs,
         codec,
         meta.threads,
         meta.epoch,

@@ -15,6 +15,9 @@
 //! directories (0755) before their first file, root-owned, every mtime
 //! SOURCE_DATE_EPOCH, and cargo-deb's order (non-executables first, then by
 //! extension and path), which keeps similar files together for the codec.
+//! One difference: the host's own directories (`host_dirs` of
+//! pkg/families.toml: /usr, /usr/bin, /opt, …) get no entry, so that dpkg
+//! never counts the package among their owners.
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -30,12 +33,14 @@ use super::codec::{self, Codec};
 
 /// Writes the .deb of `deb` to `out` (named `out_path`): its control archive
 /// from cargo-deb plus `md5sums`, its data archive from `assets` (`(source,
-/// dest, mode)`) compressed with `codec` on `threads` threads.
+/// dest, mode)`), without entries for `host_dirs`, compressed with `codec`
+/// on `threads` threads.
 #[allow(clippy::too_many_arguments)]
 pub fn write(
     config: &BuildEnvironment,
     deb: &PackageConfig,
     assets: &[(PathBuf, String, u32)],
+    host_dirs: &[String],
     codec: Codec,
     threads: u32,
     epoch: u64,
@@ -50,7 +55,7 @@ pub fn write(
 
     let encoder = codec::encoder(codec, threads, Vec::new())?;
     let mut md5s = Vec::new();
-    let data = data_tar(assets, epoch, encoder, &mut md5s)?.finish()?;
+    let data = data_tar(assets, host_dirs, epoch, encoder, &mut md5s)?.finish()?;
 
     let control = with_md5sums(&control, md5s)
         .map_err(|e| CargoDebError::IoFile("can't add md5sums", e, out_path.into()))?;
@@ -149,14 +154,20 @@ impl<R: Read> Read for Md5Reader<R> {
     }
 }
 
-/// The data archive of `assets` written into `dest`; the MD5 of each file
-/// is pushed to `md5s` as `(path without "./", hex)`.
+/// The data archive of `assets` written into `dest`, with an entry for
+/// every parent directory of an asset except `host_dirs`; the MD5 of each
+/// file is pushed to `md5s` as `(path without "./", hex)`.
 fn data_tar<W: Write>(
     assets: &[(PathBuf, String, u32)],
+    host_dirs: &[String],
     epoch: u64,
     dest: W,
     md5s: &mut Vec<(String, String)>,
 ) -> CDResult<W> {
+    let host_dirs: BTreeSet<&Path> = host_dirs
+        .iter()
+        .map(|d| Path::new(d.trim_start_matches('/')))
+        .collect();
     let mut order: Vec<&(PathBuf, String, u32)> = assets.iter().collect();
     // cargo-deb's sort_assets_by_type (no asset here is a shared library or
     // was processed by cargo-deb).
@@ -179,7 +190,7 @@ fn data_tar<W: Write>(
             .ancestors()
             .skip(1)
             .take_while(|d| !added.contains(*d))
-            .filter(|d| !d.as_os_str().is_empty())
+            .filter(|d| !d.as_os_str().is_empty() && !host_dirs.contains(*d))
             .collect();
         for dir in parents.into_iter().rev() {
             let mut h = header(&mut tar, dir, true)
@@ -272,4 +283,44 @@ fn header<W: Write>(
         tar.append(&long, name.as_slice())?;
     }
     Ok(h)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_directories_get_no_entry() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("content");
+        fs::write(&src, b"x").unwrap();
+        let assets = [
+            (src.clone(), "/opt/cni/bin/bridge".to_string(), 0o755),
+            (
+                src,
+                "/usr/share/doc/kubernetes-cni/copyright".to_string(),
+                0o644,
+            ),
+        ];
+        let host_dirs = ["/opt", "/usr", "/usr/share", "/usr/share/doc"].map(String::from);
+        let mut md5s = Vec::new();
+        let tar = data_tar(&assets, &host_dirs, 0, Vec::new(), &mut md5s).unwrap();
+        let mut archive = tar::Archive::new(tar.as_slice());
+        let names: Vec<String> = archive
+            .entries()
+            .unwrap()
+            .map(|e| String::from_utf8(e.unwrap().path_bytes().into_owned()).unwrap())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "./usr/share/doc/kubernetes-cni/",
+                "./usr/share/doc/kubernetes-cni/copyright",
+                "./opt/cni/",
+                "./opt/cni/bin/",
+                "./opt/cni/bin/bridge",
+            ]
+        );
+        assert_eq!(md5s.len(), 2);
+    }
 }
