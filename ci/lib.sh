@@ -175,15 +175,66 @@ _kd_run() {
 # kd_script ROOT : runs the shell script on stdin inside ROOT (kd_run). The
 # script runs with `set -eu`, so its first failing command fails the test.
 kd_script() {
-    root=$1
-    script=$(mktemp "$root/tmp/kd-test.XXXXXX")
-    { echo 'set -eu'; cat; } >"$script"
-    kd_run "$root" sh "/tmp/$(basename "$script")"
+    _kd_script "" "$1"
 }
 
-# kd_test NAME FUNCTION : runs FUNCTION in a subshell; it passes when it exits 0.
+# kd_script_offline ROOT : kd_script with no network (kd_run_offline).
+kd_script_offline() {
+    _kd_script --net "$1"
+}
+
+_kd_script() {
+    root=$2
+    script=$(mktemp "$root/tmp/kd-test.XXXXXX")
+    { echo 'set -eu'; cat; } >"$script"
+    _kd_run "$1" "$root" sh "/tmp/$(basename "$script")"
+}
+
+# kd_in_root ROOT [PRELUDE] : kd_script of the script on stdin, after the
+# shell text PRELUDE (the functions every test of a suite starts with).
+kd_in_root() {
+    { [ -z "${2:-}" ] || printf '%s\n' "$2"; cat; } | kd_script "$1"
+}
+
+# kd_in_root_offline ROOT [PRELUDE] : kd_in_root with no network.
+kd_in_root_offline() {
+    { [ -z "${2:-}" ] || printf '%s\n' "$2"; cat; } | kd_script_offline "$1"
+}
+
+# kd_keep_output CMD... : runs CMD with its output shown on stderr and also
+# kept in a file, whose path it prints, so that a test can both show the
+# output and check it. Fails when CMD fails.
+kd_keep_output() {
+    out=$(mktemp "$KD_WORK/$KD_SUITE.out.XXXXXX")
+    set +e
+    "$@" >"$out" 2>&1
+    rc=$?
+    set -e
+    cat "$out" >&2
+    [ "$rc" -eq 0 ] || { echo "command in the root failed (exit $rc)" >&2; return 1; }
+    printf '%s\n' "$out"
+}
+
+# kd_listing DIR : every path under DIR (but proc, sys, dev, run and tmp)
+# with its type, mode, numeric owner and link target, plus the sha256 of
+# every regular file, sorted: what "nothing changed" is checked against.
+kd_listing() {
+    (
+        cd "$1"
+        prune='( -path ./proc -o -path ./sys -o -path ./dev -o -path ./run -o -path ./tmp )'
+        # shellcheck disable=SC2086 # $prune is a list of find arguments
+        find . $prune -prune -o -printf '%p %y %m %U:%G %l\n'
+        # shellcheck disable=SC2086
+        find . $prune -prune -o -type f -print0 | xargs -0 -r sha256sum | awk '{ print $2, "sha256", $1 }'
+    ) | LC_ALL=C sort
+}
+
+# kd_test FUNCTION : runs the test FUNCTION in a subshell; it passes when it
+# exits 0. Its name, in the report and for KD_ONLY, is the function's name
+# without `test_`, with `-` for `_` (test_upgrade_keeps_x: upgrade-keeps-x).
 kd_test() {
-    name=$1
+    fn=$1
+    name=$(printf '%s' "${fn#test_}" | tr _ -)
     if [ -n "${KD_ONLY:-}" ]; then
         wanted=
         for word in $KD_ONLY; do
@@ -195,7 +246,7 @@ kd_test() {
     start=$(date +%s)
     # Not `if ( ... )`: set -e is ignored inside a tested subshell.
     set +e
-    ( set -e; "$2" ) >"$log" 2>&1
+    ( set -e; "$fn" ) >"$log" 2>&1
     rc=$?
     set -e
     if [ "$rc" -eq 0 ]; then

@@ -2,6 +2,16 @@
 # recorder stand-in kubelet (prepended to their in-root scripts by
 # t-openrc.sh, t-runit.sh and t-tarball.sh; POSIX sh).
 
+fail() { echo "FAIL: $*" >&2; exit 1; }
+# OpenRC's state tree of a booted host, in the fresh /run of the namespace.
+openrc_boot() {
+	for d in started starting stopping inactive wasinactive exclusive failed \
+		scheduled options daemons tmp; do
+		mkdir -p "/run/openrc/$d"
+	done
+	echo default >/run/openrc/softlevel
+}
+
 # wait_until SECONDS CMD... : polls CMD every 0.1 s.
 wait_until() {
 	n=$(($1 * 10))

@@ -97,32 +97,7 @@ new_root() {
     printf '%s\n' "$r"
 }
 
-# in_root ROOT : kd_script with the output also kept on the host, so that a
-# test can both show it and check it. Prints the output file's path last.
-in_root() {
-    out=$(mktemp "$KD_WORK/deb.out.XXXXXX")
-    set +e
-    kd_script "$1" >"$out" 2>&1
-    rc=$?
-    set -e
-    cat "$out" >&2
-    [ "$rc" -eq 0 ] || { echo "command in the root failed (exit $rc)" >&2; return 1; }
-    printf '%s\n' "$out"
-}
 
-# listing ROOT : every path of the root with its type, mode, numeric owner and
-# link target, plus the sha256 of every regular file, sorted. Volatile mount
-# points and /tmp are left out.
-listing() {
-    (
-        cd "$1"
-        prune='( -path ./proc -o -path ./sys -o -path ./dev -o -path ./run -o -path ./tmp )'
-        # shellcheck disable=SC2086 # $prune is a list of find arguments
-        find . $prune -prune -o -printf '%p %y %m %U:%G %l\n'
-        # shellcheck disable=SC2086
-        find . $prune -prune -o -type f -print0 | xargs -0 sha256sum | awk '{ print $2, "sha256", $1 }'
-    ) | LC_ALL=C sort
-}
 
 # What apt and dpkg keep about their own work, and nothing else: package
 # database and lists, downloaded archives, debconf's database, their logs, and
@@ -175,7 +150,7 @@ assert_admin_files_intact() {
 # DEBIAN_FRONTEND=noninteractive, stdin from /dev/null and no --force-conf*
 # option anywhere (not on the command line, not in apt's configuration).
 upgrade_noninteractive() {
-    out=$(in_root "$1" <<'EOF'
+    out=$(kd_keep_output kd_script "$1" <<'EOF'
 if apt-config dump | grep -i 'force-conf'; then
     echo "apt is configured with a --force-conf option: the test would prove nothing" >&2
     exit 1
@@ -194,7 +169,6 @@ EOF
 }
 
 # run_test NAME : runs the test function NAME (kd_test).
-run_test() { kd_test "$1" "$1"; }
 
 # --- root A: the unedited lifecycle ----------------------------------------
 
@@ -209,9 +183,9 @@ install_prev_resolves_deps_from_archive() { # failures 7, 9
     printf '[Service]\nEnvironment="ADMIN_OVERRIDE=1"\n' >"$ROOT_A$ADMIN_OVERRIDE"
     (cd "$ROOT_A" && sha256sum ".$THIRD_PARTY_PLUGIN" ".$ADMIN_CONFLIST" ".$ADMIN_OVERRIDE") >"$KD_WORK/deb.admin-files.sha256"
     kd_run "$ROOT_A" dpkg-query -W -f '${Package}\n' | sort >"$KD_WORK/deb.A.packages-before"
-    listing "$ROOT_A" >"$KD_WORK/deb.A.before"
+    kd_listing "$ROOT_A" >"$KD_WORK/deb.A.before"
 
-    in_root "$ROOT_A" <<'EOF' >/dev/null
+    kd_keep_output kd_script "$ROOT_A" <<'EOF' >/dev/null
 test ! -d /run/systemd/system  # no systemd is running here
 cd /srv/prev
 apt-get install -y ./kubelet_*.deb ./kubeadm_*.deb ./kubectl_*.deb ./kubernetes-cni_*.deb ./cri-tools_*.deb </dev/null
@@ -303,7 +277,7 @@ admin_dropin_override_survives_upgrade() { # failure 1
 reinstall_restores_deleted_kubeadm_dropin() { # failure 1
     dpkg-deb --fsys-tarfile "$KD_DIST"/kubeadm_*.deb | tar -xO ".$DROPIN" >"$KD_WORK/deb.dropin.cur"
     rm "$ROOT_A$DROPIN"
-    in_root "$ROOT_A" <<'EOF' >/dev/null
+    kd_keep_output kd_script "$ROOT_A" <<'EOF' >/dev/null
 cd /srv/cur
 apt-get install -y --reinstall ./kubeadm_*.deb </dev/null
 dpkg --verify kubeadm
@@ -343,7 +317,7 @@ purge_leaves_nothing_behind() { # failures 5, 7
     kd_run "$ROOT_A" apt-get autoremove --purge -y </dev/null
     kd_run "$ROOT_A" dpkg-query -W -f '${Package}\n' | sort >"$KD_WORK/deb.A.packages-after"
     diff -u "$KD_WORK/deb.A.packages-before" "$KD_WORK/deb.A.packages-after"
-    listing "$ROOT_A" >"$KD_WORK/deb.A.after"
+    kd_listing "$ROOT_A" >"$KD_WORK/deb.A.after"
     # Every difference outside apt's and dpkg's bookkeeping is a failure:
     # something we installed was left, or something we did not was touched.
     if diff "$KD_WORK/deb.A.before" "$KD_WORK/deb.A.after" | grep '^[<>]' | grep -Ev "^[<>] $BOOKKEEPING"; then
@@ -352,26 +326,26 @@ purge_leaves_nothing_behind() { # failures 5, 7
     fi
 }
 
-run_test install_prev_resolves_deps_from_archive
-run_test maintainer_scripts_succeed_without_systemd
-run_test conntrack_installed_as_kubeadm_dependency
-run_test kubectl_version_client_runs_real_binary
-run_test dpkg_verify_clean_after_install
-run_test env_file_is_prev_default_after_install
-run_test deb_dropin_reads_etc_default_kubelet
-run_test upgrade_replaces_unedited_env_file_noninteractive
-run_test third_party_cni_plugin_survives_upgrade
-run_test admin_dropin_override_survives_upgrade
-run_test reinstall_restores_deleted_kubeadm_dropin
-run_test remove_keeps_config_and_admin_files
-run_test purge_leaves_nothing_behind
+kd_test install_prev_resolves_deps_from_archive
+kd_test maintainer_scripts_succeed_without_systemd
+kd_test conntrack_installed_as_kubeadm_dependency
+kd_test kubectl_version_client_runs_real_binary
+kd_test dpkg_verify_clean_after_install
+kd_test env_file_is_prev_default_after_install
+kd_test deb_dropin_reads_etc_default_kubelet
+kd_test upgrade_replaces_unedited_env_file_noninteractive
+kd_test third_party_cni_plugin_survives_upgrade
+kd_test admin_dropin_override_survives_upgrade
+kd_test reinstall_restores_deleted_kubeadm_dropin
+kd_test remove_keeps_config_and_admin_files
+kd_test purge_leaves_nothing_behind
 
 # --- root B: an edited /etc/default/kubelet --------------------------------
 
 ROOT_B=$(new_root)
 
 extra_args_in_etc_default_reach_kubelet() { # failure 2
-    in_root "$ROOT_B" <<'EOF' >/dev/null
+    kd_keep_output kd_script "$ROOT_B" <<'EOF' >/dev/null
 cd /srv/prev
 apt-get install -y ./kubelet_*.deb ./kubeadm_*.deb ./kubectl_*.deb ./kubernetes-cni_*.deb ./cri-tools_*.deb </dev/null
 EOF
@@ -407,10 +381,10 @@ purge_removes_edited_env_file() {
     assert_no_file "$ROOT_B/var/lib/kubedist"
 }
 
-run_test extra_args_in_etc_default_reach_kubelet
-run_test upgrade_keeps_edited_env_file_noninteractive
-run_test remove_keeps_edited_env_file
-run_test purge_removes_edited_env_file
+kd_test extra_args_in_etc_default_reach_kubelet
+kd_test upgrade_keeps_edited_env_file_noninteractive
+kd_test remove_keeps_edited_env_file
+kd_test purge_removes_edited_env_file
 
 # --- root C: Debian's containernetworking-plugins beside ours --------------
 
@@ -431,7 +405,7 @@ assert_sole_owner() {
 }
 
 coexists_with_debian_containernetworking_plugins() { # failure 6
-    in_root "$ROOT_C" <<'EOF' >/dev/null
+    kd_keep_output kd_script "$ROOT_C" <<'EOF' >/dev/null
 apt-get install -y containernetworking-plugins </dev/null
 cd /srv/cur
 apt-get install -y ./kubelet_*.deb ./kubeadm_*.deb ./kubectl_*.deb ./kubernetes-cni_*.deb ./cri-tools_*.deb </dev/null
@@ -447,7 +421,7 @@ EOF
     assert_sole_owner "$ROOT_C" containernetworking-plugins
 }
 
-run_test coexists_with_debian_containernetworking_plugins
+kd_test coexists_with_debian_containernetworking_plugins
 
 # --- root D: no exact pins between the packages ----------------------------
 
@@ -467,9 +441,9 @@ echo 'deb [trusted=yes] file:/srv/repo ./' >"$ROOT_D/etc/apt/sources.list.d/kube
 
 # repo_apt ARGS... : `apt-get -y ARGS` in root D after refreshing the
 # repository's lists (and no other source's: Debian's stay as the base root
-# has them). Prints the path of the output (in_root).
+# has them). Prints the path of the output (kd_keep_output).
 repo_apt() {
-    in_root "$ROOT_D" <<EOF
+    kd_keep_output kd_script "$ROOT_D" <<EOF
 apt-get update -o Dir::Etc::sourcelist=sources.list.d/kubedist.list \
     -o Dir::Etc::sourceparts=- -o APT::Get::List-Cleanup=0 >/dev/null
 apt-get -y $* </dev/null
@@ -506,9 +480,9 @@ upgrade_kubeadm_alone_while_others_held() { # failure 8
         "$(kd_run "$ROOT_D" apt-mark showhold | LC_ALL=C sort | tr '\n' ' ' | sed 's/ $//')" "held packages"
 }
 
-run_test mixed_versions_prev_kubeadm_with_cur_kubelet
-run_test older_versions_stay_installable
-run_test upgrade_kubeadm_alone_while_others_held
+kd_test mixed_versions_prev_kubeadm_with_cur_kubelet
+kd_test older_versions_stay_installable
+kd_test upgrade_kubeadm_alone_while_others_held
 
 # --- piuparts ----------------------------------------------------------------
 
@@ -577,7 +551,7 @@ piuparts_upgrade_prev_to_cur() { # failures 1, 3, 5
     assert_grep "Unpacking kubelet ($(version_of "$KD_DIST" kubelet)) over ($(version_of "$KD_DIST_PREV" kubelet))" "$KD_WORK/deb.piuparts.log"
 }
 
-run_test piuparts_install_purge
-run_test piuparts_upgrade_prev_to_cur
+kd_test piuparts_install_purge
+kd_test piuparts_upgrade_prev_to_cur
 
 kd_summary

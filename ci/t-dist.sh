@@ -31,10 +31,6 @@ dist() {
     (cd "$KD_REPO" && SOURCE_DATE_EPOCH=$EPOCH cargo xtask dist "$@")
 }
 
-# listing DIR : every file under DIR with its sha256, sorted.
-listing() {
-    (cd "$1" && find . -type f -exec sha256sum {} + | sort -k 2)
-}
 
 # Release N again, from a copy of the checkout in another directory (its own
 # target/; only compiled registry crates and the fixture inputs come from
@@ -64,8 +60,8 @@ test_reproducible_from_another_checkout() {
     assert_file "$copy/target/static/x86_64-unknown-linux-musl/release/kubelet-wrapper"
     assert_eq "$(cat "$KD_DIST/SHA256SUMS")" "$(cat "$TMP/again/SHA256SUMS")" \
         "SHA256SUMS of two builds of release N"
-    listing "$KD_DIST" >"$TMP/first.list"
-    listing "$TMP/again" >"$TMP/second.list"
+    kd_listing "$KD_DIST" >"$TMP/first.list"
+    kd_listing "$TMP/again" >"$TMP/second.list"
     assert_eq "$(cat "$TMP/first.list")" "$(cat "$TMP/second.list")" "artifact digests"
 }
 
@@ -145,7 +141,7 @@ bad_input() {
     rm -rf "$parent"
     mkdir "$parent"
     cp -a "$KD_DIST_PREV" "$out"
-    listing "$out" >"$TMP/before.list"
+    kd_listing "$out" >"$TMP/before.list"
     ls -a "$parent" >"$TMP/parent.before"
     if dist --arch amd64 --from "$broken" --out "$out" >"$TMP/stdout" 2>"$TMP/stderr"; then
         echo "dist succeeded on broken inputs ($2)" >&2
@@ -157,7 +153,7 @@ bad_input() {
     *"$1"*) ;;
     *) echo "the error does not name $1: $err" >&2; return 1 ;;
     esac
-    listing "$out" >"$TMP/after.list"
+    kd_listing "$out" >"$TMP/after.list"
     assert_eq "$(cat "$TMP/before.list")" "$(cat "$TMP/after.list")" "output directory"
     ls -a "$parent" >"$TMP/parent.after"
     assert_eq "$(cat "$TMP/parent.before")" "$(cat "$TMP/parent.after")" "output's parent directory"
@@ -175,11 +171,11 @@ test_tampered_input_is_refused_and_output_untouched() { bad_input "linux/amd64/k
 test_missing_input_is_refused_and_output_untouched() { bad_input "crictl-" drop_crictl; }
 test_wrong_checksum_is_refused_and_output_untouched() { bad_input "linux/amd64/kubelet" wrong_sum; }
 
-kd_test new-epoch-compiles-nothing test_new_epoch_compiles_nothing
-kd_test sums-verify-and-use-upstream-names test_sums_verify_and_use_upstream_names
-kd_test tampered-input-is-refused-and-output-untouched test_tampered_input_is_refused_and_output_untouched
-kd_test missing-input-is-refused-and-output-untouched test_missing_input_is_refused_and_output_untouched
-kd_test wrong-checksum-is-refused-and-output-untouched test_wrong_checksum_is_refused_and_output_untouched
-kd_test arm64-artifacts-run-under-qemu test_arm64_artifacts_run_under_qemu
-kd_test reproducible-from-another-checkout test_reproducible_from_another_checkout
+kd_test test_new_epoch_compiles_nothing
+kd_test test_sums_verify_and_use_upstream_names
+kd_test test_tampered_input_is_refused_and_output_untouched
+kd_test test_missing_input_is_refused_and_output_untouched
+kd_test test_wrong_checksum_is_refused_and_output_untouched
+kd_test test_arm64_artifacts_run_under_qemu
+kd_test test_reproducible_from_another_checkout
 kd_summary

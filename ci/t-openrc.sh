@@ -86,7 +86,6 @@ fi
 PRELUDE=$(
 	cat "$KD_REPO/ci/standin-helpers.sh"
 	cat <<'EOF'
-fail() { echo "FAIL: $*" >&2; exit 1; }
 # The same start for every test: the inputs as first written, a service
 # that provides net, no records, no logs, no config.yaml.
 for f in /etc/conf.d/kubelet /etc/default/kubelet /var/lib/kubelet/kubeadm-flags.env \
@@ -94,24 +93,9 @@ for f in /etc/conf.d/kubelet /etc/default/kubelet /var/lib/kubelet/kubeadm-flags
 	cp -p "/srv/pristine$f" "$f"
 done
 rm -rf /tmp/kubedist-standin /var/log/kubelet /var/lib/kubelet/config.yaml
-# OpenRC's state tree of a booted host, in the fresh /run of this namespace.
-openrc_boot() {
-	for d in started starting stopping inactive wasinactive exclusive failed \
-		scheduled options daemons tmp; do
-		mkdir -p "/run/openrc/$d"
-	done
-	echo default >/run/openrc/softlevel
-}
 EOF
 )
 
-# in_root : runs the script on stdin in the root, after the prelude.
-in_root() {
-	{
-		printf '%s\n' "$PRELUDE"
-		cat
-	} | kd_script "$ROOT"
-}
 
 test_shellcheck() {
 	shellcheck -s sh "$KD_REPO/units/openrc/kubelet.initd"
@@ -120,7 +104,7 @@ test_shellcheck() {
 }
 
 test_argv_and_env_match_the_dropin() {
-	in_root <<'EOF'
+	kd_in_root "$ROOT" "$PRELUDE" <<'EOF'
 openrc_boot
 touch /var/lib/kubelet/config.yaml
 rc-service kubelet start
@@ -168,7 +152,7 @@ EOF
 }
 
 test_respawns_a_killed_kubelet() {
-	in_root <<'EOF'
+	kd_in_root "$ROOT" "$PRELUDE" <<'EOF'
 openrc_boot
 touch /var/lib/kubelet/config.yaml
 rc-service kubelet start
@@ -185,7 +169,7 @@ EOF
 }
 
 test_restart_reads_new_kubeadm_flags() {
-	in_root <<'EOF'
+	kd_in_root "$ROOT" "$PRELUDE" <<'EOF'
 openrc_boot
 touch /var/lib/kubelet/config.yaml
 rc-service kubelet start
@@ -206,7 +190,7 @@ EOF
 }
 
 test_stop_leaves_nothing_running() {
-	in_root <<'EOF'
+	kd_in_root "$ROOT" "$PRELUDE" <<'EOF'
 openrc_boot
 touch /var/lib/kubelet/config.yaml
 rc-service kubelet start
@@ -224,7 +208,7 @@ EOF
 }
 
 test_waits_for_kubeadm_without_flapping() {
-	in_root <<'EOF'
+	kd_in_root "$ROOT" "$PRELUDE" <<'EOF'
 openrc_boot
 # A wait line every second instead of every minute, to see it within the test.
 echo 'export KUBELET_WRAPPER_WAIT_LOG_INTERVAL=1' >>/etc/conf.d/kubelet
@@ -254,7 +238,7 @@ EOF
 }
 
 test_logrotate_copytruncate_keeps_logging() {
-	in_root <<'EOF'
+	kd_in_root "$ROOT" "$PRELUDE" <<'EOF'
 openrc_boot
 echo 'export KUBELET_WRAPPER_WAIT_LOG_INTERVAL=1' >>/etc/conf.d/kubelet
 rm -f /var/lib/kubelet/config.yaml
@@ -273,7 +257,7 @@ EOF
 }
 
 test_needs_net() {
-	in_root <<'EOF'
+	kd_in_root "$ROOT" "$PRELUDE" <<'EOF'
 openrc_boot
 rm /etc/init.d/net-standin
 touch /var/lib/kubelet/config.yaml
@@ -284,12 +268,12 @@ grep -q 'net' /tmp/out || fail "the refusal does not name net"
 EOF
 }
 
-kd_test shellcheck test_shellcheck
-kd_test argv-and-env-match-the-dropin test_argv_and_env_match_the_dropin
-kd_test respawns-a-killed-kubelet test_respawns_a_killed_kubelet
-kd_test restart-reads-new-kubeadm-flags test_restart_reads_new_kubeadm_flags
-kd_test stop-leaves-nothing-running test_stop_leaves_nothing_running
-kd_test waits-for-kubeadm-without-flapping test_waits_for_kubeadm_without_flapping
-kd_test logrotate-copytruncate-keeps-logging test_logrotate_copytruncate_keeps_logging
-kd_test needs-net test_needs_net
+kd_test test_shellcheck
+kd_test test_argv_and_env_match_the_dropin
+kd_test test_respawns_a_killed_kubelet
+kd_test test_restart_reads_new_kubeadm_flags
+kd_test test_stop_leaves_nothing_running
+kd_test test_waits_for_kubeadm_without_flapping
+kd_test test_logrotate_copytruncate_keeps_logging
+kd_test test_needs_net
 kd_summary

@@ -271,7 +271,6 @@ sign_repomd() {
     gpgv_ --keyring "$1/kubedist.gpg" "$1/x86_64/repodata/repomd.xml.asc" "$1/x86_64/repodata/repomd.xml"
 }
 
-run_test() { kd_test "$1" "$1"; }
 
 # --- the repository ----------------------------------------------------------
 
@@ -318,7 +317,7 @@ repo_built_from_both_releases_with_test_key() {
         "fingerprint of kubedist.asc"
 }
 
-run_test repo_built_from_both_releases_with_test_key
+kd_test repo_built_from_both_releases_with_test_key
 FPR=$(signer "$TMP/build.out")
 
 # --- apt: install, pin back ---------------------------------------------------
@@ -374,9 +373,9 @@ EOF
     assert_eq "$expected" "$(installed "$ROOT_A")" "installed versions"
 }
 
-run_test apt_update_verifies_inrelease_offline
-run_test apt_installs_release_n_from_signed_repo
-run_test apt_pins_kubelet_back_to_release_n_minus_1
+kd_test apt_update_verifies_inrelease_offline
+kd_test apt_installs_release_n_from_signed_repo
+kd_test apt_pins_kubelet_back_to_release_n_minus_1
 
 # --- apt: refusals ------------------------------------------------------------
 
@@ -435,8 +434,8 @@ EOF
     assert_nothing_offered "$ROOT_K"
 }
 
-run_test apt_refuses_tampered_packages_index
-run_test apt_refuses_repo_signed_by_another_key
+kd_test apt_refuses_tampered_packages_index
+kd_test apt_refuses_repo_signed_by_another_key
 
 # --- dnf ----------------------------------------------------------------------
 
@@ -552,13 +551,13 @@ dnf_refuses_repomd_not_matching_its_signature() {
     dnf_refuses "$tree" "repomd.xml GPG signature verification error: Bad GPG signature"
 }
 
-run_test dnf_installs_with_gpgcheck_and_repo_gpgcheck
-run_test rpm_checksig_reports_our_signatures
+kd_test dnf_installs_with_gpgcheck_and_repo_gpgcheck
+kd_test rpm_checksig_reports_our_signatures
 OTHER_FPR=$(signer "$TMP/other.out" 2>/dev/null || true)
-run_test dnf_refuses_corrupted_rpm_with_original_metadata
-run_test dnf_refuses_rpm_signed_by_another_key
-run_test dnf_refuses_unsigned_rpm
-run_test dnf_refuses_repomd_not_matching_its_signature
+kd_test dnf_refuses_corrupted_rpm_with_original_metadata
+kd_test dnf_refuses_rpm_signed_by_another_key
+kd_test dnf_refuses_unsigned_rpm
+kd_test dnf_refuses_repomd_not_matching_its_signature
 
 # --- signing keys --------------------------------------------------------------
 
@@ -622,8 +621,8 @@ key_expiring_within_90_days_warns_but_signs() {
     fi
 }
 
-run_test expired_key_is_refused_and_repo_untouched
-run_test key_expiring_within_90_days_warns_but_signs
+kd_test expired_key_is_refused_and_repo_untouched
+kd_test key_expiring_within_90_days_warns_but_signs
 
 # --- adding a release --------------------------------------------------------
 
@@ -688,6 +687,6 @@ EOF
     assert_eq "$(expect_debs "$KD_DIST")" "$(installed "$ROOT_I")" "versions after the upgrade"
 }
 
-run_test adding_release_keeps_older_packages_and_resigns
+kd_test adding_release_keeps_older_packages_and_resigns
 
 kd_summary

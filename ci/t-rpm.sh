@@ -47,7 +47,6 @@ mkdir -p "$HOME"
 printf '%%_dbpath /var/lib/rpm\n' >"$HOME/.rpmmacros"
 
 # run_test NAME : runs the test function NAME (kd_test).
-run_test() { kd_test "$1" "$1"; }
 
 rpm_of() { # DIST PACKAGE : the path of PACKAGE's rpm in DIST (exactly one)
     set -- "$1" "$2" "$1/$2"-[0-9]*.rpm
@@ -167,18 +166,6 @@ assert_versions() {
     assert_eq "$2" "$actual" "installed versions"
 }
 
-# listing ROOT : every path with type, mode, numeric owner and link target,
-# plus the sha256 of every regular file, sorted; mount points and /tmp left out.
-listing() {
-    (
-        cd "$1"
-        prune='( -path ./proc -o -path ./sys -o -path ./dev -o -path ./run -o -path ./tmp )'
-        # shellcheck disable=SC2086 # $prune is a list of find arguments
-        find . $prune -prune -o -printf '%p %y %m %U:%G %l\n'
-        # shellcheck disable=SC2086
-        find . $prune -prune -o -type f -print0 | xargs -0 sha256sum | awk '{ print $2, "sha256", $1 }'
-    ) | LC_ALL=C sort
-}
 
 # What rpm and dnf keep about their own work, and nothing else: the rpm
 # database, dnf's history, cache, module state and logs.
@@ -204,7 +191,7 @@ dnf_install_prev_runs_scriptlets_without_systemd() { # failure 7
     chmod 0755 "$ROOT_E$THIRD_PARTY_PLUGIN"
     printf '[Service]\nEnvironment="ADMIN_OVERRIDE=1"\n' >"$ROOT_E$ADMIN_OVERRIDE"
     (cd "$ROOT_E" && sha256sum ".$THIRD_PARTY_PLUGIN" ".$ADMIN_OVERRIDE") >"$KD_WORK/rpm.admin-files.sha256"
-    listing "$ROOT_E" >"$KD_WORK/rpm.E.before"
+    kd_listing "$ROOT_E" >"$KD_WORK/rpm.E.before"
 
     # shellcheck disable=SC2086
     dnf_in "$ROOT_E" "$REPO_PREV" install $PACKAGES
@@ -311,7 +298,7 @@ remove_leaves_nothing_behind() { # failures 5, 7
     assert_no_file "$ROOT_E$ENV_FILE"
     assert_no_file "$ROOT_E$ENV_FILE.rpmsave"
     (cd "$ROOT_E" && sha256sum -c "$KD_WORK/rpm.admin-files.sha256")
-    listing "$ROOT_E" >"$KD_WORK/rpm.E.after"
+    kd_listing "$ROOT_E" >"$KD_WORK/rpm.E.after"
     # Every difference outside rpm's and dnf's bookkeeping is a failure:
     # something we installed was left, or something we did not was touched.
     if diff "$KD_WORK/rpm.E.before" "$KD_WORK/rpm.E.after" | grep '^[<>]' | grep -Ev "^[<>] $BOOKKEEPING"; then
@@ -320,17 +307,17 @@ remove_leaves_nothing_behind() { # failures 5, 7
     fi
 }
 
-run_test dnf_install_prev_runs_scriptlets_without_systemd
-run_test rpm_verify_clean_after_install
-run_test sysconfig_is_prev_default_noreplace_config
-run_test rpm_dropin_reads_etc_sysconfig_kubelet
-run_test kubeadm_requires_conntrack_tools
-run_test kubernetes_cni_stays_out_of_distro_plugin_dirs
-run_test upgrade_replaces_unedited_sysconfig_noninteractive
-run_test third_party_cni_plugin_survives_upgrade
-run_test admin_dropin_override_survives_upgrade
-run_test reinstall_restores_deleted_kubeadm_dropin
-run_test remove_leaves_nothing_behind
+kd_test dnf_install_prev_runs_scriptlets_without_systemd
+kd_test rpm_verify_clean_after_install
+kd_test sysconfig_is_prev_default_noreplace_config
+kd_test rpm_dropin_reads_etc_sysconfig_kubelet
+kd_test kubeadm_requires_conntrack_tools
+kd_test kubernetes_cni_stays_out_of_distro_plugin_dirs
+kd_test upgrade_replaces_unedited_sysconfig_noninteractive
+kd_test third_party_cni_plugin_survives_upgrade
+kd_test admin_dropin_override_survives_upgrade
+kd_test reinstall_restores_deleted_kubeadm_dropin
+kd_test remove_leaves_nothing_behind
 
 # --- root F: an edited /etc/sysconfig/kubelet -------------------------------
 
@@ -363,9 +350,9 @@ remove_saves_edited_sysconfig_as_rpmsave() {
     cmp "$DEFAULT_CUR" "$ROOT_F$ENV_FILE.rpmnew"
 }
 
-run_test extra_args_in_etc_sysconfig_reach_kubelet
-run_test upgrade_keeps_edited_sysconfig_writes_rpmnew_noninteractive
-run_test remove_saves_edited_sysconfig_as_rpmsave
+kd_test extra_args_in_etc_sysconfig_reach_kubelet
+kd_test upgrade_keeps_edited_sysconfig_writes_rpmnew_noninteractive
+kd_test remove_saves_edited_sysconfig_as_rpmsave
 
 # --- root G: no exact pins between the packages ----------------------------
 
@@ -391,8 +378,8 @@ upgrade_kubeadm_alone_while_others_excluded() { # failure 8
     assert_versions "$ROOT_G" "$(expect kubelet kubectl kubernetes-cni cri-tools)"
 }
 
-run_test mixed_versions_prev_kubeadm_with_cur_kubelet
-run_test older_versions_stay_installable
-run_test upgrade_kubeadm_alone_while_others_excluded
+kd_test mixed_versions_prev_kubeadm_with_cur_kubelet
+kd_test older_versions_stay_installable
+kd_test upgrade_kubeadm_alone_while_others_excluded
 
 kd_summary

@@ -71,7 +71,6 @@ fi
 PRELUDE=$(
 	cat "$KD_REPO/ci/standin-helpers.sh"
 	cat <<'EOF'
-fail() { echo "FAIL: $*" >&2; exit 1; }
 # The same start for every test: the inputs as first written, no records,
 # no logs, no config.yaml, no state of an earlier runsv.
 for f in /etc/sv/kubelet/conf /etc/default/kubelet /var/lib/kubelet/kubeadm-flags.env; do
@@ -91,12 +90,6 @@ sv_pid() { sv status $SV | sed -n 's/^run: [^ ]*: (pid \([0-9]*\)).*/\1/p'; }
 EOF
 )
 
-in_root() {
-	{
-		printf '%s\n' "$PRELUDE"
-		cat
-	} | kd_script "$ROOT"
-}
 
 test_shellcheck() {
 	for f in run finish log-run; do
@@ -105,7 +98,7 @@ test_shellcheck() {
 }
 
 test_argv_env_and_log() {
-	in_root <<'EOF'
+	kd_in_root "$ROOT" "$PRELUDE" <<'EOF'
 touch /var/lib/kubelet/config.yaml
 start_runsv
 wait_until 10 has_starts 1 || fail "the stand-in kubelet did not start"
@@ -143,7 +136,7 @@ EOF
 }
 
 test_killed_kubelet_restarts_after_backoff() {
-	in_root <<'EOF'
+	kd_in_root "$ROOT" "$PRELUDE" <<'EOF'
 touch /var/lib/kubelet/config.yaml
 start_runsv
 wait_until 10 has_starts 1 || fail "the stand-in kubelet did not start"
@@ -162,7 +155,7 @@ EOF
 }
 
 test_restart_is_quick_and_reads_new_flags() {
-	in_root <<'EOF'
+	kd_in_root "$ROOT" "$PRELUDE" <<'EOF'
 touch /var/lib/kubelet/config.yaml
 start_runsv
 wait_until 10 has_starts 1 || fail "the stand-in kubelet did not start"
@@ -180,7 +173,7 @@ EOF
 }
 
 test_sv_stop_leaves_nothing_running() {
-	in_root <<'EOF'
+	kd_in_root "$ROOT" "$PRELUDE" <<'EOF'
 touch /var/lib/kubelet/config.yaml
 start_runsv
 wait_until 10 has_starts 1 || fail "the stand-in kubelet did not start"
@@ -198,7 +191,7 @@ EOF
 }
 
 test_waits_for_kubeadm_without_flapping() {
-	in_root <<'EOF'
+	kd_in_root "$ROOT" "$PRELUDE" <<'EOF'
 rm -f /var/lib/kubelet/config.yaml
 # A wait line every second instead of every minute, to see it within the test.
 start_runsv KUBELET_WRAPPER_WAIT_LOG_INTERVAL=1
@@ -223,7 +216,7 @@ EOF
 }
 
 test_conf_is_honoured_and_never_run() {
-	in_root <<'EOF'
+	kd_in_root "$ROOT" "$PRELUDE" <<'EOF'
 touch /var/lib/kubelet/config.yaml
 # Switch the family in ./conf: the wrapper must read /etc/sysconfig/kubelet.
 mkdir -p /etc/sysconfig
@@ -245,11 +238,11 @@ cat /var/log/kubelet/current
 EOF
 }
 
-kd_test shellcheck test_shellcheck
-kd_test argv-env-and-log test_argv_env_and_log
-kd_test killed-kubelet-restarts-after-backoff test_killed_kubelet_restarts_after_backoff
-kd_test restart-is-quick-and-reads-new-flags test_restart_is_quick_and_reads_new_flags
-kd_test sv-stop-leaves-nothing-running test_sv_stop_leaves_nothing_running
-kd_test waits-for-kubeadm-without-flapping test_waits_for_kubeadm_without_flapping
-kd_test conf-is-honoured-and-never-run test_conf_is_honoured_and_never_run
+kd_test test_shellcheck
+kd_test test_argv_env_and_log
+kd_test test_killed_kubelet_restarts_after_backoff
+kd_test test_restart_is_quick_and_reads_new_flags
+kd_test test_sv_stop_leaves_nothing_running
+kd_test test_waits_for_kubeadm_without_flapping
+kd_test test_conf_is_honoured_and_never_run
 kd_summary

@@ -245,14 +245,14 @@ test_rpm_verify() { check_verify rpm; }
 test_rpm_chain() { check_chain rpm; }
 test_rpm_tarball() { check_tarball rpm; }
 
-kd_test deb-unit-as-packaged test_deb_unit
-kd_test deb-dropin-reads-etc-default test_deb_dropin
-kd_test deb-systemd-analyze-verify-silent test_deb_verify
-kd_test deb-wrapper-builds-the-dropin-argv test_deb_chain
-kd_test deb-tarball-has-the-package-files test_deb_tarball
-kd_test rpm-unit-as-packaged test_rpm_unit
-kd_test rpm-dropin-reads-etc-sysconfig test_rpm_dropin
-kd_test rpm-systemd-analyze-verify-silent test_rpm_verify
-kd_test rpm-wrapper-builds-the-dropin-argv test_rpm_chain
-kd_test rpm-tarball-has-the-package-files test_rpm_tarball
+kd_test test_deb_unit
+kd_test test_deb_dropin
+kd_test test_deb_verify
+kd_test test_deb_chain
+kd_test test_deb_tarball
+kd_test test_rpm_unit
+kd_test test_rpm_dropin
+kd_test test_rpm_verify
+kd_test test_rpm_chain
+kd_test test_rpm_tarball
 kd_summary

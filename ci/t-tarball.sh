@@ -103,7 +103,6 @@ new_root() {
 PRELUDE=$(
 	cat "$KD_REPO/ci/standin-helpers.sh"
 	cat <<'EOF'
-fail() { echo "FAIL: $*" >&2; exit 1; }
 TAB=$(printf '\t')
 PREV=$(echo /srv/kd/prev/kubedist-*-linux-amd64)
 CUR=$(echo /srv/kd/cur/kubedist-*-linux-amd64)
@@ -210,18 +209,6 @@ check_landed() {
 
 # OpenRC's state tree of a booted host (in this run's fresh /run) and a
 # service that provides "net", as a real host's network service does.
-openrc_boot() {
-	for s in started starting stopping inactive wasinactive exclusive failed \
-		scheduled options daemons tmp; do
-		mkdir -p "/run/openrc/$s"
-	done
-	echo default >/run/openrc/softlevel
-	if [ ! -f /etc/init.d/net-standin ]; then
-		printf '#!/sbin/openrc-run\n# Test stand-in for the host network service.\ndepend() { provide net; }\nstart() { return 0; }\n' \
-			>/etc/init.d/net-standin
-		chmod 0755 /etc/init.d/net-standin
-	fi
-}
 # start_kubelet : rc-service kubelet start, and wait for the stand-in.
 start_kubelet() {
 	n0=$(starts)
@@ -232,16 +219,6 @@ start_kubelet() {
 EOF
 )
 
-# in_root ROOT : runs the script on stdin in ROOT, offline, after the prelude.
-in_root() {
-	script=$(mktemp "$1/tmp/kd-test.XXXXXX")
-	{
-		echo 'set -eu'
-		printf '%s\n' "$PRELUDE"
-		cat
-	} >"$script"
-	kd_run_offline "$1" sh "/tmp/${script##*/}"
-}
 
 # ---------------------------------------------------------------------------
 
@@ -282,7 +259,7 @@ new_root "$LOWER_SYSTEMD"
 ROOT_S=$NEW_ROOT
 
 test_systemd_install() {
-	in_root "$ROOT_S" <<'EOF'
+	kd_in_root_offline "$ROOT_S" "$PRELUDE" <<'EOF'
 [ -x /lib/systemd/systemd ] && [ ! -e /sbin/openrc-run ] || fail "not a systemd-only root"
 run_install "$PREV"
 ok
@@ -304,7 +281,7 @@ EOF
 }
 
 test_systemd_rerun_nothing_to_do() {
-	in_root "$ROOT_S" <<'EOF'
+	kd_in_root_offline "$ROOT_S" "$PRELUDE" <<'EOF'
 snapshot /tmp/s1 mtime
 run_install "$PREV"
 ok
@@ -315,7 +292,7 @@ EOF
 }
 
 test_systemd_upgrade_unedited_follows() {
-	in_root "$ROOT_S" <<'EOF'
+	kd_in_root_offline "$ROOT_S" "$PRELUDE" <<'EOF'
 cmp -s "$(payload_of "$PREV" /etc/default/kubelet deb)" "$(payload_of "$CUR" /etc/default/kubelet deb)" &&
 	fail "N-1 and N ship the same /etc/default/kubelet: this test needs them to differ"
 run_install "$CUR"
@@ -340,12 +317,12 @@ mkdir -p "$ROOT_O/opt/cni/bin"
 printf '#!/bin/sh\necho vendor\n' >"$ROOT_O/opt/cni/bin/vendor-plugin"
 chmod 0755 "$ROOT_O/opt/cni/bin/vendor-plugin"
 # The root as it was before any install, for the uninstall test.
-in_root "$ROOT_O" >"$KD_WORK/$KD_SUITE.O-snapshot.log" 2>&1 <<'EOF'
+kd_in_root_offline "$ROOT_O" "$PRELUDE" >"$KD_WORK/$KD_SUITE.O-snapshot.log" 2>&1 <<'EOF'
 snapshot /tmp/before-install
 EOF
 
 test_openrc_install_enables_and_starts() {
-	in_root "$ROOT_O" <<'EOF'
+	kd_in_root_offline "$ROOT_O" "$PRELUDE" <<'EOF'
 openrc_boot
 run_install "$PREV"
 ok
@@ -367,7 +344,7 @@ EOF
 }
 
 test_openrc_rerun_restarts_nothing() {
-	in_root "$ROOT_O" <<'EOF'
+	kd_in_root_offline "$ROOT_O" "$PRELUDE" <<'EOF'
 openrc_boot
 start_kubelet
 n=$(starts)
@@ -386,7 +363,7 @@ EOF
 }
 
 test_openrc_upgrade_keeps_edited_config() {
-	in_root "$ROOT_O" <<'EOF'
+	kd_in_root_offline "$ROOT_O" "$PRELUDE" <<'EOF'
 openrc_boot
 start_kubelet
 n=$(starts)
@@ -425,7 +402,7 @@ EOF
 }
 
 test_side_by_side_kubelet() {
-	in_root "$ROOT_O" <<'EOF'
+	kd_in_root_offline "$ROOT_O" "$PRELUDE" <<'EOF'
 run_install "$CUR" --kubelet-only
 ok
 run_install "$PREV" --kubelet-only --kubelet-version v1.33.7
@@ -473,7 +450,7 @@ EOF
 test_uninstall_removes_only_what_it_installed() {
 	# A file another tool put in a directory kubedist created.
 	printf '{"cniVersion":"1.0.0","name":"other"}\n' >"$ROOT_O/etc/cni/net.d/10-other.conflist"
-	in_root "$ROOT_O" <<'EOF'
+	kd_in_root_offline "$ROOT_O" "$PRELUDE" <<'EOF'
 openrc_boot
 start_kubelet
 run_install "$CUR" uninstall
@@ -514,7 +491,7 @@ new_root "$LOWER_OPENRC"
 ROOT_O2=$NEW_ROOT
 
 test_no_enable_no_start() {
-	in_root "$ROOT_O2" <<'EOF'
+	kd_in_root_offline "$ROOT_O2" "$PRELUDE" <<'EOF'
 openrc_boot
 run_install "$CUR" --no-start
 ok
@@ -536,7 +513,7 @@ new_root "$LOWER_OPENRC"
 ROOT_C=$NEW_ROOT
 
 test_dry_run_changes_nothing() {
-	in_root "$ROOT_C" <<'EOF'
+	kd_in_root_offline "$ROOT_C" "$PRELUDE" <<'EOF'
 snapshot /tmp/s0 mtime
 run_install "$CUR" --dry-run
 ok
@@ -552,7 +529,7 @@ EOF
 }
 
 test_tampered_tarball_refused() {
-	in_root "$ROOT_C" <<'EOF'
+	kd_in_root_offline "$ROOT_C" "$PRELUDE" <<'EOF'
 cp -a "$CUR" /tmp/pristine
 snapshot /tmp/s0 mtime
 # refused HOW EXPECTED-WORDS : a copy of the tarball changed by HOW is
@@ -582,7 +559,7 @@ EOF
 }
 
 test_clean_install() {
-	in_root "$ROOT_C" <<'EOF'
+	kd_in_root_offline "$ROOT_C" "$PRELUDE" <<'EOF'
 run_install "$CUR"
 ok
 said "installing for openrc (installed), family deb (found)"
@@ -598,7 +575,7 @@ new_root "$LOWER_OPENRC"
 ROOT_K=$NEW_ROOT
 
 test_killed_install_completes_on_rerun() {
-	in_root "$ROOT_K" <<'EOF'
+	kd_in_root_offline "$ROOT_K" "$PRELUDE" <<'EOF'
 # KUBEDIST_INSTALL_TEST_STOP_AFTER makes install.sh stop itself (SIGSTOP)
 # right after renaming that file into place, before its journal line: the
 # worst moment to die. MANIFEST order: crictl, kubeadm, kubectl, kubelet, ...
@@ -646,7 +623,7 @@ mkdir -p "$ROOT_B/tmp/bb"
 cp /usr/bin/busybox "$ROOT_B/tmp/bb/busybox"
 
 test_busybox_sh() {
-	in_root "$ROOT_B" <<'EOF'
+	kd_in_root_offline "$ROOT_B" "$PRELUDE" <<'EOF'
 /tmp/bb/busybox --install -s /tmp/bb
 echo "\$ env -i PATH=/tmp/bb /tmp/bb/sh $CUR/install.sh"
 set +e
@@ -678,7 +655,7 @@ new_root "$LOWER_OPENRC"
 ROOT_D=$NEW_ROOT
 
 test_refuses_over_dpkg_install() {
-	in_root "$ROOT_D" <<'EOF'
+	kd_in_root_offline "$ROOT_D" "$PRELUDE" <<'EOF'
 # (iptables, conntrack, ... are not in this offline root)
 dpkg -i --force-depends /srv/kd/deb/kubelet_*.deb
 [ "$(dpkg-query -W -f '${db:Status-Status}' kubelet)" = installed ] || fail "dpkg did not install kubelet"
@@ -696,7 +673,7 @@ EOF
 }
 
 test_refuses_when_dpkg_database_unreadable() {
-	in_root "$ROOT_D" <<'EOF'
+	kd_in_root_offline "$ROOT_D" "$PRELUDE" <<'EOF'
 # The dpkg-installed kubelet of the test above, and one malformed stanza:
 # dpkg-query fails for every package, the kubelet included.
 cp -p /var/lib/dpkg/status /tmp/status
@@ -721,7 +698,7 @@ new_root "$LOWER_OPENRC"
 ROOT_E=$NEW_ROOT
 
 test_detection_rules() {
-	in_root "$ROOT_E" <<'EOF'
+	kd_in_root_offline "$ROOT_E" "$PRELUDE" <<'EOF'
 exe() { mkdir -p "${1%/*}" && printf '#!/bin/sh\n' >"$1" && chmod 0755 "$1"; }
 # detect DIR EXPECTED [ARGS...] : a dry run into DIR says EXPECTED
 detect() {
@@ -771,7 +748,7 @@ EOF
 }
 
 test_prefix_and_destdir() {
-	in_root "$ROOT_E" <<'EOF'
+	kd_in_root_offline "$ROOT_E" "$PRELUDE" <<'EOF'
 mkdir -p /srv/img1/etc/sysconfig /srv/img2/etc/sysconfig
 snapshot /tmp/outside0 mtime /srv
 echo "== DESTDIR, rpm family, systemd"
@@ -821,7 +798,7 @@ new_root "$LOWER_OPENRC"
 ROOT_P=$NEW_ROOT
 
 test_state_file_symlinks_not_followed() {
-	in_root "$ROOT_P" <<'EOF'
+	kd_in_root_offline "$ROOT_P" "$PRELUDE" <<'EOF'
 echo precious >/srv/victim-journal
 echo precious >/srv/victim-manifest
 cp /srv/victim-journal /tmp/precious
@@ -852,7 +829,7 @@ EOF
 }
 
 test_directory_symlinks_outside_root_refused() {
-	in_root "$ROOT_P" <<'EOF'
+	kd_in_root_offline "$ROOT_P" "$PRELUDE" <<'EOF'
 # symlinked DIR TARGET : in a fresh prefix, DIR is a symlink to TARGET (a
 # directory outside the prefix): install.sh refuses, writing nothing there.
 symlinked() {
@@ -886,7 +863,7 @@ EOF
 }
 
 test_uninstall_through_symlink_refused() {
-	in_root "$ROOT_P" <<'EOF'
+	kd_in_root_offline "$ROOT_P" "$PRELUDE" <<'EOF'
 mkdir /srv/sv
 run_install "$CUR" --prefix /srv/sv --init runit
 ok
@@ -905,7 +882,7 @@ EOF
 }
 
 test_planted_manifest_refused() {
-	in_root "$ROOT_P" <<'EOF'
+	kd_in_root_offline "$ROOT_P" "$PRELUDE" <<'EOF'
 mkdir /srv/m
 run_install "$CUR" --prefix /srv/m --init openrc
 ok
@@ -947,7 +924,7 @@ EOF
 }
 
 test_first_install_not_an_interrupted_run() {
-	in_root "$ROOT_P" <<'EOF'
+	kd_in_root_offline "$ROOT_P" "$PRELUDE" <<'EOF'
 mkdir /srv/empty
 run_install "$CUR" --prefix /srv/empty --init openrc
 ok
@@ -966,7 +943,7 @@ new_root "$LOWER_OPENRC"
 ROOT_L2=$NEW_ROOT
 
 test_stale_lock_of_killed_pid_1() {
-	in_root "$ROOT_L" <<'EOF'
+	kd_in_root_offline "$ROOT_L" "$PRELUDE" <<'EOF'
 # install.sh as PID 1 of a PID namespace of its own (as in a container),
 # held at /usr/bin/kubectl, then killed with its namespace.
 KUBEDIST_INSTALL_TEST_STOP_AFTER=/usr/bin/kubectl \
@@ -995,7 +972,7 @@ EOF
 }
 
 test_stale_lock_of_reused_pid() {
-	in_root "$ROOT_L2" <<'EOF'
+	kd_in_root_offline "$ROOT_L2" "$PRELUDE" <<'EOF'
 # Some processes first, so that the installer's pid is higher than any
 # this namespace's next one starts with.
 while :; do
@@ -1015,7 +992,7 @@ set -e
 echo "$inst" >/tmp/old-pid
 EOF
 	# A new PID namespace, as after a reboot: another process gets that pid.
-	in_root "$ROOT_L2" <<'EOF'
+	kd_in_root_offline "$ROOT_L2" "$PRELUDE" <<'EOF'
 old=$(cat /tmp/old-pid)
 while :; do
 	sleep 600 &
@@ -1063,7 +1040,7 @@ test_enospc_leaves_no_temporary_file() {
 	mkdir "$ROOT_T/srv/small"
 	mount -t tmpfs -o size=8m tmpfs "$ROOT_T/srv/small"
 	status=0
-	in_root "$ROOT_T" <<'EOF' || status=$?
+	kd_in_root_offline "$ROOT_T" "$PRELUDE" <<'EOF' || status=$?
 set +e
 "$CUR/install.sh" --prefix /srv/small --init openrc >/tmp/stdout 2>/tmp/stderr
 rc=$?
@@ -1084,7 +1061,7 @@ EOF
 }
 
 test_leftovers_of_killed_run_removed() {
-	in_root "$ROOT_T" <<'EOF'
+	kd_in_root_offline "$ROOT_T" "$PRELUDE" <<'EOF'
 run_install "$CUR"
 ok
 # plant : what a run killed while writing kubectl, bridge and the manifest
@@ -1119,7 +1096,7 @@ new_root "$LOWER_OPENRC"
 ROOT_F=$NEW_ROOT
 
 test_foreign_files_refused_or_displaced() {
-	in_root "$ROOT_F" <<'EOF'
+	kd_in_root_offline "$ROOT_F" "$PRELUDE" <<'EOF'
 echo "== a vendor's /opt/cni/bin/loopback"
 mkdir -p /opt/cni/bin
 printf '#!/bin/sh\necho vendor loopback\n' >/opt/cni/bin/loopback
@@ -1178,34 +1155,34 @@ same_snapshot /tmp/s0 /tmp/s2 "uninstall did not bring back the root as it was"
 EOF
 }
 
-kd_test shellcheck-and-shells test_shellcheck_and_shells
-kd_test help-explains-everything test_help_explains_everything
-kd_test systemd-host-install test_systemd_install
-kd_test systemd-host-rerun-nothing-to-do test_systemd_rerun_nothing_to_do
-kd_test systemd-host-upgrade-unedited-config-follows test_systemd_upgrade_unedited_follows
-kd_test openrc-host-install-enables-and-starts test_openrc_install_enables_and_starts
-kd_test openrc-host-rerun-restarts-nothing test_openrc_rerun_restarts_nothing
-kd_test openrc-host-upgrade-keeps-edited-config test_openrc_upgrade_keeps_edited_config
-kd_test side-by-side-kubelet-version test_side_by_side_kubelet
-kd_test uninstall-removes-only-what-it-installed test_uninstall_removes_only_what_it_installed
-kd_test no-enable-no-start test_no_enable_no_start
-kd_test dry-run-changes-nothing test_dry_run_changes_nothing
-kd_test tampered-missing-extra-refused test_tampered_tarball_refused
-kd_test clean-install test_clean_install
-kd_test killed-install-completes-on-rerun test_killed_install_completes_on_rerun
-kd_test busybox-sh-only test_busybox_sh
-kd_test refuses-over-dpkg-install test_refuses_over_dpkg_install
-kd_test detection-rules test_detection_rules
-kd_test prefix-and-destdir test_prefix_and_destdir
-kd_test refuses-when-dpkg-database-unreadable test_refuses_when_dpkg_database_unreadable
-kd_test state-file-symlinks-not-followed test_state_file_symlinks_not_followed
-kd_test directory-symlinks-outside-root-refused test_directory_symlinks_outside_root_refused
-kd_test uninstall-through-symlink-refused test_uninstall_through_symlink_refused
-kd_test planted-manifest-refused test_planted_manifest_refused
-kd_test first-install-not-an-interrupted-run test_first_install_not_an_interrupted_run
-kd_test stale-lock-of-killed-pid-1 test_stale_lock_of_killed_pid_1
-kd_test stale-lock-of-reused-pid test_stale_lock_of_reused_pid
-kd_test enospc-leaves-no-temporary-file test_enospc_leaves_no_temporary_file
-kd_test leftovers-of-killed-run-removed test_leftovers_of_killed_run_removed
-kd_test foreign-files-refused-or-displaced test_foreign_files_refused_or_displaced
+kd_test test_shellcheck_and_shells
+kd_test test_help_explains_everything
+kd_test test_systemd_install
+kd_test test_systemd_rerun_nothing_to_do
+kd_test test_systemd_upgrade_unedited_follows
+kd_test test_openrc_install_enables_and_starts
+kd_test test_openrc_rerun_restarts_nothing
+kd_test test_openrc_upgrade_keeps_edited_config
+kd_test test_side_by_side_kubelet
+kd_test test_uninstall_removes_only_what_it_installed
+kd_test test_no_enable_no_start
+kd_test test_dry_run_changes_nothing
+kd_test test_tampered_tarball_refused
+kd_test test_clean_install
+kd_test test_killed_install_completes_on_rerun
+kd_test test_busybox_sh
+kd_test test_refuses_over_dpkg_install
+kd_test test_detection_rules
+kd_test test_prefix_and_destdir
+kd_test test_refuses_when_dpkg_database_unreadable
+kd_test test_state_file_symlinks_not_followed
+kd_test test_directory_symlinks_outside_root_refused
+kd_test test_uninstall_through_symlink_refused
+kd_test test_planted_manifest_refused
+kd_test test_first_install_not_an_interrupted_run
+kd_test test_stale_lock_of_killed_pid_1
+kd_test test_stale_lock_of_reused_pid
+kd_test test_enospc_leaves_no_temporary_file
+kd_test test_leftovers_of_killed_run_removed
+kd_test test_foreign_files_refused_or_displaced
 kd_summary
