@@ -131,6 +131,17 @@ run_install() {
 said() { grep -qF -- "$1" /tmp/out || fail "install.sh did not say: $1"; }
 not_said() { if grep -F -- "$1" /tmp/out; then fail "install.sh said: $1"; fi; }
 ok() { [ "$rc" = 0 ] || fail "install.sh exited with $rc"; }
+# kill_install_after FILE : starts $CUR/install.sh in the background (its pid
+# in $inst, its output in /tmp/killed.out), lets KUBEDIST_INSTALL_TEST_STOP_AFTER
+# stop it (SIGSTOP) right after renaming FILE into place, before its journal
+# line, and kills it there with SIGKILL: the worst moment to die.
+kill_install_after() {
+	KUBEDIST_INSTALL_TEST_STOP_AFTER=$1 "$CUR/install.sh" >/tmp/killed.out 2>&1 &
+	inst=$!
+	wait_until 60 stopped || fail "install.sh did not stop at $1"
+	kill -KILL "$inst"
+}
+stopped() { [ "$(sed 's/.*) //' /proc/$inst/stat | cut -d ' ' -f 1)" = T ]; }
 # one_line_error WORDS : install.sh exited 1 with one line, saying WORDS.
 one_line_error() {
 	[ "$rc" = 1 ] || fail "install.sh exited with $rc, expected 1"
@@ -576,14 +587,8 @@ ROOT_K=$NEW_ROOT
 
 test_killed_install_completes_on_rerun() {
 	kd_in_root_offline "$ROOT_K" "$PRELUDE" <<'EOF'
-# KUBEDIST_INSTALL_TEST_STOP_AFTER makes install.sh stop itself (SIGSTOP)
-# right after renaming that file into place, before its journal line: the
-# worst moment to die. MANIFEST order: crictl, kubeadm, kubectl, kubelet, ...
-KUBEDIST_INSTALL_TEST_STOP_AFTER=/usr/bin/kubectl "$CUR/install.sh" >/tmp/killed.out 2>&1 &
-inst=$!
-stopped() { [ "$(sed 's/.*) //' /proc/$inst/stat | cut -d ' ' -f 1)" = T ]; }
-wait_until 60 stopped || fail "install.sh did not stop at /usr/bin/kubectl"
-kill -KILL "$inst"
+# MANIFEST order: crictl, kubeadm, kubectl, kubelet, ...
+kill_install_after /usr/bin/kubectl
 set +e
 wait "$inst"
 status=$?
@@ -980,11 +985,7 @@ while :; do
 	wait $!
 	[ $! -lt 200 ] || break
 done
-KUBEDIST_INSTALL_TEST_STOP_AFTER=/usr/bin/kubectl "$CUR/install.sh" >/tmp/killed.out 2>&1 &
-inst=$!
-stopped() { [ "$(sed 's/.*) //' /proc/$inst/stat | cut -d ' ' -f 1)" = T ]; }
-wait_until 60 stopped || fail "install.sh did not stop at /usr/bin/kubectl"
-kill -KILL "$inst"
+kill_install_after /usr/bin/kubectl
 set +e
 wait "$inst"
 set -e

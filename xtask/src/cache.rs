@@ -17,7 +17,6 @@
 //! beyond a size budget are removed.
 
 use std::fs;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -46,7 +45,7 @@ impl Cache {
         let mut h = Sha256::new();
         h.update(concat!("kubedist xtask ", env!("CARGO_PKG_VERSION"), "\n"));
         let exe = std::env::current_exe().context("finding the xtask executable")?;
-        hash_file(&mut h, &exe)?;
+        h.update(crate::digest::sha256_file(&exe)?);
         Ok(Cache {
             dir: dir.to_path_buf(),
             base: h.finalize().to_vec(),
@@ -190,19 +189,6 @@ fn touch(path: &Path) {
     }
 }
 
-fn hash_file(h: &mut Sha256, path: &Path) -> Result<()> {
-    let mut file = fs::File::open(path).with_context(|| format!("reading {}", path.display()))?;
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = file
-            .read(&mut buf)
-            .with_context(|| format!("reading {}", path.display()))?;
-        if n == 0 {
-            return Ok(());
-        }
-        h.update(&buf[..n]);
-    }
-}
 
 #[cfg(test)]
 mod tests {
