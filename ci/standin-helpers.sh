@@ -3,13 +3,19 @@
 # t-openrc.sh, t-runit.sh and t-tarball.sh; POSIX sh).
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
-# OpenRC's state tree of a booted host, in the fresh /run of the namespace.
+# OpenRC's state tree of a booted host (in this run's fresh /run) and a
+# service that provides "net", as a real host's network service does.
 openrc_boot() {
 	for d in started starting stopping inactive wasinactive exclusive failed \
 		scheduled options daemons tmp; do
 		mkdir -p "/run/openrc/$d"
 	done
 	echo default >/run/openrc/softlevel
+	if [ ! -f /etc/init.d/net-standin ]; then
+		printf '#!/sbin/openrc-run\n# Test stand-in for the host network service.\ndepend() { provide net; }\nstart() { return 0; }\n' \
+			>/etc/init.d/net-standin
+		chmod 0755 /etc/init.d/net-standin
+	fi
 }
 
 # wait_until SECONDS CMD... : polls CMD every 0.1 s.

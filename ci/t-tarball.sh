@@ -218,8 +218,6 @@ check_landed() {
 	echo "all $(wc -l </tmp/sel) MANIFEST entries for $fam/$ini are in place${pre:+ under $pre}"
 }
 
-# OpenRC's state tree of a booted host (in this run's fresh /run) and a
-# service that provides "net", as a real host's network service does.
 # start_kubelet : rc-service kubelet start, and wait for the stand-in.
 start_kubelet() {
 	n0=$(starts)
