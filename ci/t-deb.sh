@@ -349,7 +349,7 @@ extra_args_in_etc_default_reach_kubelet() { # failure 2
 cd /srv/prev
 apt-get install -y ./kubelet_*.deb ./kubeadm_*.deb ./kubectl_*.deb ./kubernetes-cni_*.deb ./cri-tools_*.deb </dev/null
 EOF
-    sed -i "s|^KUBELET_EXTRA_ARGS=.*|KUBELET_EXTRA_ARGS=\"$EXTRA_ARGS\"|" "$ROOT_B$ENV_FILE"
+    sed -i "s|^#KUBELET_EXTRA_ARGS=.*|KUBELET_EXTRA_ARGS=\"$EXTRA_ARGS\"|" "$ROOT_B$ENV_FILE"
     cp "$ROOT_B$ENV_FILE" "$KD_WORK/deb.B.edited"
     assert_grep '^KUBELET_EXTRA_ARGS="--node-ip=192.0.2.10 --v=4"$' "$ROOT_B$ENV_FILE"
     assert_extra_args_reach_kubelet "$ROOT_B"

@@ -326,7 +326,7 @@ ROOT_F=$(new_root)
 extra_args_in_etc_sysconfig_reach_kubelet() { # failure 2
     # shellcheck disable=SC2086
     dnf_in "$ROOT_F" "$REPO_PREV" install $PACKAGES
-    sed -i "s|^KUBELET_EXTRA_ARGS=.*|KUBELET_EXTRA_ARGS=\"$EXTRA_ARGS\"|" "$ROOT_F$ENV_FILE"
+    sed -i "s|^#KUBELET_EXTRA_ARGS=.*|KUBELET_EXTRA_ARGS=\"$EXTRA_ARGS\"|" "$ROOT_F$ENV_FILE"
     cp "$ROOT_F$ENV_FILE" "$KD_WORK/rpm.F.edited"
     assert_grep '^KUBELET_EXTRA_ARGS="--node-ip=192.0.2.10 --v=4"$' "$ROOT_F$ENV_FILE"
     assert_extra_args_reach_kubelet "$ROOT_F"
