@@ -18,6 +18,9 @@
 #   and an admin drop-in's Environment=KUBELET_EXTRA_ARGS=... reaches the
 #   kubelet while the env file is untouched (systemd's simulated chain and
 #   kubelet-wrapper --print, which takes Environment= from its environment);
+# - the kernel prerequisites land where systemd-modules-load and
+#   systemd-sysctl read them (systemd-analyze cat-config --root), and an
+#   admin's file of the same name in /etc replaces them;
 # - the tarball's systemd files are the packages' bytes.
 #
 # No systemd runs here; nothing is installed on the host.
@@ -329,6 +332,46 @@ check_admin_dropin() { # FAMILY
     rm -rf "$TMP/$1-admin-root"
 }
 
+# The kernel prerequisites: in the kubelet package, in the vendor
+# directories systemd-modules-load and systemd-sysctl read (as systemd itself
+# lists them: systemd-analyze cat-config), and replaced by an admin's file of
+# the same name in /etc.
+check_kernel() { # FAMILY
+    family_vars "$1"
+    for p in /usr/lib/modules-load.d/kubernetes.conf /usr/lib/sysctl.d/60-kubernetes.conf; do
+        assert_file "$TMP/$1-kubelet$p"
+        assert_eq 644 "$(stat -c %a "$TMP/$1-kubelet$p")" "mode of $p in the $1 kubelet package"
+    done
+    root=$TMP/$1-kernel
+    rm -rf "$root"
+    unpack "$KUBELET_PKG" "$root"
+    systemd-analyze cat-config --root="$root" modules-load.d >"$TMP/$1-modules"
+    systemd-analyze cat-config --root="$root" sysctl.d >"$TMP/$1-sysctl"
+    cat "$TMP/$1-modules" "$TMP/$1-sysctl"
+    assert_grep "^# $root/usr/lib/modules-load.d/kubernetes.conf\$" "$TMP/$1-modules"
+    for m in br_netfilter overlay; do
+        assert_grep "^$m\$" "$TMP/$1-modules"
+    done
+    assert_grep "^# $root/usr/lib/sysctl.d/60-kubernetes.conf\$" "$TMP/$1-sysctl"
+    for k in net.ipv4.ip_forward net.bridge.bridge-nf-call-iptables net.bridge.bridge-nf-call-ip6tables; do
+        assert_grep "^$k = 1\$" "$TMP/$1-sysctl"
+    done
+
+    # The admin's files of the same names win; ours are no longer read.
+    mkdir -p "$root/etc/modules-load.d" "$root/etc/sysctl.d"
+    echo 'overlay' >"$root/etc/modules-load.d/kubernetes.conf"
+    echo 'net.ipv4.ip_forward = 0' >"$root/etc/sysctl.d/60-kubernetes.conf"
+    systemd-analyze cat-config --root="$root" modules-load.d >"$TMP/$1-modules"
+    systemd-analyze cat-config --root="$root" sysctl.d >"$TMP/$1-sysctl"
+    cat "$TMP/$1-modules" "$TMP/$1-sysctl"
+    assert_grep "^# $root/etc/modules-load.d/kubernetes.conf\$" "$TMP/$1-modules"
+    assert_grep "^# $root/etc/sysctl.d/60-kubernetes.conf\$" "$TMP/$1-sysctl"
+    if grep -e br_netfilter -e "$root/usr/lib/" "$TMP/$1-modules" "$TMP/$1-sysctl"; then
+        fail "$1: systemd still reads the vendor file beside the admin's"
+    fi
+    rm -rf "$root"
+}
+
 # The tarball installs the packages' bytes on a systemd host of each family.
 check_tarball() { # FAMILY
     family_vars "$1"
@@ -354,6 +397,7 @@ test_deb_verify() { check_verify deb; }
 test_deb_chain() { check_chain deb; }
 test_deb_untouched_argv() { check_untouched_argv deb; }
 test_deb_admin_dropin() { check_admin_dropin deb; }
+test_deb_kernel() { check_kernel deb; }
 test_deb_tarball() { check_tarball deb; }
 test_rpm_unit() { check_unit rpm; }
 test_rpm_dropin() { check_dropin rpm; }
@@ -361,6 +405,7 @@ test_rpm_verify() { check_verify rpm; }
 test_rpm_chain() { check_chain rpm; }
 test_rpm_untouched_argv() { check_untouched_argv rpm; }
 test_rpm_admin_dropin() { check_admin_dropin rpm; }
+test_rpm_kernel() { check_kernel rpm; }
 test_rpm_tarball() { check_tarball rpm; }
 
 kd_test test_deb_unit
@@ -369,6 +414,7 @@ kd_test test_deb_verify
 kd_test test_deb_chain
 kd_test test_deb_untouched_argv
 kd_test test_deb_admin_dropin
+kd_test test_deb_kernel
 kd_test test_deb_tarball
 kd_test test_rpm_unit
 kd_test test_rpm_dropin
@@ -376,5 +422,6 @@ kd_test test_rpm_verify
 kd_test test_rpm_chain
 kd_test test_rpm_untouched_argv
 kd_test test_rpm_admin_dropin
+kd_test test_rpm_kernel
 kd_test test_rpm_tarball
 kd_summary
