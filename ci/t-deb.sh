@@ -37,6 +37,7 @@ kd_require_dist
 
 PACKAGES="kubelet kubeadm kubectl kubernetes-cni cri-tools"
 ENV_FILE=/etc/default/kubelet
+CRICTL_YAML=/etc/crictl.yaml
 DROPIN=/lib/systemd/system/kubelet.service.d/10-kubeadm.conf
 SEED=/usr/share/kubedist/seed/etc/default/kubelet
 # The admin's own files, created before anything is installed: none of them
@@ -233,6 +234,17 @@ env_file_is_prev_default_after_install() {
     fi
 }
 
+crictl_yaml_is_a_seed_with_the_runtime_endpoint_only() {
+    cmp "$ROOT_A/usr/share/kubedist/seed$CRICTL_YAML" "$ROOT_A$CRICTL_YAML"
+    # image-endpoint stays unset: set, it would not follow --runtime-endpoint.
+    assert_eq 'runtime-endpoint: unix:///run/containerd/containerd.sock' \
+        "$(grep -v -e '^#' -e '^$' "$ROOT_A$CRICTL_YAML")" "settings in $CRICTL_YAML"
+    if kd_run "$ROOT_A" dpkg-query -W -f '${Conffiles}\n' cri-tools | grep -F "$CRICTL_YAML"; then
+        echo "assertion failed: $CRICTL_YAML is a dpkg conffile" >&2
+        return 1
+    fi
+}
+
 deb_dropin_reads_etc_default_kubelet() { # failure 2
     assert_grep "^EnvironmentFile=-$ENV_FILE\$" "$ROOT_A$DROPIN"
     if grep -n sysconfig "$ROOT_A$DROPIN"; then
@@ -311,6 +323,7 @@ purge_leaves_nothing_behind() { # failures 5, 7
     kd_run "$ROOT_A" apt-get purge -y $(known_packages "$ROOT_A") </dev/null
     assert_eq "" "$(known_packages "$ROOT_A")" "packages dpkg still knows after purge"
     assert_no_file "$ROOT_A$ENV_FILE"
+    assert_no_file "$ROOT_A$CRICTL_YAML"
     assert_no_file "$ROOT_A/var/lib/kubedist"
     assert_admin_files_intact "$ROOT_A"
     # The dependencies apt pulled in go the way an admin removes them.
@@ -332,6 +345,7 @@ kd_test conntrack_installed_as_kubeadm_dependency
 kd_test kubectl_version_client_runs_real_binary
 kd_test dpkg_verify_clean_after_install
 kd_test env_file_is_prev_default_after_install
+kd_test crictl_yaml_is_a_seed_with_the_runtime_endpoint_only
 kd_test deb_dropin_reads_etc_default_kubelet
 kd_test upgrade_replaces_unedited_env_file_noninteractive
 kd_test third_party_cni_plugin_survives_upgrade
@@ -349,10 +363,16 @@ extra_args_in_etc_default_reach_kubelet() { # failure 2
 cd /srv/prev
 apt-get install -y ./kubelet_*.deb ./kubeadm_*.deb ./kubectl_*.deb ./kubernetes-cni_*.deb ./cri-tools_*.deb </dev/null
 EOF
-    sed -i "s|^KUBELET_EXTRA_ARGS=.*|KUBELET_EXTRA_ARGS=\"$EXTRA_ARGS\"|" "$ROOT_B$ENV_FILE"
+    sed -i "s|^#KUBELET_EXTRA_ARGS=.*|KUBELET_EXTRA_ARGS=\"$EXTRA_ARGS\"|" "$ROOT_B$ENV_FILE"
     cp "$ROOT_B$ENV_FILE" "$KD_WORK/deb.B.edited"
     assert_grep '^KUBELET_EXTRA_ARGS="--node-ip=192.0.2.10 --v=4"$' "$ROOT_B$ENV_FILE"
     assert_extra_args_reach_kubelet "$ROOT_B"
+}
+
+edit_crictl_yaml_for_cri_o() {
+    sed -i 's|^runtime-endpoint: .*|runtime-endpoint: unix:///var/run/crio/crio.sock|' "$ROOT_B$CRICTL_YAML"
+    assert_grep '^runtime-endpoint: unix:///var/run/crio/crio.sock$' "$ROOT_B$CRICTL_YAML"
+    cp "$ROOT_B$CRICTL_YAML" "$KD_WORK/deb.B.crictl"
 }
 
 upgrade_keeps_edited_env_file_noninteractive() { # failures 1, 3
@@ -366,11 +386,17 @@ upgrade_keeps_edited_env_file_noninteractive() { # failures 1, 3
     assert_extra_args_reach_kubelet "$ROOT_B"
 }
 
+upgrade_keeps_edited_crictl_yaml() {
+    cmp "$KD_WORK/deb.B.crictl" "$ROOT_B$CRICTL_YAML"
+    cmp "$ROOT_B/usr/share/kubedist/seed$CRICTL_YAML" "$ROOT_B$CRICTL_YAML.dpkg-dist"
+}
+
 remove_keeps_edited_env_file() {
     # shellcheck disable=SC2086
     kd_run "$ROOT_B" apt-get remove -y $PACKAGES </dev/null
     assert_no_file "$ROOT_B/usr/bin/kubelet"
     cmp "$KD_WORK/deb.B.edited" "$ROOT_B$ENV_FILE"
+    cmp "$KD_WORK/deb.B.crictl" "$ROOT_B$CRICTL_YAML"
 }
 
 purge_removes_edited_env_file() {
@@ -378,11 +404,15 @@ purge_removes_edited_env_file() {
     kd_run "$ROOT_B" apt-get purge -y $(known_packages "$ROOT_B") </dev/null
     assert_no_file "$ROOT_B$ENV_FILE"
     assert_no_file "$ROOT_B$ENV_FILE.dpkg-dist"
+    assert_no_file "$ROOT_B$CRICTL_YAML"
+    assert_no_file "$ROOT_B$CRICTL_YAML.dpkg-dist"
     assert_no_file "$ROOT_B/var/lib/kubedist"
 }
 
 kd_test extra_args_in_etc_default_reach_kubelet
+kd_test edit_crictl_yaml_for_cri_o
 kd_test upgrade_keeps_edited_env_file_noninteractive
+kd_test upgrade_keeps_edited_crictl_yaml
 kd_test remove_keeps_edited_env_file
 kd_test purge_removes_edited_env_file
 

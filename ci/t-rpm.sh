@@ -33,6 +33,7 @@ kd_require_dist
 
 PACKAGES="kubelet kubeadm kubectl kubernetes-cni cri-tools"
 ENV_FILE=/etc/sysconfig/kubelet
+CRICTL_YAML=/etc/crictl.yaml
 DROPIN=/usr/lib/systemd/system/kubelet.service.d/10-kubeadm.conf
 THIRD_PARTY_PLUGIN=/opt/cni/bin/vendor-x-plugin
 ADMIN_OVERRIDE=/etc/systemd/system/kubelet.service.d/20-admin.conf
@@ -220,6 +221,14 @@ sysconfig_is_prev_default_noreplace_config() { # failure 1
     assert_eq cn "$flags" "rpm file flags of $ENV_FILE (c: config, n: noreplace)"
 }
 
+crictl_yaml_is_a_noreplace_config_with_the_runtime_endpoint_only() {
+    # image-endpoint stays unset: set, it would not follow --runtime-endpoint.
+    assert_eq 'runtime-endpoint: unix:///run/containerd/containerd.sock' \
+        "$(grep -v -e '^#' -e '^$' "$ROOT_E$CRICTL_YAML")" "settings in $CRICTL_YAML"
+    flags=$(rpm --root "$ROOT_E" -q --qf '[%{FILEFLAGS:fflags} %{FILENAMES}\n]' cri-tools | awk -v f="$CRICTL_YAML" '$2 == f { print $1 }')
+    assert_eq cn "$flags" "rpm file flags of $CRICTL_YAML (c: config, n: noreplace)"
+}
+
 rpm_dropin_reads_etc_sysconfig_kubelet() { # failure 2
     assert_grep "^EnvironmentFile=-$ENV_FILE\$" "$ROOT_E$DROPIN"
     if grep -n /etc/default "$ROOT_E$DROPIN"; then
@@ -310,6 +319,7 @@ remove_leaves_nothing_behind() { # failures 5, 7
 kd_test dnf_install_prev_runs_scriptlets_without_systemd
 kd_test rpm_verify_clean_after_install
 kd_test sysconfig_is_prev_default_noreplace_config
+kd_test crictl_yaml_is_a_noreplace_config_with_the_runtime_endpoint_only
 kd_test rpm_dropin_reads_etc_sysconfig_kubelet
 kd_test kubeadm_requires_conntrack_tools
 kd_test kubernetes_cni_stays_out_of_distro_plugin_dirs
@@ -326,10 +336,16 @@ ROOT_F=$(new_root)
 extra_args_in_etc_sysconfig_reach_kubelet() { # failure 2
     # shellcheck disable=SC2086
     dnf_in "$ROOT_F" "$REPO_PREV" install $PACKAGES
-    sed -i "s|^KUBELET_EXTRA_ARGS=.*|KUBELET_EXTRA_ARGS=\"$EXTRA_ARGS\"|" "$ROOT_F$ENV_FILE"
+    sed -i "s|^#KUBELET_EXTRA_ARGS=.*|KUBELET_EXTRA_ARGS=\"$EXTRA_ARGS\"|" "$ROOT_F$ENV_FILE"
     cp "$ROOT_F$ENV_FILE" "$KD_WORK/rpm.F.edited"
     assert_grep '^KUBELET_EXTRA_ARGS="--node-ip=192.0.2.10 --v=4"$' "$ROOT_F$ENV_FILE"
     assert_extra_args_reach_kubelet "$ROOT_F"
+}
+
+edit_crictl_yaml_for_cri_o() {
+    sed -i 's|^runtime-endpoint: .*|runtime-endpoint: unix:///var/run/crio/crio.sock|' "$ROOT_F$CRICTL_YAML"
+    assert_grep '^runtime-endpoint: unix:///var/run/crio/crio.sock$' "$ROOT_F$CRICTL_YAML"
+    cp "$ROOT_F$CRICTL_YAML" "$KD_WORK/rpm.F.crictl"
 }
 
 upgrade_keeps_edited_sysconfig_writes_rpmnew_noninteractive() { # failures 1, 3
@@ -340,6 +356,12 @@ upgrade_keeps_edited_sysconfig_writes_rpmnew_noninteractive() { # failures 1, 3
     assert_extra_args_reach_kubelet "$ROOT_F"
 }
 
+upgrade_keeps_edited_crictl_yaml() {
+    cmp "$KD_WORK/rpm.F.crictl" "$ROOT_F$CRICTL_YAML"
+    # The default did not change between the releases: nothing to offer.
+    assert_no_file "$ROOT_F$CRICTL_YAML.rpmnew"
+}
+
 remove_saves_edited_sysconfig_as_rpmsave() {
     # shellcheck disable=SC2086
     dnf_in "$ROOT_F" "$REPO_CUR" remove $PACKAGES
@@ -347,11 +369,15 @@ remove_saves_edited_sysconfig_as_rpmsave() {
     # The .rpmnew from the upgrade belongs to no package and stays.
     assert_no_file "$ROOT_F$ENV_FILE"
     cmp "$KD_WORK/rpm.F.edited" "$ROOT_F$ENV_FILE.rpmsave"
+    assert_no_file "$ROOT_F$CRICTL_YAML"
+    cmp "$KD_WORK/rpm.F.crictl" "$ROOT_F$CRICTL_YAML.rpmsave"
     cmp "$DEFAULT_CUR" "$ROOT_F$ENV_FILE.rpmnew"
 }
 
 kd_test extra_args_in_etc_sysconfig_reach_kubelet
+kd_test edit_crictl_yaml_for_cri_o
 kd_test upgrade_keeps_edited_sysconfig_writes_rpmnew_noninteractive
+kd_test upgrade_keeps_edited_crictl_yaml
 kd_test remove_saves_edited_sysconfig_as_rpmsave
 
 # --- root G: no exact pins between the packages ----------------------------

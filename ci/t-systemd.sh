@@ -14,6 +14,13 @@
 # - kubelet-wrapper from the same package builds exactly the argv that the
 #   rendered drop-in's ExecStart= gives (the drop-in's chain, simulated here
 #   from the file itself);
+# - an untouched install's argv is the one an empty KUBELET_EXTRA_ARGS= gave,
+#   and an admin drop-in's Environment=KUBELET_EXTRA_ARGS=... reaches the
+#   kubelet while the env file is untouched (systemd's simulated chain and
+#   kubelet-wrapper --print, which takes Environment= from its environment);
+# - the kernel prerequisites land where systemd-modules-load and
+#   systemd-sysctl read them (systemd-analyze cat-config --root), and an
+#   admin's file of the same name in /etc replaces them;
 # - the tarball's systemd files are the packages' bytes.
 #
 # No systemd runs here; nothing is installed on the host.
@@ -49,10 +56,12 @@ family_vars() { # FAMILY
         UNITDIR=/lib/systemd/system ENV_FILE=/etc/default/kubelet OTHER_ENV=/etc/sysconfig/kubelet
         # A deb ships the default as a seed that postinst puts in place.
         ENV_SHIPPED=/usr/share/kubedist/seed/etc/default/kubelet
+        KUBELET_PKG=$DEB_KUBELET KUBEADM_PKG=$DEB_KUBEADM
         ;;
     rpm)
         UNITDIR=/usr/lib/systemd/system ENV_FILE=/etc/sysconfig/kubelet OTHER_ENV=/etc/default/kubelet
         ENV_SHIPPED=/etc/sysconfig/kubelet
+        KUBELET_PKG=$RPM_KUBELET KUBEADM_PKG=$RPM_KUBEADM
         ;;
     esac
     UNIT=$UNITDIR/kubelet.service
@@ -139,7 +148,12 @@ EOF
     fi
     # The file it names is the one this family's kubelet package ships.
     assert_file "$TMP/$1-kubelet$ENV_SHIPPED"
-    assert_grep '^KUBELET_EXTRA_ARGS=' "$TMP/$1-kubelet$ENV_SHIPPED"
+    # KUBELET_EXTRA_ARGS is shown but not assigned: an assignment here, even
+    # an empty one, would win over a drop-in's Environment=.
+    assert_grep '^#KUBELET_EXTRA_ARGS=$' "$TMP/$1-kubelet$ENV_SHIPPED"
+    if grep -n '^[[:space:]]*[A-Za-z_]' "$TMP/$1-kubelet$ENV_SHIPPED"; then
+        fail "$1: the default $ENV_FILE assigns a variable"
+    fi
 }
 
 # systemd-analyze verify: no output at all, and it must see the drop-in.
@@ -166,8 +180,47 @@ check_verify() { # FAMILY
     rm -rf "$TMP/$1-broken"
 }
 
-# What systemd would exec, simulated from the rendered drop-in for simple
-# values (no quotes inside them), against kubelet-wrapper --print.
+# simulate_exec ROOT DROPIN... : the argv systemd would exec, simulated from
+# the drop-ins (in the order given: systemd's, by file name) for simple values
+# (no quotes inside them). As in systemd, every EnvironmentFile= wins over
+# every Environment=, whatever their order; among each kind the later wins.
+# ExecStart='s words have $NAME replaced by the value split at spaces; an
+# unset NAME, like an empty one, gives no word.
+simulate_exec() {
+    root=$1
+    shift
+    awk -v root="$root" '
+        function unquote(s) { if (s ~ /^".*"$/) s = substr(s, 2, length(s) - 2); return s }
+        function assign(a, s,   i) { i = index(s, "="); a[substr(s, 1, i - 1)] = unquote(substr(s, i + 1)) }
+        /^Environment=/ { assign(env, unquote(substr($0, 13))) }
+        /^EnvironmentFile=/ {
+            f = substr($0, 17); sub(/^-/, "", f)
+            while ((getline l < (root f)) > 0) if (l ~ /^[A-Z_]+=/) assign(fileenv, l)
+            close(root f)
+        }
+        /^ExecStart=./ { exec = substr($0, 11) }
+        END {
+            for (k in fileenv) env[k] = fileenv[k]
+            n = split(exec, w, " ")
+            for (i = 1; i <= n; i++) {
+                if (w[i] ~ /^\$/) { m = split(env[substr(w[i], 2)], v, " "); for (j = 1; j <= m; j++) print v[j] }
+                else print w[i]
+            }
+        }' "$@"
+}
+
+# wrapper_argv ROOT FAMILY [NAME=VALUE...] : the argv kubelet-wrapper --print
+# plans in ROOT, with ROOT stripped from the kubelet's path; NAME=VALUE go
+# into its environment, where a manager's Environment= puts them.
+wrapper_argv() {
+    root=$1 family=$2
+    shift 2
+    env "$@" "$root/usr/bin/kubelet-wrapper" --root "$root" --family "$family" --print |
+        jq -r '.argv[]' | sed "1s|^$root||"
+}
+
+# What systemd would exec, simulated from the rendered drop-in, against
+# kubelet-wrapper --print.
 check_chain() { # FAMILY
     family_vars "$1"
     root=$TMP/$1-root
@@ -179,26 +232,7 @@ check_chain() { # FAMILY
     echo 'KUBELET_EXTRA_ARGS="--node-labels=from=the-other-family"' >"$root$OTHER_ENV"
     : >"$root/var/lib/kubelet/config.yaml"
 
-    # Environment= values, then each EnvironmentFile= (lines NAME="VALUE" or
-    # NAME=VALUE), later ones win; ExecStart='s words with $NAME replaced by
-    # the value split at spaces.
-    awk -v root="$root" '
-        function unquote(s) { if (s ~ /^".*"$/) s = substr(s, 2, length(s) - 2); return s }
-        function assign(s,   i) { i = index(s, "="); env[substr(s, 1, i - 1)] = unquote(substr(s, i + 1)) }
-        /^Environment=/ { assign(unquote(substr($0, 13))) }
-        /^EnvironmentFile=/ {
-            f = substr($0, 17); sub(/^-/, "", f)
-            while ((getline l < (root f)) > 0) if (l ~ /^[A-Z_]+=/) assign(l)
-            close(root f)
-        }
-        /^ExecStart=./ { exec = substr($0, 11) }
-        END {
-            n = split(exec, w, " ")
-            for (i = 1; i <= n; i++) {
-                if (w[i] ~ /^\$/) { m = split(env[substr(w[i], 2)], v, " "); for (j = 1; j <= m; j++) print v[j] }
-                else print w[i]
-            }
-        }' "$root$DROPIN" >"$TMP/$1-systemd-argv"
+    simulate_exec "$root" "$root$DROPIN" >"$TMP/$1-systemd-argv"
     echo "== what the drop-in execs"
     cat "$TMP/$1-systemd-argv"
     grep -qx -- "--node-labels=from=$1" "$TMP/$1-systemd-argv" ||
@@ -213,6 +247,129 @@ check_chain() { # FAMILY
     jq -r '.files[] | select(.status == "read") | .path' "$TMP/$1-plan.json" | sed "s|^$root||" >"$TMP/$1-wrapper-files"
     diff -u "$TMP/$1-dropin-files" "$TMP/$1-wrapper-files" ||
         fail "$1: kubelet-wrapper reads other files than the drop-in"
+}
+
+# untouched_root FAMILY : a root as an untouched install leaves it (both
+# packages, the default env file in place, kubeadm's flags written) and no
+# admin drop-in. Sets ROOT.
+untouched_root() {
+    family_vars "$1"
+    ROOT=$TMP/$1-untouched
+    rm -rf "$ROOT"
+    unpack "$KUBELET_PKG" "$ROOT"
+    unpack "$KUBEADM_PKG" "$ROOT"
+    # What deb's postinst does with the seed; the rpm ships it in place.
+    mkdir -p "$ROOT${ENV_FILE%/*}"
+    [ "$ENV_SHIPPED" = "$ENV_FILE" ] || cp "$ROOT$ENV_SHIPPED" "$ROOT$ENV_FILE"
+    mkdir -p "$ROOT/var/lib/kubelet"
+    echo 'KUBELET_KUBEADM_ARGS="--container-runtime-endpoint=unix:///run/containerd/containerd.sock"' \
+        >"$ROOT/var/lib/kubelet/kubeadm-flags.env"
+    : >"$ROOT/var/lib/kubelet/config.yaml"
+}
+
+# The kubelet's argv for an untouched install is what it was while the
+# default still held an empty KUBELET_EXTRA_ARGS=, in systemd's simulation
+# and in kubelet-wrapper alike.
+check_untouched_argv() { # FAMILY
+    untouched_root "$1"
+    cat >"$TMP/$1-untouched-expected" <<'EOF'
+/usr/bin/kubelet
+--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf
+--kubeconfig=/etc/kubernetes/kubelet.conf
+--config=/var/lib/kubelet/config.yaml
+--container-runtime-endpoint=unix:///run/containerd/containerd.sock
+EOF
+    simulate_exec "$ROOT" "$ROOT$DROPIN" >"$TMP/$1-untouched-systemd"
+    wrapper_argv "$ROOT" "$1" >"$TMP/$1-untouched-wrapper"
+    diff -u "$TMP/$1-untouched-expected" "$TMP/$1-untouched-systemd" ||
+        fail "$1: the drop-in's argv changed for an untouched install"
+    diff -u "$TMP/$1-untouched-expected" "$TMP/$1-untouched-wrapper" ||
+        fail "$1: kubelet-wrapper's argv changed for an untouched install"
+    # The same with the old default's empty assignment.
+    echo 'KUBELET_EXTRA_ARGS=' >"$ROOT$ENV_FILE"
+    simulate_exec "$ROOT" "$ROOT$DROPIN" | diff -u "$TMP/$1-untouched-expected" - ||
+        fail "$1: the old default gave another argv"
+    wrapper_argv "$ROOT" "$1" | diff -u "$TMP/$1-untouched-expected" - ||
+        fail "$1: kubelet-wrapper gave another argv with the old default"
+}
+
+# An admin drop-in's Environment=KUBELET_EXTRA_ARGS=... reaches the kubelet
+# while the env file is untouched; the old default's empty assignment
+# swallowed it. systemd-analyze verify reads the admin drop-in cleanly.
+check_admin_dropin() { # FAMILY
+    untouched_root "$1"
+    admin=$ROOT/etc/systemd/system/kubelet.service.d/20-extra.conf
+    mkdir -p "${admin%/*}"
+    printf '%s\n' '[Service]' 'Environment="KUBELET_EXTRA_ARGS=--node-labels=from=dropin --v=2"' >"$admin"
+    extra=$(sed -n 's/^Environment="\(KUBELET_EXTRA_ARGS=.*\)"$/\1/p' "$admin")
+
+    simulate_exec "$ROOT" "$ROOT$DROPIN" "$admin" >"$TMP/$1-dropin-systemd"
+    wrapper_argv "$ROOT" "$1" "$extra" >"$TMP/$1-dropin-wrapper"
+    cat "$TMP/$1-dropin-wrapper"
+    assert_eq '--node-labels=from=dropin --v=2' "$(tail -n 2 "$TMP/$1-dropin-systemd" | tr '\n' ' ' | sed 's/ $//')" \
+        "last arguments systemd would pass"
+    diff -u "$TMP/$1-dropin-systemd" "$TMP/$1-dropin-wrapper" ||
+        fail "$1: kubelet-wrapper's argv differs from the drop-ins'"
+
+    # The old default: the file's empty value wins, in both.
+    echo 'KUBELET_EXTRA_ARGS=' >"$ROOT$ENV_FILE"
+    simulate_exec "$ROOT" "$ROOT$DROPIN" "$admin" | grep -q -- '--node-labels=from=dropin' &&
+        fail "$1: the simulation lets a drop-in win over the env file"
+    wrapper_argv "$ROOT" "$1" "$extra" | grep -q -- '--node-labels=from=dropin' &&
+        fail "$1: kubelet-wrapper lets the environment win over the env file"
+
+    # systemd itself parses the admin drop-in on top of ours.
+    rm -rf "$TMP/$1-admin-root"
+    cp -a "$TMP/$1-root" "$TMP/$1-admin-root"
+    mkdir -p "$TMP/$1-admin-root/etc/systemd/system/kubelet.service.d"
+    cp "$admin" "$TMP/$1-admin-root/etc/systemd/system/kubelet.service.d/"
+    systemd-analyze verify --man=no --root="$TMP/$1-admin-root" kubelet.service >"$TMP/$1-admin.out" 2>&1 ||
+        { cat "$TMP/$1-admin.out"; fail "$1: systemd-analyze verify failed with the admin drop-in"; }
+    if [ -s "$TMP/$1-admin.out" ]; then
+        cat "$TMP/$1-admin.out"
+        fail "$1: systemd-analyze verify complained about the admin drop-in"
+    fi
+    rm -rf "$TMP/$1-admin-root"
+}
+
+# The kernel prerequisites: in the kubelet package, in the vendor
+# directories systemd-modules-load and systemd-sysctl read (as systemd itself
+# lists them: systemd-analyze cat-config), and replaced by an admin's file of
+# the same name in /etc.
+check_kernel() { # FAMILY
+    family_vars "$1"
+    for p in /usr/lib/modules-load.d/kubernetes.conf /usr/lib/sysctl.d/60-kubernetes.conf; do
+        assert_file "$TMP/$1-kubelet$p"
+        assert_eq 644 "$(stat -c %a "$TMP/$1-kubelet$p")" "mode of $p in the $1 kubelet package"
+    done
+    root=$TMP/$1-kernel
+    rm -rf "$root"
+    unpack "$KUBELET_PKG" "$root"
+    systemd-analyze cat-config --root="$root" modules-load.d >"$TMP/$1-modules"
+    systemd-analyze cat-config --root="$root" sysctl.d >"$TMP/$1-sysctl"
+    cat "$TMP/$1-modules" "$TMP/$1-sysctl"
+    assert_grep "^# $root/usr/lib/modules-load.d/kubernetes.conf\$" "$TMP/$1-modules"
+    for m in br_netfilter overlay; do
+        assert_grep "^$m\$" "$TMP/$1-modules"
+    done
+    assert_grep "^# $root/usr/lib/sysctl.d/60-kubernetes.conf\$" "$TMP/$1-sysctl"
+    for k in net.ipv4.ip_forward net.bridge.bridge-nf-call-iptables net.bridge.bridge-nf-call-ip6tables; do
+        assert_grep "^$k = 1\$" "$TMP/$1-sysctl"
+    done
+
+    # The admin's files of the same names win; ours are no longer read.
+    mkdir -p "$root/etc/modules-load.d" "$root/etc/sysctl.d"
+    echo 'overlay' >"$root/etc/modules-load.d/kubernetes.conf"
+    echo 'net.ipv4.ip_forward = 0' >"$root/etc/sysctl.d/60-kubernetes.conf"
+    systemd-analyze cat-config --root="$root" modules-load.d >"$TMP/$1-modules"
+    systemd-analyze cat-config --root="$root" sysctl.d >"$TMP/$1-sysctl"
+    cat "$TMP/$1-modules" "$TMP/$1-sysctl"
+    assert_grep "^# $root/etc/modules-load.d/kubernetes.conf\$" "$TMP/$1-modules"
+    assert_grep "^# $root/etc/sysctl.d/60-kubernetes.conf\$" "$TMP/$1-sysctl"
+    if grep -e br_netfilter -e "$root/usr/lib/" "$TMP/$1-modules" "$TMP/$1-sysctl"; then
+        fail "$1: systemd still reads the vendor file beside the admin's"
+    fi
+    rm -rf "$root"
 }
 
 # The tarball installs the packages' bytes on a systemd host of each family.
@@ -238,21 +395,33 @@ test_deb_unit() { check_unit deb; }
 test_deb_dropin() { check_dropin deb; }
 test_deb_verify() { check_verify deb; }
 test_deb_chain() { check_chain deb; }
+test_deb_untouched_argv() { check_untouched_argv deb; }
+test_deb_admin_dropin() { check_admin_dropin deb; }
+test_deb_kernel() { check_kernel deb; }
 test_deb_tarball() { check_tarball deb; }
 test_rpm_unit() { check_unit rpm; }
 test_rpm_dropin() { check_dropin rpm; }
 test_rpm_verify() { check_verify rpm; }
 test_rpm_chain() { check_chain rpm; }
+test_rpm_untouched_argv() { check_untouched_argv rpm; }
+test_rpm_admin_dropin() { check_admin_dropin rpm; }
+test_rpm_kernel() { check_kernel rpm; }
 test_rpm_tarball() { check_tarball rpm; }
 
 kd_test test_deb_unit
 kd_test test_deb_dropin
 kd_test test_deb_verify
 kd_test test_deb_chain
+kd_test test_deb_untouched_argv
+kd_test test_deb_admin_dropin
+kd_test test_deb_kernel
 kd_test test_deb_tarball
 kd_test test_rpm_unit
 kd_test test_rpm_dropin
 kd_test test_rpm_verify
 kd_test test_rpm_chain
+kd_test test_rpm_untouched_argv
+kd_test test_rpm_admin_dropin
+kd_test test_rpm_kernel
 kd_test test_rpm_tarball
 kd_summary

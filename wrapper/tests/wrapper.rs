@@ -500,6 +500,45 @@ fn env_files_override_the_drop_in_and_the_process() {
     assert_eq!(rec.env["KUBELET_EXTRA_ARGS"], "");
 }
 
+/// The env file as the packages ship it (its one placeholder is in a comment).
+fn shipped_env_default() -> String {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../env-defaults/kubelet");
+    fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+#[test]
+fn the_shipped_default_leaves_the_argv_as_an_empty_assignment_did() {
+    let host = Host::new();
+    host.write("/etc/default/kubelet", shipped_env_default());
+    let (out, _) = host.run(&mut host.wrapper(&[]));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let untouched = host.recorded().unwrap();
+    assert_eq!(untouched.argv, strings(&DEFAULT_ARGS));
+    assert!(!untouched.env.contains_key("KUBELET_EXTRA_ARGS"));
+
+    host.write("/etc/default/kubelet", "KUBELET_EXTRA_ARGS=\n");
+    host.run(&mut host.wrapper(&[]));
+    assert_eq!(host.recorded().unwrap().argv, untouched.argv);
+}
+
+#[test]
+fn the_shipped_default_lets_a_drop_in_environment_reach_the_kubelet() {
+    // systemd's Environment= arrives in the wrapper's own environment; an
+    // untouched env file no longer overrides it.
+    let host = Host::new();
+    host.write("/etc/default/kubelet", shipped_env_default());
+    let (out, _) = host.run(
+        host.wrapper(&[])
+            .env("KUBELET_EXTRA_ARGS", "--v=2 --max-pods=50"),
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let rec = host.recorded().unwrap();
+    let mut expected = strings(&DEFAULT_ARGS);
+    expected.extend(strings(&["--v=2", "--max-pods=50"]));
+    assert_eq!(rec.argv, expected);
+    assert_eq!(rec.env["KUBELET_EXTRA_ARGS"], "--v=2 --max-pods=50");
+}
+
 #[test]
 fn wrapper_options_after_a_kubelet_argument_belong_to_the_kubelet() {
     let host = Host::new();

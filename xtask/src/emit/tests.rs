@@ -208,6 +208,83 @@ fn the_kubelet_deb_holds_what_dpkg_needs() {
 }
 
 #[test]
+fn kernel_prerequisites_and_crictl_yaml_land_in_both_families() {
+    let tmp = tempfile::tempdir().unwrap();
+    let arch = staged(tmp.path());
+    let out = tmp.path().join("out");
+    fs::create_dir(&out).unwrap();
+    let kernel = [
+        "/usr/lib/modules-load.d/kubernetes.conf",
+        "/usr/lib/sysctl.d/60-kubernetes.conf",
+    ];
+
+    // deb: the kernel files as they are, crictl.yaml a seed that postinst
+    // puts in place (never a conffile).
+    let deb = super::deb::write(
+        package(&arch, "kubelet", Family::Deb),
+        &options(),
+        tmp.path(),
+        &out,
+    )
+    .unwrap();
+    let data = tar_members(xz2::read::XzDecoder::new(ar_members(&deb)[2].1.as_slice()));
+    for path in kernel {
+        assert_eq!(data[&path[1..]].0.mode().unwrap(), 0o644, "{path}");
+    }
+    let deb = super::deb::write(
+        package(&arch, "cri-tools", Family::Deb),
+        &options(),
+        tmp.path(),
+        &out,
+    )
+    .unwrap();
+    let members = ar_members(&deb);
+    let control = tar_members(xz2::read::XzDecoder::new(members[1].1.as_slice()));
+    let data = tar_members(xz2::read::XzDecoder::new(members[2].1.as_slice()));
+    assert!(data.contains_key("usr/share/kubedist/seed/etc/crictl.yaml"));
+    assert!(!data.contains_key("etc/crictl.yaml"));
+    assert!(!control.contains_key("conffiles"), "{:?}", control.keys());
+    let postinst = String::from_utf8(control["postinst"].1.clone()).unwrap();
+    assert!(
+        postinst.contains("SEEDS='/etc/crictl.yaml:0644'"),
+        "{postinst}"
+    );
+
+    // rpm: the kernel files plain, crictl.yaml %config(noreplace).
+    let rpm_path = super::rpm::write(
+        package(&arch, "kubelet", Family::Rpm),
+        &options(),
+        tmp.path(),
+    )
+    .unwrap();
+    let rpm = rpm::Package::open(&rpm_path).unwrap();
+    let entries = rpm.metadata.get_file_entries().unwrap();
+    for path in kernel {
+        let entry = entries
+            .iter()
+            .find(|e| e.path().to_str() == Some(path))
+            .unwrap();
+        assert_eq!(entry.permissions(), 0o644, "{path}");
+        assert!(!entry.flags().contains(rpm::FileFlags::CONFIG), "{path}");
+    }
+    let rpm_path = super::rpm::write(
+        package(&arch, "cri-tools", Family::Rpm),
+        &options(),
+        tmp.path(),
+    )
+    .unwrap();
+    let rpm = rpm::Package::open(&rpm_path).unwrap();
+    let entries = rpm.metadata.get_file_entries().unwrap();
+    let crictl = entries
+        .iter()
+        .find(|e| e.path().to_str() == Some("/etc/crictl.yaml"))
+        .unwrap();
+    assert!(crictl
+        .flags()
+        .contains(rpm::FileFlags::CONFIG | rpm::FileFlags::NOREPLACE));
+}
+
+#[test]
 fn the_kubelet_rpm_keeps_config_and_runs_its_scriptlets() {
     let tmp = tempfile::tempdir().unwrap();
     let arch = staged(tmp.path());
@@ -292,13 +369,17 @@ fn the_tarball_lists_and_checksums_every_file_it_carries() {
         let line = format!("{}  {rel}", hex(&Sha256::digest(&members[name].1)));
         assert!(sums.lines().any(|l| l == line), "{line} not in SHA256SUMS");
     }
-    // MANIFEST: both families' env files, the OpenRC and runit files.
+    // MANIFEST: both families' env files, the OpenRC and runit files, the
+    // kernel prerequisites and crictl.yaml.
     let manifest = String::from_utf8(members[&format!("{top}/MANIFEST")].1.clone()).unwrap();
     for want in [
         "/etc/default/kubelet",
         "/etc/sysconfig/kubelet",
         "/etc/init.d/kubelet",
         "/etc/sv/kubelet/run",
+        "/usr/lib/modules-load.d/kubernetes.conf",
+        "/usr/lib/sysctl.d/60-kubernetes.conf",
+        "/etc/crictl.yaml",
     ] {
         assert!(manifest.contains(want), "{want} not in MANIFEST");
     }
