@@ -321,14 +321,6 @@ EOF
 
 # --- O: an OpenRC host, booted: the service really runs --------------------
 
-# add_net_standin ROOT : an OpenRC service that provides `net`, which the
-# kubelet's init script needs and a root without networking scripts lacks.
-add_net_standin() {
-	printf '#!/sbin/openrc-run\n# Test stand-in for the host network service.\ndepend() { provide net; }\nstart() { return 0; }\n' \
-		>"$1/etc/init.d/net-standin"
-	chmod 0755 "$1/etc/init.d/net-standin"
-}
-
 new_root "$LOWER_OPENRC"
 ROOT_O=$NEW_ROOT
 # A third party's CNI plugin, there before kubedist.
@@ -339,7 +331,6 @@ chmod 0755 "$ROOT_O/opt/cni/bin/vendor-plugin"
 kd_in_root_offline "$ROOT_O" "$PRELUDE" >"$KD_WORK/$KD_SUITE.O-snapshot.log" 2>&1 <<'EOF'
 snapshot /tmp/before-install
 EOF
-add_net_standin "$ROOT_O"
 
 test_openrc_install_enables_and_starts() {
 	kd_in_root_offline "$ROOT_O" "$PRELUDE" <<'EOF'
@@ -514,7 +505,6 @@ EOF
 
 new_root "$LOWER_OPENRC"
 ROOT_O2=$NEW_ROOT
-add_net_standin "$ROOT_O2"
 
 test_no_enable_no_start() {
 	kd_in_root_offline "$ROOT_O2" "$PRELUDE" <<'EOF'

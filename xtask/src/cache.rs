@@ -189,7 +189,6 @@ fn touch(path: &Path) {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
