@@ -12,10 +12,12 @@
 # /var/lib/kubedist/sysext-cni-plugins lists what we copied, in sha256sum's
 # format. sync copies a plugin only where none is or where ours is unchanged,
 # and removes a plugin the extension no longer has only if ours is
-# unchanged. Every other file there (Calico's, Cilium's, one an admin
-# edited) is left alone, and then no longer recorded as ours.
+# unchanged. Every other file there (Calico's copy of portmap, one an admin
+# edited) is left alone and is not, or no longer, recorded as ours.
 #
-# kubedist-cni-plugins.service runs `sync` before every start of the kubelet.
+# kubedist-cni-plugins.service runs `sync` before every start of the kubelet;
+# a run with nothing to do prints nothing. What it leaves alone is said once:
+# on the first run, and when a copy of ours has changed.
 set -eu
 
 FROM=/usr/lib/kubedist/cni/bin
@@ -60,7 +62,7 @@ remove_stale() {
             rm -f "$dest"
             log "removed $dest"
         elif [ -e "$dest" ] || [ -L "$dest" ]; then
-            log "kept $dest: changed since kubedist copied it"
+            log "left $dest alone: changed since kubedist copied it"
         fi
     done <"$RECORD"
 }
@@ -70,6 +72,8 @@ sync_plugins() {
         log "$FROM: no such directory (is the kubernetes extension merged?)"
         exit 1
     fi
+    first_run=
+    [ -f "$RECORD" ] || first_run=1
     mkdir -p "$TO" "${RECORD%/*}"
     new=$(mktemp "$RECORD.XXXXXX")
     trap 'rm -f "$new"' EXIT
@@ -89,8 +93,12 @@ sync_plugins() {
                 log "updated $dest"
             fi
         else
-            # Not ours, or changed since we copied it.
-            [ "$have" = "$want" ] || log "kept $dest: not copied there by kubedist, or changed since"
+            # Not ours, or changed since we copied it: never ours again.
+            if [ -n "$ours" ]; then
+                log "left $dest alone: changed since kubedist copied it"
+            elif [ -n "$first_run" ] && [ "$have" != "$want" ]; then
+                log "left $dest alone: not copied there by kubedist"
+            fi
             continue
         fi
         echo "$want  $name" >>"$new"

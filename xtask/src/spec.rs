@@ -810,6 +810,33 @@ mod tests {
     }
 
     #[test]
+    fn a_sysext_architecture_no_host_has_is_refused() {
+        let real = std::fs::read_to_string(repo_root().join("pkg/sysext.toml")).unwrap();
+        assert!(real.contains("amd64 = \"x86-64\""));
+        let dir = broken_root(
+            "sysext.toml",
+            &real.replace("amd64 = \"x86-64\"", "amd64 = \"x86_64\""),
+        );
+        let err = format!("{:#}", Spec::load(dir.path()).unwrap_err());
+        assert!(
+            err.contains("sysext.toml")
+                && err.contains("\"x86_64\": not an architecture systemd knows"),
+            "{err}"
+        );
+        assert!(!err.contains('\n'), "{err}");
+
+        let dir = broken_root(
+            "sysext.toml",
+            &real.replace("os = \"_any\"", "os = \"Flatcar\""),
+        );
+        let err = format!("{:#}", Spec::load(dir.path()).unwrap_err());
+        assert!(
+            err.contains("sysext.toml") && err.contains("Flatcar"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn unknown_source_is_named() {
         let dir = broken_root(
             "kubectl.toml",
