@@ -102,8 +102,8 @@ pub struct Args {
     #[arg(long)]
     pub fast: bool,
     /// Codec and level per format, comma-separated FORMAT=CODEC[:LEVEL]
-    /// items on top of the default deb=xz:6,rpm=zstd:19,tar=gz:9,sysext=gz:9 (or of a
-    /// leading preset, `default` or `fast`).
+    /// items on top of the default deb=xz:6,rpm=zstd:19,tar=gz:9,sysext=gz:9
+    /// (or of a leading preset, `default` or `fast`).
     #[arg(long, value_name = "SPEC")]
     pub compression: Option<String>,
     /// Build every artifact again, neither reading nor filling the
@@ -190,7 +190,6 @@ fn plan(spec: &Spec, args: &Args) -> Result<Plan> {
         .clone();
     let epoch = crate::util::source_date_epoch(&spec.root)?;
     let arches = fetch::arches_or_host(&args.arch)?;
-    preflight(&arches, args.fixtures)?;
     let mut formats = args.formats.clone();
     formats.sort();
     formats.dedup();
@@ -221,6 +220,7 @@ fn plan(spec: &Spec, args: &Args) -> Result<Plan> {
             Some(SysextOs::parse(text, &spec.sysext.sysext_level_ids).context(what)?)
         }
     };
+    preflight(&arches, args.fixtures)?;
     let out_dir = match &args.out {
         Some(dir) => {
             std::path::absolute(dir).with_context(|| format!("--out {}", dir.display()))?
