@@ -300,6 +300,76 @@ mod tests {
         }
     }
 
+    /// A squashfs image holding only an extension-release file.
+    fn image(dir: &Path, file: &str, release_name: &str, release: &str) -> PathBuf {
+        use backhand::compression::Compressor;
+        use backhand::{FilesystemCompressor, FilesystemWriter, NodeHeader};
+        let mut fs = FilesystemWriter::default();
+        // The crate's default, xz, is not built in.
+        fs.set_compressor(FilesystemCompressor::new(Compressor::Gzip, None).unwrap());
+        fs.set_emit_compression_options(false);
+        let header = |permissions| NodeHeader {
+            permissions,
+            ..NodeHeader::default()
+        };
+        for d in ["usr", "usr/lib", "usr/lib/extension-release.d"] {
+            fs.push_dir(d, header(0o755)).unwrap();
+        }
+        let release_path = format!("usr/lib/extension-release.d/extension-release.{release_name}");
+        fs.push_file(
+            std::io::Cursor::new(release.as_bytes()),
+            release_path,
+            header(0o644),
+        )
+        .unwrap();
+        let path = dir.join(file);
+        fs.write(fs::File::create(&path).unwrap()).unwrap();
+        path
+    }
+
+    #[test]
+    fn images_are_read_and_their_names_checked_against_their_release_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let release = "ID=_any\nARCHITECTURE=x86-64\nSYSEXT_VERSION_ID=1.34.2-3\n";
+        let good = image(
+            tmp.path(),
+            "kubernetes-v1.34.2-x86-64.raw",
+            "kubernetes",
+            release,
+        );
+        assert_eq!(
+            read_image(&good).unwrap(),
+            Image {
+                name: "kubernetes".into(),
+                version: "1.34.2".into(),
+                revision: 3,
+            }
+        );
+        for (file, release_name, says) in [
+            (
+                "k8s-v1.34.2-x86-64.raw",
+                "kubernetes",
+                "must be named kubernetes-v<X.Y.Z>-x86-64.raw",
+            ),
+            (
+                "kubernetes-v1.34.2-arm64.raw",
+                "kubernetes",
+                "must be named",
+            ),
+            (
+                "kubernetes-v1.34.2-x86-64.raw",
+                "k8s",
+                "must be named k8s-v",
+            ),
+        ] {
+            let dir = tmp.path().join(format!("{file}-{release_name}"));
+            fs::create_dir(&dir).unwrap();
+            let path = image(&dir, file, release_name, release);
+            let err = format!("{:#}", read_image(&path).unwrap_err());
+            assert!(err.contains(says), "{file}: {err}");
+        }
+    }
+
     #[test]
     fn minors_are_the_first_two_numbers() {
         let image = |version: &str| Image {
