@@ -18,13 +18,14 @@ use crate::cache::Cache;
 use crate::emit::codec::Codecs;
 use crate::emit::{self, Options};
 use crate::fetch::{self, Origin, OriginArgs, Upstream};
-use crate::spec::{Arch, Content, Family, Spec};
+use crate::spec::{Arch, Content, Family, Spec, SysextOs};
 use crate::stage::{self, Staged, StagedArch};
 
 /// The `[sources.*]` entry whose version names a release.
 const KUBERNETES: &str = "kubernetes";
 
-/// Build every artifact (deb, rpm, air-gapped tarball) plus SHA256SUMS.
+/// Build every artifact (deb, rpm, air-gapped tarball, sysext image) plus
+/// SHA256SUMS.
 ///
 /// For each architecture: verify the upstream binaries (download or --from),
 /// build kubelet-wrapper static for it, stage one tree per package and
@@ -41,12 +42,14 @@ Examples:
   cargo xtask dist --arch amd64,arm64 --formats deb,rpm
   cargo xtask dist --from /srv/kubedist-inputs --out /srv/dist
   cargo xtask dist --compression deb=zstd:19,tar=gz:6  # debs for dpkg >= 1.21.18 only
+  cargo xtask dist --formats sysext --sysext-os flatcar:1.0  # Flatcar only
   SOURCE_DATE_EPOCH=1700000000 cargo xtask dist --revision 2
 
 Compression (see docs/performance.md for times and sizes):
   deb  xz:0-9 (default xz:6; every dpkg), zstd:1-19 (dpkg >= 1.21.18), gz:1-9
   rpm  zstd:1-19 (default zstd:19; rpm >= 4.14), gz:1-9 (every rpm; one thread)
   tar  gz:1-9 (default gz:9; every host), xz:0-9 (.tar.xz), zstd:1-19 (.tar.zst)
+  sysext  gz:1-9 (default gz:9; every kernel), zstd:1-19 (kernels with SQUASHFS_ZSTD)
 
 An artifact whose inputs, codec and level did not change since an earlier run
 is copied from the artifact cache (target/artifact-cache) instead of being
@@ -57,14 +60,21 @@ pub struct Args {
     /// Default: this host's architecture.
     #[arg(long, value_name = "ARCH[,ARCH...]", value_delimiter = ',')]
     pub arch: Vec<Arch>,
-    /// Artifacts to write, comma-separated: deb, rpm, tar.
+    /// Artifacts to write, comma-separated: deb, rpm, tar, sysext (the
+    /// systemd-sysext image for Flatcar, Fedora CoreOS and other hosts with
+    /// a read-only /usr).
     #[arg(
         long,
         value_name = "FORMAT[,FORMAT...]",
         value_delimiter = ',',
-        default_value = "deb,rpm,tar"
+        default_value = "deb,rpm,tar,sysext"
     )]
     pub formats: Vec<Format>,
+    /// Which hosts may merge the sysext image, instead of pkg/sysext.toml's
+    /// `os`: `_any`, or ID:VERSION as os-release has them: flatcar:1.0
+    /// (Flatcar's SYSEXT_LEVEL), fedora:40 (VERSION_ID).
+    #[arg(long, value_name = "ID:VERSION")]
+    pub sysext_os: Option<String>,
     /// Package this Kubernetes version instead of the one pinned in
     /// pkg/release.toml (X.Y.Z or X.Y.Z-rc.N; its binaries must be fetchable
     /// and verifiable like the pinned ones).
@@ -87,12 +97,13 @@ pub struct Args {
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// Quick, larger compression for trial builds: the preset `fast`
-    /// (deb=xz:1,rpm=zstd:3,tar=gz:1), which --compression can amend.
+    /// (deb=xz:1,rpm=zstd:3,tar=gz:1,sysext=gz:1), which --compression can
+    /// amend.
     #[arg(long)]
     pub fast: bool,
     /// Codec and level per format, comma-separated FORMAT=CODEC[:LEVEL]
-    /// items on top of the default deb=xz:6,rpm=zstd:19,tar=gz:9 (or of a
-    /// leading preset, `default` or `fast`).
+    /// items on top of the default deb=xz:6,rpm=zstd:19,tar=gz:9,sysext=gz:9
+    /// (or of a leading preset, `default` or `fast`).
     #[arg(long, value_name = "SPEC")]
     pub compression: Option<String>,
     /// Build every artifact again, neither reading nor filling the
@@ -112,6 +123,7 @@ pub enum Format {
     Deb,
     Rpm,
     Tar,
+    Sysext,
 }
 
 pub fn run(spec: &Spec, args: &Args) -> Result<()> {
@@ -148,9 +160,11 @@ struct Plan {
     k8s_version: String,
     arches: Vec<Arch>,
     formats: Vec<Format>,
-    /// The families to stage: those of the packages asked for, and both for
-    /// the tarball.
+    /// The families to stage: those of the packages asked for, both for
+    /// the tarball, and the sysext image's.
     families: Vec<Family>,
+    /// Which hosts may merge the sysext image, when it is asked for.
+    sysext_os: Option<SysextOs>,
     out_dir: PathBuf,
     options: Options,
     /// The artifact cache, unless --no-cache (or it cannot be opened).
@@ -176,17 +190,37 @@ fn plan(spec: &Spec, args: &Args) -> Result<Plan> {
         .clone();
     let epoch = crate::util::source_date_epoch(&spec.root)?;
     let arches = fetch::arches_or_host(&args.arch)?;
-    preflight(&arches, args.fixtures)?;
     let mut formats = args.formats.clone();
     formats.sort();
     formats.dedup();
+    let sysext = formats.contains(&Format::Sysext);
     let families = Family::ALL
         .into_iter()
-        .filter(|f| match f {
-            Family::Deb => formats.contains(&Format::Deb) || formats.contains(&Format::Tar),
-            Family::Rpm => formats.contains(&Format::Rpm) || formats.contains(&Format::Tar),
+        .filter(|&f| {
+            let own = match f {
+                Family::Deb => Format::Deb,
+                Family::Rpm => Format::Rpm,
+            };
+            formats.contains(&own)
+                || formats.contains(&Format::Tar)
+                || (sysext && spec.sysext.family == f)
         })
         .collect();
+    // A sysext image no host could merge is refused now, in one line.
+    let sysext_os = match (sysext, &args.sysext_os) {
+        (false, Some(_)) => bail!("--sysext-os: only for --formats sysext"),
+        (false, None) => None,
+        (true, os) => {
+            let text = os.as_deref().unwrap_or(&spec.sysext.os);
+            let what = if os.is_some() {
+                "--sysext-os"
+            } else {
+                "pkg/sysext.toml: os"
+            };
+            Some(SysextOs::parse(text, &spec.sysext.sysext_level_ids).context(what)?)
+        }
+    };
+    preflight(&arches, args.fixtures)?;
     let out_dir = match &args.out {
         Some(dir) => {
             std::path::absolute(dir).with_context(|| format!("--out {}", dir.display()))?
@@ -223,6 +257,7 @@ fn plan(spec: &Spec, args: &Args) -> Result<Plan> {
         arches,
         formats,
         families,
+        sysext_os,
         out_dir,
         options,
         cache,
@@ -268,10 +303,25 @@ fn stage_all(plan: &Plan, args: &Args, work: &Path) -> Result<Vec<StagedArch>> {
                 &stage_dir,
             )?);
         }
+        let sysext = match &plan.sysext_os {
+            Some(os) => {
+                let version = format!("{}-{}", plan.k8s_version, spec.release.revision);
+                Some(stage::stage_sysext(
+                    spec,
+                    arch,
+                    os,
+                    &version,
+                    plan.options.epoch,
+                    &stage_dir,
+                )?)
+            }
+            None => None,
+        };
         staged.push(StagedArch {
             arch,
             packages,
             installer: installer.clone(),
+            sysext,
         });
     }
     Ok(staged)
@@ -282,6 +332,7 @@ enum Job<'a> {
     Deb(&'a Staged),
     Rpm(&'a Staged),
     Tarball(&'a StagedArch),
+    Sysext(&'a StagedArch),
 }
 
 /// The jobs of the formats asked for, in the order they should start.
@@ -290,6 +341,9 @@ fn jobs<'a>(plan: &Plan, staged: &'a [StagedArch]) -> Vec<Job<'a>> {
     for arch in staged {
         if plan.formats.contains(&Format::Tar) {
             jobs.push(Job::Tarball(arch));
+        }
+        if plan.formats.contains(&Format::Sysext) {
+            jobs.push(Job::Sysext(arch));
         }
         for package in &arch.packages {
             if let (true, Some(deb)) = (plan.formats.contains(&Format::Deb), &package.deb) {
@@ -341,6 +395,7 @@ fn write_artifacts(plan: &Plan, args: &Args, jobs: &[Job], work: &Path) -> Resul
             Job::Tarball(arch) => {
                 emit::tarball::write(arch, &plan.k8s_version, &options, &built_dir)
             }
+            Job::Sysext(arch) => emit::sysext::write(arch, &plan.k8s_version, &options, &built_dir),
         }?;
         let sha256 = match (&plan.cache, &key) {
             (Some(cache), Some(key)) => Some(cache.store(key, &path)?),
@@ -517,9 +572,10 @@ impl stage::Sources for ArchSources {
 }
 
 impl Job<'_> {
-    /// rpms: the rpm crate compresses the payload on one thread.
+    /// rpms and the sysext image: the rpm crate and the squashfs writer
+    /// compress on one thread.
     fn single_threaded(&self) -> bool {
-        matches!(self, Job::Rpm(_))
+        matches!(self, Job::Rpm(_) | Job::Sysext(_))
     }
 
     fn size(&self) -> u64 {
@@ -532,6 +588,14 @@ impl Job<'_> {
                 .flat_map(|s| &s.files)
                 .map(|f| f.size)
                 .sum(),
+            // One family's files: about half the tarball.
+            Job::Sysext(arch) => arch
+                .packages
+                .iter()
+                .filter_map(|p| p.rpm.as_ref().or(p.deb.as_ref()))
+                .flat_map(|s| s.package_files())
+                .map(|f| f.size)
+                .sum(),
         }
     }
 
@@ -539,6 +603,7 @@ impl Job<'_> {
         match self {
             Job::Deb(p) | Job::Rpm(p) => format!("{} {} ({})", p.family, p.name, p.arch),
             Job::Tarball(arch) => format!("tarball ({})", arch.arch),
+            Job::Sysext(arch) => format!("sysext image ({})", arch.arch),
         }
     }
 
@@ -551,6 +616,11 @@ impl Job<'_> {
             Job::Deb(p) => ("deb", options.codecs.deb, serde_json::to_string(p)?),
             Job::Rpm(p) => ("rpm", options.codecs.rpm, serde_json::to_string(p)?),
             Job::Tarball(arch) => ("tar", options.codecs.tar, serde_json::to_string(arch)?),
+            Job::Sysext(arch) => (
+                "sysext",
+                options.codecs.sysext,
+                serde_json::to_string(arch)?,
+            ),
         };
         Ok(format!(
             "{format}\n{codec}\n{}\n{}\n{k8s_version}\n{input}\n",
@@ -643,7 +713,7 @@ fn write_sums(dir: &Path, known: &BTreeMap<String, String>) -> Result<Vec<(Strin
     for entry in fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
         let entry = entry.with_context(|| format!("reading {}", dir.display()))?;
         let name = entry.file_name().to_string_lossy().into_owned();
-        let artifact = [".deb", ".rpm", ".tar.gz", ".tar.xz", ".tar.zst"]
+        let artifact = [".deb", ".rpm", ".tar.gz", ".tar.xz", ".tar.zst", ".raw"]
             .iter()
             .any(|ext| name.ends_with(ext));
         if !artifact || name.starts_with('.') {

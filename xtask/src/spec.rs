@@ -1,7 +1,7 @@
 //! The declarative description of what we ship, read from `pkg/`:
 //! `release.toml` (pinned upstream versions and where their files live),
-//! `families.toml` (what differs between deb and rpm hosts) and one
-//! `<package>.toml` per package. Everything else builds on these types; this
+//! `families.toml` (what differs between deb and rpm hosts), `sysext.toml`
+//! (the systemd-sysext image) and one `<package>.toml` per package. Everything else builds on these types; this
 //! module reads and validates, and never touches the network or the output.
 
 use std::collections::BTreeMap;
@@ -20,6 +20,144 @@ pub struct Spec {
     pub families: Families,
     /// Sorted by name.
     pub packages: Vec<Package>,
+    pub sysext: Sysext,
+}
+
+/// `pkg/sysext.toml`: the systemd-sysext image made from the packages.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Sysext {
+    /// The extension's name: `extension-release.<name>`, `<name>.raw`.
+    pub name: String,
+    /// The family whose staging the image is made of.
+    pub family: Family,
+    /// The hosts that may merge it (`--sysext-os` overrides), as
+    /// `SysextOs::parse` reads it.
+    pub os: String,
+    /// os-release IDs whose hosts set SYSEXT_LEVEL: `ID:VALUE` pins that
+    /// field for them, VERSION_ID for every other.
+    #[serde(default)]
+    pub sysext_level_ids: Vec<String>,
+    /// Package path prefix → where the image puts it instead.
+    #[serde(default, rename = "move")]
+    pub moves: BTreeMap<String, String>,
+    /// Our architecture names (Go's) → systemd's.
+    pub arch: BTreeMap<String, String>,
+    /// Files only the image carries.
+    #[serde(default)]
+    pub files: Vec<FileEntry>,
+}
+
+impl Sysext {
+    /// systemd's name of `arch` (`ARCHITECTURE=`, the image name).
+    pub fn arch_name(&self, arch: Arch) -> Result<&str> {
+        self.arch
+            .get(arch.go_name())
+            .map(String::as_str)
+            .with_context(|| format!("pkg/sysext.toml: no [arch] name for {arch}"))
+    }
+}
+
+/// The architecture names systemd knows (`systemd-analyze architectures`,
+/// systemd 252): an `ARCHITECTURE=` outside this list matches no host.
+pub const SYSTEMD_ARCHITECTURES: &[&str] = &[
+    "alpha",
+    "arc",
+    "arc-be",
+    "arm",
+    "arm-be",
+    "arm64",
+    "arm64-be",
+    "cris",
+    "ia64",
+    "loongarch64",
+    "m68k",
+    "mips",
+    "mips-le",
+    "mips64",
+    "mips64-le",
+    "parisc",
+    "parisc64",
+    "ppc",
+    "ppc-le",
+    "ppc64",
+    "ppc64-le",
+    "riscv32",
+    "riscv64",
+    "s390",
+    "s390x",
+    "sh",
+    "sh64",
+    "sparc",
+    "sparc64",
+    "tilegx",
+    "x86",
+    "x86-64",
+];
+
+/// Which hosts may merge a sysext image: the `ID=` of its extension-release
+/// file and, unless it is `_any`, the version field systemd compares.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub enum SysextOs {
+    /// `ID=_any`: every OS (systemd ≥ 252).
+    Any,
+    /// `ID=<id>` and `<field>=<value>`, field `SYSEXT_LEVEL` or `VERSION_ID`.
+    Id {
+        id: String,
+        field: String,
+        value: String,
+    },
+}
+
+impl SysextOs {
+    /// Reads `_any` or `ID:VALUE` (`flatcar:1.0`, `fedora:40`). VALUE is the
+    /// SYSEXT_LEVEL for the IDs in `level_ids`, else the VERSION_ID. What no
+    /// host could match is refused: os-release(5) allows only lower-case
+    /// letters, digits, `.`, `_` and `-` in both, and systemd refuses an
+    /// image with an ID but no version for every host that has one.
+    pub fn parse(text: &str, level_ids: &[String]) -> Result<SysextOs> {
+        let plain = |s: &str| {
+            !s.is_empty()
+                && s.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "._-".contains(c))
+        };
+        if text == "_any" {
+            return Ok(SysextOs::Any);
+        }
+        let Some((id, value)) = text.split_once(':') else {
+            bail!(
+                "sysext OS {text:?}: give ID:VERSION (flatcar:1.0, fedora:40) or _any; \
+                 systemd refuses an ID without a version on every host that has one"
+            );
+        };
+        if id == "_any" {
+            bail!("sysext OS {text:?}: _any matches every OS and takes no version");
+        }
+        if !plain(id) || !plain(value) {
+            bail!(
+                "sysext OS {text:?}: no host can match it: os-release IDs and versions \
+                 are lower-case letters, digits, '.', '_' and '-' (e.g. fedora:40)"
+            );
+        }
+        let field = if level_ids.iter().any(|l| l == id) {
+            "SYSEXT_LEVEL"
+        } else {
+            "VERSION_ID"
+        };
+        Ok(SysextOs::Id {
+            id: id.to_string(),
+            field: field.to_string(),
+            value: value.to_string(),
+        })
+    }
+
+    /// The extension-release lines: `ID=...` and the version field.
+    pub fn release_lines(&self) -> String {
+        match self {
+            SysextOs::Any => "ID=_any\n".to_string(),
+            SysextOs::Id { id, field, value } => format!("ID={id}\n{field}={value}\n"),
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -120,7 +258,7 @@ pub enum ConfigStyle {
     Noreplace,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Family {
     Deb,
@@ -422,7 +560,7 @@ impl Spec {
         for entry in entries {
             let path = entry.path();
             let fname = entry.file_name().to_string_lossy().into_owned();
-            if !fname.ends_with(".toml") || fname == "release.toml" || fname == "families.toml" {
+            if !fname.ends_with(".toml") || NOT_PACKAGES.contains(&fname.as_str()) {
                 continue;
             }
             let package: Package = read_toml(&path)?;
@@ -434,11 +572,15 @@ impl Spec {
             bail!("{}: no package descriptions (*.toml)", pkg.display());
         }
         packages.sort_by(|a, b| a.name.cmp(&b.name));
+        let sysext_path = pkg.join("sysext.toml");
+        let sysext: Sysext = read_toml(&sysext_path)?;
+        validate_sysext(&sysext, &families, root).with_context(|| rel(root, &sysext_path))?;
         Ok(Spec {
             root: root.to_path_buf(),
             release,
             families,
             packages,
+            sysext,
         })
     }
 
@@ -458,6 +600,9 @@ impl Spec {
         )
     }
 }
+
+/// The files of `pkg/` that describe no package.
+const NOT_PACKAGES: &[&str] = &["release.toml", "families.toml", "sysext.toml"];
 
 fn rel(root: &Path, path: &Path) -> String {
     path.strip_prefix(root)
@@ -553,6 +698,53 @@ fn validate_package(
             .any(|f| f.dest.ends_with(&format!("/{unit}")))
         {
             bail!("systemd_units: {unit:?} is not among this package's files");
+        }
+    }
+    Ok(())
+}
+
+/// `pkg/sysext.toml`: names that a host can match, every path of the image
+/// under /usr (the only tree an extension merges without making the host's
+/// copy read-only), every architecture named as systemd names it.
+fn validate_sysext(x: &Sysext, families: &Families, root: &Path) -> Result<()> {
+    let plain = |s: &str| {
+        !s.is_empty()
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+    };
+    if !plain(&x.name) || x.name.starts_with('.') {
+        bail!(
+            "name = {:?}: letters, digits, '.', '_' and '-' only",
+            x.name
+        );
+    }
+    SysextOs::parse(&x.os, &x.sysext_level_ids).context("os")?;
+    for arch in Arch::ALL {
+        let name = x.arch_name(arch)?;
+        if !SYSTEMD_ARCHITECTURES.contains(&name) {
+            bail!(
+                "[arch] {arch} = {name:?}: not an architecture systemd knows, so no host \
+                 would merge the image (x86-64, arm64, ppc64-le, s390x, ...)"
+            );
+        }
+    }
+    let under_usr = |p: &str| p.starts_with("/usr/") && !p.split('/').any(|c| c == "..");
+    for (from, to) in &x.moves {
+        if !from.starts_with('/') || !under_usr(to) || from.ends_with('/') != to.ends_with('/') {
+            bail!("[move] {from:?} = {to:?}: move an absolute path to one under /usr/ (both directories ending in '/', or both files)");
+        }
+    }
+    let fam = families.get(x.family);
+    for (i, f) in x.files.iter().enumerate() {
+        let at = format!("files[{i}] (dest {:?})", f.dest);
+        let (Some(src), None, None) = (&f.src, &f.upstream, &f.build) else {
+            bail!("{at}: the image's own files come from the repository (`src` only)");
+        };
+        if !root.join(src).is_file() {
+            bail!("{at}: src = {src:?} does not exist in the repository");
+        }
+        if !under_usr(&f.dest_for(fam)) || f.config || f.init.is_some() || f.dest.ends_with('/') {
+            bail!("{at}: an image file is a plain file under /usr/ (no config, no init)");
         }
     }
     Ok(())
@@ -658,6 +850,33 @@ mod tests {
         assert!(
             err.contains("kubernetes-cni.toml")
                 && err.contains("/opt is a directory every deb host has"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_sysext_architecture_no_host_has_is_refused() {
+        let real = std::fs::read_to_string(repo_root().join("pkg/sysext.toml")).unwrap();
+        assert!(real.contains("amd64 = \"x86-64\""));
+        let dir = broken_root(
+            "sysext.toml",
+            &real.replace("amd64 = \"x86-64\"", "amd64 = \"x86_64\""),
+        );
+        let err = format!("{:#}", Spec::load(dir.path()).unwrap_err());
+        assert!(
+            err.contains("sysext.toml")
+                && err.contains("\"x86_64\": not an architecture systemd knows"),
+            "{err}"
+        );
+        assert!(!err.contains('\n'), "{err}");
+
+        let dir = broken_root(
+            "sysext.toml",
+            &real.replace("os = \"_any\"", "os = \"Flatcar\""),
+        );
+        let err = format!("{:#}", Spec::load(dir.path()).unwrap_err());
+        assert!(
+            err.contains("sysext.toml") && err.contains("Flatcar"),
             "{err}"
         );
     }

@@ -8,7 +8,8 @@
 //!
 //! Layout: `<work>/<arch>/<family>/<package>/<init>/<dest>`, where `<init>`
 //! is `any`, `systemd`, `openrc` or `runit`: a package may ship one dest for
-//! two init systems, and the tarball carries both.
+//! two init systems, and the tarball carries both. The sysext image's own
+//! files (`pkg/sysext.toml`) go to `<work>/<arch>/sysext/<dest>`.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -20,7 +21,9 @@ use anyhow::{bail, Context, Result};
 use crate::digest::{copy_hashing, sha256_bytes};
 use serde::Serialize;
 
-use crate::spec::{Arch, ConfigStyle, Content, Dep, Family, FileEntry, Init, Package, Spec};
+use crate::spec::{
+    Arch, ConfigStyle, Content, Dep, Family, FileEntry, Init, Package, Spec, SysextOs,
+};
 
 /// Where file contents come from, for one architecture.
 pub trait Sources {
@@ -148,6 +151,101 @@ pub struct StagedArch {
     pub packages: Vec<StagedPackage>,
     /// installer/install.sh, for the tarball.
     pub installer: Vec<u8>,
+    /// What the sysext image adds to the packages, when dist writes one.
+    pub sysext: Option<StagedSysext>,
+}
+
+/// The sysext image's own part (`pkg/sysext.toml`): how it lays out the
+/// packages' staging and the files only it has.
+#[derive(Debug, Serialize)]
+pub struct StagedSysext {
+    /// `extension-release.<name>`, `<name>-v<version>-<arch>.raw`.
+    pub name: String,
+    /// Whose package staging the image is made of.
+    pub family: Family,
+    /// Which hosts may merge it.
+    pub os: SysextOs,
+    /// systemd's name of the architecture (`x86-64`).
+    pub arch_name: String,
+    /// `SYSEXT_VERSION_ID`: the Kubernetes packages' version, `X.Y.Z-R`.
+    pub version: String,
+    /// `(package path prefix, where the image puts it instead)`.
+    pub moves: Vec<(String, String)>,
+    /// Sorted by dest.
+    pub files: Vec<StagedFile>,
+}
+
+impl StagedSysext {
+    /// Where the image puts a package's `dest`.
+    pub fn image_path(&self, dest: &str) -> String {
+        for (from, to) in &self.moves {
+            if let Some(rest) = dest.strip_prefix(from.as_str()) {
+                return format!("{to}{rest}");
+            }
+        }
+        dest.to_string()
+    }
+}
+
+/// Stages the sysext image's own files for `arch` under `work`, and the
+/// settings the image is written with. `os` is `pkg/sysext.toml`'s `os` or
+/// dist's `--sysext-os`, already read; `version` the packages' `X.Y.Z-R`.
+pub fn stage_sysext(
+    spec: &Spec,
+    arch: Arch,
+    os: &SysextOs,
+    version: &str,
+    epoch: u64,
+    work: &Path,
+) -> Result<StagedSysext> {
+    let x = &spec.sysext;
+    let fam = spec.families.get(x.family);
+    let root = work.join(arch.go_name()).join("sysext");
+    let mut files = Vec::new();
+    for entry in &x.files {
+        let Content::Repo(src) = entry.content() else {
+            bail!("pkg/sysext.toml: {}: only `src` files", entry.dest);
+        };
+        let source = spec.root.join(src);
+        let dest = entry.dest_for(fam);
+        check_path(&dest).with_context(|| format!("pkg/sysext.toml: file {dest}"))?;
+        let staged = root.join(dest.trim_start_matches('/'));
+        let (sha256, size) = if entry.template {
+            let text = fs::read_to_string(&source)
+                .with_context(|| format!("{}: not a UTF-8 text file", source.display()))?;
+            let text = fill_template(&text, &fam.env_file, x.family, version)
+                .with_context(|| source.display().to_string())?;
+            write_file(&staged, text.as_bytes(), entry.mode.0, epoch)?
+        } else {
+            copy_file(&source, &staged, entry.mode.0, epoch)?
+        };
+        files.push(StagedFile {
+            dest,
+            path: staged,
+            mode: entry.mode.0,
+            config: false,
+            init: None,
+            sha256,
+            size,
+        });
+    }
+    files.sort_by(|a, b| a.dest.cmp(&b.dest));
+    // The longest prefix first: the most specific move wins.
+    let mut moves: Vec<(String, String)> = x
+        .moves
+        .iter()
+        .map(|(a, b)| (a.clone(), b.clone()))
+        .collect();
+    moves.sort_by_key(|(from, _)| std::cmp::Reverse(from.len()));
+    Ok(StagedSysext {
+        name: x.name.clone(),
+        family: x.family,
+        os: os.clone(),
+        arch_name: x.arch_name(arch)?.to_string(),
+        version: version.to_string(),
+        moves,
+        files,
+    })
 }
 
 /// installer/install.sh.

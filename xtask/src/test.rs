@@ -6,7 +6,8 @@
 //! 3. builds the fixture inputs and two releases from them, N-1 and N (same
 //!    inputs, package revision bumped), with the real `dist`;
 //! 4. runs every `ci/t-*.sh` suite against them (real dpkg/apt, rpm/dnf,
-//!    OpenRC, runit, the tarball installer, linters), each in clean roots;
+//!    OpenRC, runit, the tarball installer, systemd-sysext, linters), each in
+//!    clean roots;
 //! 5. prints one closing line for the suites: `suites: N passed, N failed`.
 
 use std::path::{Path, PathBuf};
@@ -31,6 +32,9 @@ const TOOLS: &[&str] = &[
     "busybox",
     "qemu-aarch64-static",
     "unshare",
+    "unsquashfs",
+    "systemd-dissect",
+    "jq",
 ];
 
 /// The SOURCE_DATE_EPOCH of test builds: any fixed value will do.

@@ -6,7 +6,8 @@
 //!    this host's architecture) on a payload of Go-like binaries
 //!    (`payload`), against the native tools over the same trees (`native`)
 //!    and against the codec floor (`floor`), both run in turn with dist's
-//!    cold runs: wall, CPU and sizes.
+//!    cold runs: wall, CPU and sizes; and the sysext image against
+//!    mksquashfs on the same tree (`sysext`).
 //! 2. a no-change re-run of `dist` (artifact cache) against the first run;
 //! 3. kubelet-wrapper's start-to-exec overhead (`wrapper`);
 //! 4. reproducibility: the cold runs' and the re-run's SHA256SUMS compared;
@@ -21,6 +22,7 @@ mod floor;
 mod measure;
 mod native;
 mod payload;
+mod sysext;
 mod wrapper;
 
 use std::fmt::Write as _;
@@ -39,8 +41,8 @@ use measure::Sample;
 ///
 /// Takes about 13 minutes on 2 CPUs at the default codecs (a 250 MiB payload
 /// compressed as xz -6, zstd -19 and gzip -9 six times over); --quick takes
-/// about one. Needs dpkg-deb, rpmbuild, rpm2cpio, cpio, tar and hyperfine
-/// (apt-get install dpkg-dev rpm cpio hyperfine).
+/// about one. Needs dpkg-deb, rpmbuild, rpm2cpio, cpio, tar, mksquashfs
+/// and hyperfine (apt-get install dpkg-dev rpm cpio squashfs-tools hyperfine).
 #[derive(clap::Args, Debug)]
 #[command(after_long_help = "\
 Examples:
@@ -105,7 +107,9 @@ pub fn run(spec: &Spec, args: &Args) -> Result<()> {
     let exe = std::env::current_exe().context("finding the xtask executable")?;
     let cache = work.join("cache");
     let _ = fs::remove_dir_all(&cache);
-    let dist = |out: &Path, cached: bool, log: &str| -> Result<Sample> {
+    // The packages and the tarball, which the native tools and the codec
+    // floor also make; the sysext image is measured on its own (below).
+    let dist_formats = |out: &Path, formats: &str, cached: bool, log: &str| -> Result<Sample> {
         let mut cmd = Command::new(&exe);
         cmd.arg("dist")
             .arg("--from")
@@ -113,6 +117,8 @@ pub fn run(spec: &Spec, args: &Args) -> Result<()> {
             .args([
                 "--arch",
                 arch.go_name(),
+                "--formats",
+                formats,
                 "--compression",
                 &codecs.to_string(),
             ])
@@ -132,6 +138,7 @@ pub fn run(spec: &Spec, args: &Args) -> Result<()> {
         );
         Ok(s)
     };
+    let dist = |out: &Path, cached: bool, log: &str| dist_formats(out, "deb,rpm,tar", cached, log);
 
     // A build of the wrapper before anything is timed: dist checks it with
     // cargo on every run, which then costs what a no-change check costs.
@@ -198,6 +205,48 @@ pub fn run(spec: &Spec, args: &Args) -> Result<()> {
     }
     let rerun_sums = read_sums(&outs[0])?;
 
+    let sysext = if args.no_native {
+        None
+    } else {
+        eprintln!(
+            "==> bench: the sysext image against mksquashfs, {} runs",
+            args.runs
+        );
+        let image = |out: &Path, log: &str| dist_formats(out, "sysext", false, log);
+        let mut best: Option<sysext::Sysext> = None;
+        for i in 0..args.runs {
+            let load = measure::load();
+            let s = sysext::run(&image, &codecs, EPOCH, &work.join("sysext"), &logs)?;
+            eprintln!(
+                "    sysext {i}: image {:.1} s; mksquashfs {:.1} s, one CPU {:.1} s (load {load:.2})",
+                s.emit, s.mksquashfs.0.wall, s.mksquashfs_one.0.wall
+            );
+            best = Some(match best {
+                None => s,
+                Some(b) => sysext::Sysext {
+                    emit: b.emit.min(s.emit),
+                    dist: if s.dist.wall < b.dist.wall {
+                        s.dist
+                    } else {
+                        b.dist
+                    },
+                    size: s.size,
+                    mksquashfs: if s.mksquashfs.0.wall < b.mksquashfs.0.wall {
+                        s.mksquashfs
+                    } else {
+                        b.mksquashfs
+                    },
+                    mksquashfs_one: if s.mksquashfs_one.0.wall < b.mksquashfs_one.0.wall {
+                        s.mksquashfs_one
+                    } else {
+                        b.mksquashfs_one
+                    },
+                },
+            });
+        }
+        best
+    };
+
     eprintln!("==> bench: kubelet-wrapper");
     let wrapper = wrapper::run(&spec.root, arch, &work.join("wrapper"), 1000)?;
 
@@ -222,6 +271,9 @@ pub fn run(spec: &Spec, args: &Args) -> Result<()> {
 
     report.payload(&payload);
     report.dist(&cold, &again, &first_sums, &floor, native.as_ref());
+    if let Some(s) = &sysext {
+        report.sysext(s, args.runs, &codecs);
+    }
     report.wrapper(&wrapper);
     if let Some(c) = &compile {
         report.compile(c);
@@ -457,6 +509,40 @@ impl Report {
             "| no-change re-run / cold run (median / min) | {:.1} % | ≤ 5 % | {} |",
             100.0 * r,
             verdict(r <= 0.05)
+        );
+    }
+
+    fn sysext(&mut self, s: &sysext::Sysext, runs: usize, codecs: &Codecs) {
+        let t = &mut self.text;
+        let _ = writeln!(
+            t,
+            "\nThe sysext image, `sysext={}`, the same tree (best of {runs}):\n\n\
+             | what | wall | CPU | output |\n|---|---:|---:|---:|\n\
+             | dist's image job (one thread) | {:.1} s | | {} |\n\
+             | &nbsp;&nbsp;the whole `dist --formats sysext` (staging, checks, the image) | {:.1} s | {:.1} s | |\n\
+             | `mksquashfs`, every CPU | {:.1} s | {:.1} s | {} |\n\
+             | `mksquashfs -processors 1` | {:.1} s | {:.1} s | {} |",
+            codecs.sysext,
+            s.emit,
+            mib(s.size),
+            s.dist.wall,
+            s.dist.cpu,
+            s.mksquashfs.0.wall,
+            s.mksquashfs.0.cpu,
+            mib(s.mksquashfs.1),
+            s.mksquashfs_one.0.wall,
+            s.mksquashfs_one.0.cpu,
+            mib(s.mksquashfs_one.1),
+        );
+        let r = s.emit / s.mksquashfs.0.wall;
+        let rs = s.size as f64 / s.mksquashfs.1 as f64;
+        let _ = writeln!(
+            t,
+            "\n| ratio | value | target | |\n|---|---:|---:|---|\n\
+             | image job / mksquashfs, every CPU (wall) | {r:.2} | ≤ 1.00 | {} |\n\
+             | image / mksquashfs (size) | {rs:.3} | ≤ 1.000 | {} |",
+            verdict(r <= 1.0),
+            verdict(rs <= 1.0)
         );
     }
 

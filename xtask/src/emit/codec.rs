@@ -23,6 +23,11 @@
 //! - tar: gzip (every host: busybox, GNU and BSD tar, Go and Python), xz
 //!   (GNU tar, busybox with xz support), zstd (GNU tar ≥ 1.31, rarely
 //!   busybox). The file name follows: `.tar.gz`, `.tar.xz`, `.tar.zst`.
+//! - sysext: the squashfs image's blocks, compressed by the `backhand` crate
+//!   (emit::sysext, one thread): gzip (every kernel's squashfs; mksquashfs's
+//!   default, as Flatcar's own extensions use), zstd (kernels ≥ 4.14 built
+//!   with SQUASHFS_ZSTD, as Fedora's are). No xz: backhand's links a second
+//!   liblzma, like the rpm crate's.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -94,22 +99,26 @@ pub struct Codecs {
     pub deb: Codec,
     pub rpm: Codec,
     pub tar: Codec,
+    pub sysext: Codec,
 }
 
 impl Codecs {
     /// What the distributions themselves use: dpkg-deb's default xz -6,
-    /// Fedora's and RHEL's zstd -19, and gzip -9 for the tarball that every
-    /// air-gapped host must be able to unpack.
+    /// Fedora's and RHEL's zstd -19, gzip -9 for the tarball that every
+    /// air-gapped host must be able to unpack, and mksquashfs's default
+    /// gzip -9 for the sysext image that every kernel can mount.
     pub const DEFAULT: Codecs = Codecs {
         deb: Codec::new(Kind::Xz, 6),
         rpm: Codec::new(Kind::Zstd, 19),
         tar: Codec::new(Kind::Gz, 9),
+        sysext: Codec::new(Kind::Gz, 9),
     };
     /// Quick trial builds: larger files in a fraction of the time.
     pub const FAST: Codecs = Codecs {
         deb: Codec::new(Kind::Xz, 1),
         rpm: Codec::new(Kind::Zstd, 3),
         tar: Codec::new(Kind::Gz, 1),
+        sysext: Codec::new(Kind::Gz, 1),
     };
 
     /// Parses `[PRESET,]FORMAT=CODEC:LEVEL,...` on top of `base`: presets
@@ -135,7 +144,10 @@ impl Codecs {
                 "deb" => &mut codecs.deb,
                 "rpm" => &mut codecs.rpm,
                 "tar" => &mut codecs.tar,
-                other => bail!("--compression {item:?}: unknown format {other:?} (deb, rpm, tar)"),
+                "sysext" => &mut codecs.sysext,
+                other => bail!(
+                    "--compression {item:?}: unknown format {other:?} (deb, rpm, tar, sysext)"
+                ),
             };
             *slot = codec;
         }
@@ -145,13 +157,23 @@ impl Codecs {
                  liblzma, which cannot share a program with the debs' (use zstd or gz)"
             );
         }
+        if codecs.sysext.kind == Kind::Xz {
+            bail!(
+                "--compression sysext=xz: not available: the squashfs writer's xz links a \
+                 second liblzma, which cannot share a program with the debs' (use gz or zstd)"
+            );
+        }
         Ok(codecs)
     }
 }
 
 impl fmt::Display for Codecs {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "deb={},rpm={},tar={}", self.deb, self.rpm, self.tar)
+        write!(
+            f,
+            "deb={},rpm={},tar={},sysext={}",
+            self.deb, self.rpm, self.tar, self.sysext
+        )
     }
 }
 
@@ -557,9 +579,12 @@ mod tests {
     #[test]
     fn compression_options_parse() {
         let c = Codecs::parse("deb=zstd:10,tar=xz", Codecs::DEFAULT).unwrap();
-        assert_eq!(c.to_string(), "deb=zstd:10,rpm=zstd:19,tar=xz:6");
-        let c = Codecs::parse("fast,rpm=gz:6", Codecs::DEFAULT).unwrap();
-        assert_eq!(c.to_string(), "deb=xz:1,rpm=gz:6,tar=gz:1");
+        assert_eq!(
+            c.to_string(),
+            "deb=zstd:10,rpm=zstd:19,tar=xz:6,sysext=gz:9"
+        );
+        let c = Codecs::parse("fast,rpm=gz:6,sysext=zstd:15", Codecs::DEFAULT).unwrap();
+        assert_eq!(c.to_string(), "deb=xz:1,rpm=gz:6,tar=gz:1,sysext=zstd:15");
         assert_eq!(
             Codecs::parse("", Codecs::FAST).unwrap(),
             Codecs::FAST,
@@ -568,6 +593,7 @@ mod tests {
         for (bad, says) in [
             ("deb=xz:10", "xz takes 0-9"),
             ("rpm=xz:6", "not available"),
+            ("sysext=xz", "not available"),
             ("zip=gz", "unknown format"),
             ("deb=bzip2", "unknown codec"),
             ("quick", "a preset"),

@@ -1,6 +1,7 @@
 //! The artifact writers: `deb` (cargo-deb as a library, its data archive
-//! from `debpack`), `rpm` (the `rpm` crate) and `tarball` (tar + a codec),
-//! with the codecs of `codec`. Each is a job `write(staged, options, out)`:
+//! from `debpack`), `rpm` (the `rpm` crate), `tarball` (tar + a codec) and
+//! `sysext` (a squashfs image, the `backhand` crate), with the codecs of
+//! `codec`. Each is a job `write(staged, options, out)`:
 //! it reads only what `crate::stage` returned (and the staged files it
 //! names), never `pkg/` or the repository, and writes one file through a
 //! temp file and a rename.
@@ -9,6 +10,7 @@ pub mod codec;
 pub mod deb;
 pub mod debpack;
 pub mod rpm;
+pub mod sysext;
 pub mod tarball;
 
 use crate::stage::Staged;

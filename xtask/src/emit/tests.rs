@@ -1,6 +1,7 @@
 //! The emitters in-process: the real `pkg/` staged with small stand-in
 //! binaries into a temp dir, each format written and read back with the
-//! same libraries a user's tools rest on (`ar`, `tar`, the `rpm` crate).
+//! same libraries a user's tools rest on (`ar`, `tar`, the `rpm` crate,
+//! `backhand`'s squashfs reader, and `unsquashfs` where it is installed).
 //! No root, no chroot: seconds. The install suites (ci/t-*.sh) run the
 //! real package managers on the same artifacts.
 
@@ -15,7 +16,7 @@ use sha2::Sha256;
 
 use super::codec::Codecs;
 use super::Options;
-use crate::spec::{Arch, Family, Spec};
+use crate::spec::{Arch, Family, Spec, SysextOs};
 use crate::stage::{self, Sources, Staged, StagedArch};
 use crate::util::hex;
 
@@ -88,10 +89,21 @@ fn staged(tmp: &Path) -> StagedArch {
             .unwrap()
         })
         .collect();
+    let os = SysextOs::parse("flatcar:1.0", &spec.sysext.sysext_level_ids).unwrap();
+    let sysext = stage::stage_sysext(
+        &spec,
+        Arch::Amd64,
+        &os,
+        "1.34.2-1",
+        EPOCH,
+        &tmp.join("stage"),
+    )
+    .unwrap();
     StagedArch {
         arch: Arch::Amd64,
         packages,
         installer: stage::installer(&spec).unwrap(),
+        sysext: Some(sysext),
     }
 }
 
@@ -401,4 +413,161 @@ fn the_same_staged_input_gives_the_same_bytes() {
         digests.push((fs::read(deb).unwrap(), fs::read(rpm).unwrap()));
     }
     assert!(digests[0] == digests[1], "two writes of kubeadm differ");
+}
+
+/// One path of a squashfs image.
+struct Member {
+    mode: u16,
+    uid: u32,
+    gid: u32,
+    mtime: u32,
+    /// A file's contents; `None` for anything else.
+    body: Option<Vec<u8>>,
+}
+
+/// Every path of a squashfs image, without the leading `/`.
+fn squashfs_members(path: &Path) -> BTreeMap<String, Member> {
+    use backhand::{FilesystemReader, InnerNode};
+    let file = std::io::BufReader::new(fs::File::open(path).unwrap());
+    let reader = FilesystemReader::from_reader(file).unwrap();
+    let mut out = BTreeMap::new();
+    for node in reader.files() {
+        let name = node
+            .fullpath
+            .to_string_lossy()
+            .trim_start_matches('/')
+            .to_string();
+        let body = match &node.inner {
+            InnerNode::File(file) => {
+                let mut body = Vec::new();
+                reader.file(file).reader().read_to_end(&mut body).unwrap();
+                Some(body)
+            }
+            _ => None,
+        };
+        let h = node.header;
+        let member = Member {
+            mode: h.permissions,
+            uid: h.uid,
+            gid: h.gid,
+            mtime: h.mtime,
+            body,
+        };
+        out.insert(name, member);
+    }
+    out
+}
+
+#[test]
+fn the_sysext_image_holds_usr_only_and_says_which_hosts_may_merge_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let arch = staged(tmp.path());
+    let image = super::sysext::write(&arch, "1.34.2", &options(), tmp.path()).unwrap();
+    assert!(
+        image.ends_with("kubernetes-v1.34.2-x86-64.raw"),
+        "{image:?}"
+    );
+    let members = squashfs_members(&image);
+    for (name, m) in &members {
+        assert!(
+            name.is_empty() || name == "usr" || name.starts_with("usr/"),
+            "{name}"
+        );
+        assert_eq!((m.uid, m.gid), (0, 0), "{name}");
+        if !name.is_empty() {
+            assert_eq!(u64::from(m.mtime), EPOCH, "{name}");
+        }
+    }
+    let file = |name: &str| {
+        let m = &members[name];
+        (m.mode, String::from_utf8(m.body.clone().unwrap()).unwrap())
+    };
+    for bin in ["kubelet", "kubelet-wrapper", "kubeadm", "kubectl", "crictl"] {
+        assert_eq!(file(&format!("usr/bin/{bin}")).0, 0o755, "{bin}");
+    }
+    assert_eq!(file("usr/bin/kubelet").1, "binary kubernetes/kubelet\n");
+    // The rpm staging: units under /usr/lib, the drop-in reading the rpm env file.
+    assert_eq!(file("usr/lib/systemd/system/kubelet.service").0, 0o644);
+    let dropin = file("usr/lib/systemd/system/kubelet.service.d/10-kubeadm.conf").1;
+    assert!(
+        dropin.contains("EnvironmentFile=-/etc/sysconfig/kubelet"),
+        "{dropin}"
+    );
+    // No /opt: the plugins live under /usr, the script copies them.
+    assert_eq!(file("usr/lib/kubedist/cni/bin/bridge").1, "plugin bridge\n");
+    assert_eq!(file("usr/lib/kubedist/cni-plugins").0, 0o755);
+    assert!(members.contains_key("usr/lib/systemd/system/kubedist-cni-plugins.service"));
+    let upholds = file("usr/lib/systemd/system/multi-user.target.d/10-kubernetes-sysext.conf").1;
+    assert!(upholds.contains("Upholds=kubelet.service"), "{upholds}");
+    let release = file("usr/lib/extension-release.d/extension-release.kubernetes").1;
+    assert_eq!(
+        release,
+        "ID=flatcar\nSYSEXT_LEVEL=1.0\nARCHITECTURE=x86-64\nSYSEXT_VERSION_ID=1.34.2-1\n\
+         SYSEXT_SCOPE=system\nEXTENSION_RELOAD_MANAGER=1\n"
+    );
+    let tmpfiles = file("usr/lib/tmpfiles.d/kubernetes.conf").1;
+    for line in [
+        "d /var/lib/kubelet 0700 root root -",
+        "d /opt/cni/bin 0755 root root -",
+    ] {
+        assert!(
+            tmpfiles.lines().any(|l| l == line),
+            "{line} not in:\n{tmpfiles}"
+        );
+    }
+
+    // The same bytes from a second write; unsquashfs, where installed, reads
+    // the same listing.
+    let again = tmp.path().join("again");
+    fs::create_dir(&again).unwrap();
+    let second = super::sysext::write(&arch, "1.34.2", &options(), &again).unwrap();
+    assert!(
+        fs::read(&image).unwrap() == fs::read(&second).unwrap(),
+        "two writes differ"
+    );
+    if crate::util::on_path("unsquashfs") {
+        let out = std::process::Command::new("unsquashfs")
+            .args(["-lln", "-d", ""])
+            .arg(&image)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            out.stderr.is_empty(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let listing = String::from_utf8(out.stdout).unwrap();
+        assert!(
+            listing.contains("-rwxr-xr-x 0/0") && listing.contains("/usr/bin/kubelet\n"),
+            "{listing}"
+        );
+        assert_eq!(listing.lines().count(), members.len(), "{listing}");
+    }
+}
+
+#[test]
+fn sysext_hosts_are_checked_when_they_are_read() {
+    let level = vec!["flatcar".to_string()];
+    let render = |s: &str| SysextOs::parse(s, &level).map(|o| o.release_lines());
+    assert_eq!(render("_any").unwrap(), "ID=_any\n");
+    assert_eq!(
+        render("flatcar:1.0").unwrap(),
+        "ID=flatcar\nSYSEXT_LEVEL=1.0\n"
+    );
+    assert_eq!(render("fedora:40").unwrap(), "ID=fedora\nVERSION_ID=40\n");
+    for (bad, says) in [
+        ("fedora", "ID:VERSION"),
+        ("Fedora:40", "no host can match"),
+        ("fedora:", "no host can match"),
+        ("fedora:4 0", "no host can match"),
+        ("_any:1", "takes no version"),
+    ] {
+        let err = format!("{:#}", render(bad).unwrap_err());
+        assert!(err.contains(says) && !err.contains('\n'), "{bad}: {err}");
+    }
 }

@@ -1,5 +1,5 @@
-//! The packages of one dist output directory, checked against its
-//! SHA256SUMS before anything is published.
+//! The packages and sysext images of one dist output directory, checked
+//! against its SHA256SUMS before anything is published.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -13,10 +13,13 @@ use super::files::Digests;
 pub struct DistPackages {
     pub debs: Vec<PathBuf>,
     pub rpms: Vec<PathBuf>,
+    /// systemd-sysext images.
+    pub raws: Vec<PathBuf>,
 }
 
-/// Lists the `.deb` and `.rpm` files of `dir`; each must be listed in
-/// `dir/SHA256SUMS` and match it (a truncated copy must not be published).
+/// Lists the `.deb`, `.rpm` and `.raw` files of `dir`; each must be listed
+/// in `dir/SHA256SUMS` and match it (a truncated copy must not be
+/// published).
 pub fn read_dist_dir(dir: &Path) -> Result<DistPackages> {
     let sums_path = dir.join("SHA256SUMS");
     let sums_text = fs::read_to_string(&sums_path).with_context(|| {
@@ -31,6 +34,7 @@ pub fn read_dist_dir(dir: &Path) -> Result<DistPackages> {
     let mut packages = DistPackages {
         debs: Vec::new(),
         rpms: Vec::new(),
+        raws: Vec::new(),
     };
     let entries = fs::read_dir(dir).with_context(|| format!("{}: cannot list", dir.display()))?;
     for entry in entries {
@@ -44,6 +48,8 @@ pub fn read_dist_dir(dir: &Path) -> Result<DistPackages> {
             &mut packages.debs
         } else if name.ends_with(".rpm") {
             &mut packages.rpms
+        } else if name.ends_with(".raw") {
+            &mut packages.raws
         } else {
             continue;
         };
@@ -60,11 +66,12 @@ pub fn read_dist_dir(dir: &Path) -> Result<DistPackages> {
         }
         list.push(path);
     }
-    if packages.debs.is_empty() && packages.rpms.is_empty() {
-        bail!("{}: no .deb or .rpm files", dir.display());
+    if packages.debs.is_empty() && packages.rpms.is_empty() && packages.raws.is_empty() {
+        bail!("{}: no .deb, .rpm or .raw files", dir.display());
     }
     packages.debs.sort();
     packages.rpms.sort();
+    packages.raws.sort();
     Ok(packages)
 }
 

@@ -1,17 +1,20 @@
-//! `cargo xtask repo`: signed apt and yum/dnf repositories from dist output.
+//! `cargo xtask repo`: signed apt and yum/dnf repositories and a served
+//! sysext directory from dist output.
 //!
-//! One repository directory holds both trees and the public key:
+//! One repository directory holds the three trees and the public key:
 //!
 //! ```text
 //! REPO/pool/<component>/<k>/<source>/*.deb      every .deb ever added
 //! REPO/dists/<suite>/...                        apt indices, Release, InRelease, Release.gpg
 //! REPO/<rpmarch>/*.rpm + repodata/              one dnf/yum repository per architecture
+//! REPO/sysext/*.raw, SHA256SUMS(.gpg), *.conf   systemd-sysext images for systemd-sysupdate
 //! REPO/kubedist.{asc,gpg,list,sources,repo}     public key and client snippets
 //! ```
 //!
 //! The package files are the repository's state: a run adds the new ones
-//! (never replacing a file by different content), then rebuilds and re-signs
-//! all metadata from everything present, so older releases stay installable.
+//! (never replacing a file by different content, but for a sysext image of
+//! a higher revision), then rebuilds and re-signs all metadata from
+//! everything present, so older releases stay installable.
 //! Metadata is built in a directory beside its final place and swapped in
 //! with one rename.
 
@@ -22,6 +25,7 @@ mod files;
 mod gpg;
 mod inputs;
 mod keys;
+mod sysext;
 mod yum;
 
 use std::path::{Path, PathBuf};
@@ -32,10 +36,13 @@ use anyhow::{bail, Context, Result};
 /// The lock that keeps two runs from writing one repository at once.
 const LOCK_FILE: &str = ".kubedist-repo.lock";
 
-/// Turn dist output into signed apt and yum/dnf repositories.
+/// Turn dist output into signed apt and yum/dnf repositories and a served
+/// directory of systemd-sysext images.
 ///
 /// Packages already in REPO_DIR are kept, so adding a release leaves the
 /// older ones installable; all metadata is rebuilt and re-signed on every run.
+/// Sysext images go to REPO_DIR/sysext/ with a signed SHA256SUMS and one
+/// systemd-sysupdate transfer file per Kubernetes minor.
 #[derive(clap::Args)]
 #[command(
     group(clap::ArgGroup::new("signing key").required(true).args(["key", "gpg_key", "generate_test_key"])),
@@ -53,7 +60,8 @@ Examples:
 
 Clients: copy REPO_DIR/kubedist.gpg to /etc/apt/keyrings/ and kubedist.sources (or
 kubedist.list) to /etc/apt/sources.list.d/; on dnf hosts kubedist.repo to
-/etc/yum.repos.d/. A key that expires within 90 days gets a warning; an expired
+/etc/yum.repos.d/; on sysext hosts kubedist.gpg to /etc/systemd/import-pubring.gpg
+and sysext/kubernetes-vX.Y.conf to /etc/sysupdate.kubernetes.d/kubernetes.conf. A key that expires within 90 days gets a warning; an expired
 or revoked key is refused.
 
 Environment:
@@ -62,8 +70,8 @@ Environment:
   SOURCE_DATE_EPOCH        timestamp for Release, repomd.xml and signatures (reproducible output)"
 )]
 pub struct Args {
-    /// A dist output directory to add (its *.deb and *.rpm, checked against
-    /// its SHA256SUMS). Repeat, or give several, to add several releases.
+    /// A dist output directory to add (its *.deb, *.rpm and *.raw, checked
+    /// against its SHA256SUMS). Repeat, or give several, to add several releases.
     /// Without any, the repository is only re-signed.
     #[arg(long = "from", value_name = "DIST_DIR", num_args = 1..)]
     from: Vec<PathBuf>,
@@ -143,12 +151,14 @@ pub fn run(_root: &Path, args: &Args) -> Result<()> {
     }
     let mut debs = Vec::new();
     let mut rpms = Vec::new();
+    let mut raws = Vec::new();
     for dir in &args.from {
         let found = inputs::read_dist_dir(dir)?;
         debs.extend(found.debs);
         rpms.extend(found.rpms);
+        raws.extend(found.raws);
     }
-    let nothing_to_add = debs.is_empty() && rpms.is_empty();
+    let nothing_to_add = debs.is_empty() && rpms.is_empty() && raws.is_empty();
     let no_repo = |out: &Path| -> Result<()> {
         bail!(
             "{}: no packages in the repository and none given: add a release with --from DIST_DIR",
@@ -165,7 +175,11 @@ pub fn run(_root: &Path, args: &Args) -> Result<()> {
         .canonicalize()
         .with_context(|| format!("{}: cannot resolve", args.out.display()))?;
     let _lock = files::lock(&out.join(LOCK_FILE))?;
-    if nothing_to_add && !apt::exists(&out) && !yum::exists(&out)? {
+    if nothing_to_add
+        && !apt::exists(&out)
+        && !yum::exists(&out)?
+        && !out.join(sysext::DIR).is_dir()
+    {
         no_repo(&out)?;
     }
     let key = match (given_key, &args.generate_test_key) {
@@ -184,6 +198,7 @@ pub fn run(_root: &Path, args: &Args) -> Result<()> {
     clients::write_public_key(&out, &key)?;
     let apt = apt::publish(&out, &debs, &key, &settings)?;
     let yum = yum::publish(&out, &rpms, &key, &settings)?;
+    let sysext = sysext::publish(&out, &raws, &key, &settings)?;
     clients::write_snippets(&out, &settings, apt.is_some(), !yum.is_empty())?;
 
     if let Some(apt) = &apt {
@@ -196,6 +211,14 @@ pub fn run(_root: &Path, args: &Args) -> Result<()> {
     }
     for arch in &yum {
         println!("dnf: {} package(s) in {}/", arch.packages, arch.arch);
+    }
+    if let Some(sysext) = &sysext {
+        println!(
+            "sysext: {} image(s) in {}/, channels {}",
+            sysext.images,
+            sysext::DIR,
+            sysext.channels.join(" ")
+        );
     }
     println!("signed by {} ({})", key.fingerprint(), key.user_id());
     println!("repository: {}", out.display());

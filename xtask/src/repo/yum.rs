@@ -25,7 +25,7 @@ use super::keys::RepoKey;
 use super::Settings;
 
 /// Top-level directories that are never rpm architectures.
-const NOT_ARCH_DIRS: &[&str] = &["pool", "dists"];
+const NOT_ARCH_DIRS: &[&str] = &["pool", "dists", super::sysext::DIR];
 
 pub struct YumArch {
     pub arch: String,

@@ -1,0 +1,241 @@
+//! The systemd-sysext image, `<name>-v<k8s version>-<arch>.raw`
+//! (`kubernetes-v1.34.2-x86-64.raw`): a squashfs file system that
+//! systemd-sysext merges over the host's read-only /usr.
+//!
+//! ```text
+//! usr/bin/{kubelet,kubelet-wrapper,kubeadm,kubectl,crictl}
+//! usr/lib/systemd/system/kubelet.service, kubelet.service.d/10-kubeadm.conf
+//! usr/lib/kubedist/cni/bin/*      the CNI plugins, moved out of /opt/cni/bin
+//! ...                             the image's own files (pkg/sysext.toml)
+//! usr/lib/tmpfiles.d/<name>.conf  the packages' directories, created at boot
+//! usr/lib/extension-release.d/extension-release.<name>
+//! ```
+//!
+//! It is made of one family's package staging (`StagedSysext::family`):
+//! the files packages carry for systemd hosts, less those under /etc (an
+//! extension never merges /etc; admins write there themselves), moved where
+//! the image's settings say. Everything must then lie under /usr: an image
+//! with /opt would make the host's whole /opt read-only while merged.
+//!
+//! Written by the `backhand` crate, sorted, every inode root-owned with
+//! mtime SOURCE_DATE_EPOCH (the image's root directory keeps 0: the crate
+//! has no setter for it, and a host never sees that directory), no xattrs,
+//! duplicate files stored once: the same input gives the same bytes. The
+//! compressor options are not written: squashfs readers need none, and the
+//! crate's gzip options record is a byte short of the format's (unsquashfs
+//! 4.5 rejects it).
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::{BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use backhand::compression::{CompressionOptions, Compressor, Gzip, Zstd};
+use backhand::{FilesystemCompressor, FilesystemWriter, NodeHeader};
+
+use super::codec::Kind;
+use super::Options;
+use crate::spec::Family;
+use crate::stage::{StagedArch, StagedDir, StagedSysext};
+
+/// The image's file name for a Kubernetes version.
+pub fn file_name(sysext: &StagedSysext, k8s_version: &str) -> String {
+    format!("{}-v{k8s_version}-{}.raw", sysext.name, sysext.arch_name)
+}
+
+/// One entry of the image, by its path without the leading `/`.
+enum Item {
+    Dir,
+    Bytes(Vec<u8>, u32),
+    File { path: PathBuf, size: u64, mode: u32 },
+}
+
+/// Writes the sysext image of one architecture and returns its path.
+pub fn write(
+    staged: &StagedArch,
+    k8s_version: &str,
+    options: &Options,
+    out_dir: &Path,
+) -> Result<PathBuf> {
+    let sysext = staged
+        .sysext
+        .as_ref()
+        .context("sysext: the image's settings were not staged")?;
+    let out = out_dir.join(file_name(sysext, k8s_version));
+    let items = items(staged, sysext)?;
+
+    let mut fs = FilesystemWriter::default();
+    fs.set_time(u32::try_from(options.epoch).context("SOURCE_DATE_EPOCH after 2106")?);
+    fs.set_only_root_id();
+    fs.set_root_mode(0o755);
+    fs.set_compressor(compressor(options)?);
+    fs.set_emit_compression_options(false);
+    let header = |mode: u32| NodeHeader {
+        permissions: mode as u16,
+        uid: 0,
+        gid: 0,
+        mtime: options.epoch as u32,
+    };
+    // A BTreeMap: parents sort before their children, as the writer needs.
+    for (path, item) in &items {
+        let added = match item {
+            Item::Dir => fs.push_dir(path, header(0o755)),
+            Item::Bytes(data, mode) => {
+                fs.push_file(std::io::Cursor::new(data), path, header(*mode))
+            }
+            Item::File {
+                path: src,
+                size,
+                mode,
+            } => {
+                let file =
+                    fs::File::open(src).with_context(|| format!("reading {}", src.display()))?;
+                // take(): a staged file that grew since staging must not
+                // change the image.
+                fs.push_file(file.take(*size), path, header(*mode))
+            }
+        };
+        added.with_context(|| format!("adding /{path} to the image"))?;
+    }
+    crate::util::write_atomic(&out, 0o644, |file| {
+        let mut writer = BufWriter::new(file);
+        fs.write(&mut writer)
+            .context("writing the squashfs image")?;
+        writer.flush().context("writing the squashfs image")?;
+        Ok(())
+    })
+    .with_context(|| format!("writing {}", out.display()))?;
+    Ok(out)
+}
+
+fn compressor(options: &Options) -> Result<FilesystemCompressor> {
+    let codec = options.codecs.sysext;
+    let (id, opts) = match codec.kind {
+        Kind::Gz => (
+            Compressor::Gzip,
+            CompressionOptions::Gzip(Gzip {
+                compression_level: codec.level,
+                window_size: 15,
+                strategies: 0,
+            }),
+        ),
+        Kind::Zstd => (
+            Compressor::Zstd,
+            CompressionOptions::Zstd(Zstd {
+                compression_level: codec.level,
+            }),
+        ),
+        Kind::Xz => bail!("sysext: xz is not available (use gz or zstd)"),
+    };
+    FilesystemCompressor::new(id, Some(opts)).with_context(|| format!("sysext compressor {codec}"))
+}
+
+/// Every entry of the image: the packages' files, the image's own, the
+/// generated extension-release and tmpfiles.d files, and their directories.
+fn items(staged: &StagedArch, sysext: &StagedSysext) -> Result<BTreeMap<String, Item>> {
+    let mut items = BTreeMap::new();
+    let mut add = |dest: &str, item: Item, digest: &str| -> Result<()> {
+        if !dest.starts_with("/usr/") {
+            bail!(
+                "sysext: {dest} is outside /usr: an extension merges /usr only, and one \
+                 with /opt makes the host's /opt read-only (move it in pkg/sysext.toml)"
+            );
+        }
+        let key = dest.trim_start_matches('/').to_string();
+        if let Some((_, earlier)) = items.get(&key) {
+            if earlier != digest {
+                bail!("sysext: two different files would be {dest}");
+            }
+        }
+        items.insert(key, (item, digest.to_string()));
+        Ok(())
+    };
+    let mut dirs: Vec<&StagedDir> = Vec::new();
+    for package in &staged.packages {
+        let pkg = match sysext.family {
+            Family::Deb => package.deb.as_ref(),
+            Family::Rpm => package.rpm.as_ref(),
+        }
+        .with_context(|| format!("sysext: the packages were not staged for {}", sysext.family))?;
+        for file in pkg.package_files() {
+            if file.dest.starts_with("/etc/") {
+                continue;
+            }
+            let item = Item::File {
+                path: file.path.clone(),
+                size: file.size,
+                mode: file.mode,
+            };
+            add(&sysext.image_path(&file.dest), item, &file.sha256)?;
+        }
+        dirs.extend(&pkg.dirs);
+    }
+    for file in &sysext.files {
+        let item = Item::File {
+            path: file.path.clone(),
+            size: file.size,
+            mode: file.mode,
+        };
+        add(&file.dest, item, &file.sha256)?;
+    }
+    let tmpfiles = tmpfiles(&sysext.name, &dirs);
+    let digest = crate::digest::sha256_bytes(tmpfiles.as_bytes());
+    add(
+        &format!("/usr/lib/tmpfiles.d/{}.conf", sysext.name),
+        Item::Bytes(tmpfiles.into_bytes(), 0o644),
+        &digest,
+    )?;
+    let release = extension_release(sysext);
+    let digest = crate::digest::sha256_bytes(release.as_bytes());
+    add(
+        &format!(
+            "/usr/lib/extension-release.d/extension-release.{}",
+            sysext.name
+        ),
+        Item::Bytes(release.into_bytes(), 0o644),
+        &digest,
+    )?;
+
+    let mut items: BTreeMap<String, Item> = items.into_iter().map(|(k, (i, _))| (k, i)).collect();
+    let parents: Vec<String> = items
+        .keys()
+        .flat_map(|k| {
+            let parts: Vec<&str> = k.split('/').collect();
+            (1..parts.len()).map(move |n| parts[..n].join("/"))
+        })
+        .collect();
+    for dir in parents {
+        items.insert(dir, Item::Dir);
+    }
+    Ok(items)
+}
+
+/// `usr/lib/extension-release.d/extension-release.<name>`: which hosts may
+/// merge the image (ID=, and SYSEXT_LEVEL= or VERSION_ID=), on which
+/// architecture, as the system's extension only, with a manager reload
+/// after merging (systemd ≥ 255) so that the kubelet's units are seen.
+pub fn extension_release(sysext: &StagedSysext) -> String {
+    format!(
+        "{}ARCHITECTURE={}\nSYSEXT_VERSION_ID={}\nSYSEXT_SCOPE=system\nEXTENSION_RELOAD_MANAGER=1\n",
+        sysext.os.release_lines(),
+        sysext.arch_name,
+        sysext.version
+    )
+}
+
+/// `usr/lib/tmpfiles.d/<name>.conf`: the directories the packages create,
+/// made by systemd-tmpfiles at boot (systemd-sysext.service merges before
+/// systemd-tmpfiles-setup.service runs).
+fn tmpfiles(name: &str, dirs: &[&StagedDir]) -> String {
+    let mut lines: Vec<String> = dirs
+        .iter()
+        .map(|d| format!("d {} {:04o} root root -\n", d.path, d.mode))
+        .collect();
+    lines.sort();
+    lines.dedup();
+    format!(
+        "# The directories of the Kubernetes packages, for hosts running the {name} system extension.\n{}",
+        lines.concat()
+    )
+}

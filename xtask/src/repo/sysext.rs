@@ -1,0 +1,383 @@
+//! The served sysext directory, `REPO/sysext/`, as systemd-sysupdate reads
+//! it (sysupdate.d(5), `Type=url-file`):
+//!
+//! ```text
+//! REPO/sysext/<name>-v<X.Y.Z>-<arch>.raw   every image ever added
+//! REPO/sysext/SHA256SUMS                   `sha256  file` of every image
+//! REPO/sysext/SHA256SUMS.gpg               its detached signature (Verify=yes)
+//! REPO/sysext/<name>-v<X.Y>.conf           one transfer file per minor channel
+//! ```
+//!
+//! A host installs one transfer file as `/etc/sysupdate.<name>.d/<name>.conf`
+//! and runs `systemd-sysupdate -C <name> update`: it fetches the newest
+//! patch release of its channel into /opt/extensions/<name>/ and points
+//! /etc/extensions/<name>.raw at it.
+//!
+//! Each image is read before it is published: its one extension-release
+//! file names the extension and the architecture, and the file name must
+//! be `<name>-v<version>-<arch>.raw` with those, or hosts could never merge
+//! it (systemd-sysext looks for extension-release.<the name hosts give it>).
+//! The directory is built beside its final place and swapped in whole, so a
+//! client never sees SHA256SUMS and its signature from two different runs.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::io::{BufReader, Read};
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use backhand::{FilesystemReader, InnerNode};
+
+use super::files::{self, Digests};
+use super::keys::RepoKey;
+use super::Settings;
+
+/// Where the images go, below the repository root.
+pub const DIR: &str = "sysext";
+
+/// Where an extension's release file lives in its image.
+const RELEASE_DIR: &str = "/usr/lib/extension-release.d/";
+
+pub struct SysextSummary {
+    pub images: usize,
+    /// The transfer files, `<name>-v<X.Y>.conf`.
+    pub channels: Vec<String>,
+}
+
+/// What an image says about itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Image {
+    /// The extension's name (`extension-release.<name>`).
+    name: String,
+    /// The Kubernetes version in the file name, `X.Y.Z`.
+    version: String,
+    /// `SYSEXT_VERSION_ID`'s package revision, the `R` of `X.Y.Z-R`.
+    revision: u32,
+}
+
+impl Image {
+    /// The minor channel, `X.Y`.
+    fn minor(&self) -> &str {
+        match self.version.match_indices('.').nth(1) {
+            Some((i, _)) => &self.version[..i],
+            None => &self.version,
+        }
+    }
+}
+
+/// Adds `new_images` to `REPO/sysext/`, then rewrites and re-signs its
+/// SHA256SUMS and transfer files. Returns `None` when there is no image at
+/// all.
+pub fn publish(
+    repo: &Path,
+    new_images: &[PathBuf],
+    key: &RepoKey,
+    settings: &Settings,
+) -> Result<Option<SysextSummary>> {
+    let target = repo.join(DIR);
+    let mut images: BTreeMap<String, (PathBuf, Image)> = BTreeMap::new();
+    for path in files::find_files(&target, ".raw")? {
+        let image = read_image(&path)?;
+        images.insert(file_name(&path)?, (path, image));
+    }
+    // Every new image is read and checked before anything is written.
+    for path in new_images {
+        let image = read_image(path)?;
+        let name = file_name(path)?;
+        if let Some((old_path, old)) = images.get(&name) {
+            if Digests::of_file(old_path)?.sha256 == Digests::of_file(path)?.sha256 {
+                continue;
+            }
+            if image.revision == old.revision {
+                bail!(
+                    "{}: {DIR}/{name} is already published with different content for the same \
+                     revision {}; publish a rebuilt image under a new --revision",
+                    path.display(),
+                    image.revision
+                );
+            }
+            if image.revision < old.revision {
+                eprintln!(
+                    "note: keeping {DIR}/{name} (revision {}) over {} (revision {})",
+                    old.revision,
+                    path.display(),
+                    image.revision
+                );
+                continue;
+            }
+            eprintln!(
+                "note: {DIR}/{name}: revision {} replaces revision {}; hosts that already run \
+                 {} keep theirs (sysupdate compares Kubernetes versions, not revisions)",
+                image.revision, old.revision, image.version
+            );
+        }
+        images.insert(name, (path.clone(), image));
+    }
+    if images.is_empty() {
+        return Ok(None);
+    }
+
+    let staging = files::staging_dir(&target)?;
+    let result = (|| -> Result<SysextSummary> {
+        let mut sums = String::new();
+        let mut channels = BTreeSet::new();
+        for (name, (source, image)) in &images {
+            let dest = staging.join(name);
+            // Images already served are linked, not copied again; new ones
+            // are copied (never linked to a dist output).
+            let served = source.starts_with(&target);
+            if !served || fs::hard_link(source, &dest).is_err() {
+                files::copy_atomic(source, &dest, files::FILE_MODE)?;
+            }
+            sums.push_str(&format!("{}  {name}\n", Digests::of_file(&dest)?.sha256));
+            channels.insert((image.name.clone(), image.minor().to_string()));
+        }
+        crate::util::write_bytes_atomic(
+            &staging.join("SHA256SUMS"),
+            sums.as_bytes(),
+            files::FILE_MODE,
+        )?;
+        let signature = key.detached_binary(sums.as_bytes(), settings.timestamp)?;
+        crate::util::write_bytes_atomic(
+            &staging.join("SHA256SUMS.gpg"),
+            &signature,
+            files::FILE_MODE,
+        )?;
+        let mut names = Vec::new();
+        for (name, minor) in &channels {
+            let file = format!("{name}-v{minor}.conf");
+            let text = transfer(name, minor, &settings.base_url);
+            crate::util::write_bytes_atomic(
+                &staging.join(&file),
+                text.as_bytes(),
+                files::FILE_MODE,
+            )?;
+            names.push(file);
+        }
+        crate::util::replace_dir(&staging, &target)?;
+        Ok(SysextSummary {
+            images: images.len(),
+            channels: names,
+        })
+    })();
+    if result.is_err() {
+        let _ = fs::remove_dir_all(&staging);
+    }
+    result.map(Some)
+}
+
+/// The sysupdate transfer file of one minor channel: every patch release
+/// of `<name>-v<minor>.*` from the served directory, verified against the
+/// signed SHA256SUMS, kept as up to three versions in
+/// /opt/extensions/<name> (not merged: /etc/extensions holds only the
+/// link), the current one linked as /etc/extensions/<name>.raw: the name
+/// the image's extension-release file matches.
+pub fn transfer(name: &str, minor: &str, base_url: &str) -> String {
+    format!(
+        "# systemd-sysupdate: the {name} system extension, channel v{minor} (every patch\n\
+         # release of Kubernetes {minor}). Install as /etc/sysupdate.{name}.d/{name}.conf,\n\
+         # the repository's key in /etc/systemd/import-pubring.gpg, then run\n\
+         # `systemd-sysupdate -C {name} update` and `systemd-sysext refresh`.\n\
+         # A new minor is a new channel: replace this file with the next one.\n\
+         [Transfer]\n\
+         Verify=yes\n\
+         \n\
+         [Source]\n\
+         Type=url-file\n\
+         Path={base_url}/{DIR}/\n\
+         MatchPattern={name}-v{minor}.@v-%a.raw\n\
+         \n\
+         [Target]\n\
+         Type=regular-file\n\
+         Path=/opt/extensions/{name}\n\
+         MatchPattern={name}-v{minor}.@v-%a.raw\n\
+         Mode=0644\n\
+         InstancesMax=3\n\
+         CurrentSymlink=/etc/extensions/{name}.raw\n"
+    )
+}
+
+fn file_name(path: &Path) -> Result<String> {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .map(str::to_string)
+        .with_context(|| format!("{}: not a usable file name", path.display()))
+}
+
+/// Reads an image's extension-release file and checks the image's file
+/// name against it: `<name>-v<X.Y.Z>-<ARCHITECTURE>.raw`.
+fn read_image(path: &Path) -> Result<Image> {
+    let (name, release) = extension_release(path)?;
+    let field = |key: &str| {
+        release
+            .lines()
+            .find_map(|l| l.strip_prefix(key)?.strip_prefix('='))
+            .map(|v| v.trim_matches('"').to_string())
+    };
+    let arch = field("ARCHITECTURE").with_context(|| {
+        format!(
+            "{}: extension-release.{name} has no ARCHITECTURE=",
+            path.display()
+        )
+    })?;
+    let file = file_name(path)?;
+    let version = file
+        .strip_prefix(&format!("{name}-v"))
+        .and_then(|rest| rest.strip_suffix(&format!("-{arch}.raw")))
+        .filter(|v| v.split('.').count() >= 3)
+        .with_context(|| {
+            format!(
+                "{}: an image with extension-release.{name} and ARCHITECTURE={arch} must be \
+                 named {name}-v<X.Y.Z>-{arch}.raw",
+                path.display()
+            )
+        })?
+        .to_string();
+    let revision = field("SYSEXT_VERSION_ID")
+        .and_then(|v| v.strip_prefix(&format!("{version}-"))?.parse().ok())
+        .with_context(|| {
+            format!(
+                "{}: extension-release.{name} has no SYSEXT_VERSION_ID={version}-<revision>",
+                path.display()
+            )
+        })?;
+    Ok(Image {
+        name,
+        version,
+        revision,
+    })
+}
+
+/// `(name, text)` of the one extension-release file of a squashfs image.
+fn extension_release(path: &Path) -> Result<(String, String)> {
+    let file = fs::File::open(path).with_context(|| format!("{}: cannot open", path.display()))?;
+    let fs = FilesystemReader::from_reader(BufReader::new(file))
+        .with_context(|| format!("{}: not a squashfs image", path.display()))?;
+    let mut found = Vec::new();
+    for node in fs.files() {
+        let full = node.fullpath.to_string_lossy();
+        let Some(name) = full
+            .strip_prefix(RELEASE_DIR)
+            .and_then(|n| n.strip_prefix("extension-release."))
+        else {
+            continue;
+        };
+        let InnerNode::File(inner) = &node.inner else {
+            continue;
+        };
+        let mut text = String::new();
+        fs.file(inner)
+            .reader()
+            .read_to_string(&mut text)
+            .with_context(|| format!("{}: reading {full}", path.display()))?;
+        found.push((name.to_string(), text));
+    }
+    match found.len() {
+        1 => Ok(found.remove(0)),
+        n => bail!(
+            "{}: {n} extension-release files in {RELEASE_DIR}; a system extension has one",
+            path.display()
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_transfer_file_matches_the_channel_and_links_the_release_name() {
+        let text = transfer("kubernetes", "1.34", "https://mirror.example/kubedist");
+        for line in [
+            "Verify=yes",
+            "Path=https://mirror.example/kubedist/sysext/",
+            "MatchPattern=kubernetes-v1.34.@v-%a.raw",
+            "Path=/opt/extensions/kubernetes",
+            "InstancesMax=3",
+            "CurrentSymlink=/etc/extensions/kubernetes.raw",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} not in:\n{text}");
+        }
+    }
+
+    /// A squashfs image holding only an extension-release file.
+    fn image(dir: &Path, file: &str, release_name: &str, release: &str) -> PathBuf {
+        use backhand::compression::Compressor;
+        use backhand::{FilesystemCompressor, FilesystemWriter, NodeHeader};
+        let mut fs = FilesystemWriter::default();
+        // The crate's default, xz, is not built in.
+        fs.set_compressor(FilesystemCompressor::new(Compressor::Gzip, None).unwrap());
+        fs.set_emit_compression_options(false);
+        let header = |permissions| NodeHeader {
+            permissions,
+            ..NodeHeader::default()
+        };
+        for d in ["usr", "usr/lib", "usr/lib/extension-release.d"] {
+            fs.push_dir(d, header(0o755)).unwrap();
+        }
+        let release_path = format!("usr/lib/extension-release.d/extension-release.{release_name}");
+        fs.push_file(
+            std::io::Cursor::new(release.as_bytes()),
+            release_path,
+            header(0o644),
+        )
+        .unwrap();
+        let path = dir.join(file);
+        fs.write(fs::File::create(&path).unwrap()).unwrap();
+        path
+    }
+
+    #[test]
+    fn images_are_read_and_their_names_checked_against_their_release_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let release = "ID=_any\nARCHITECTURE=x86-64\nSYSEXT_VERSION_ID=1.34.2-3\n";
+        let good = image(
+            tmp.path(),
+            "kubernetes-v1.34.2-x86-64.raw",
+            "kubernetes",
+            release,
+        );
+        assert_eq!(
+            read_image(&good).unwrap(),
+            Image {
+                name: "kubernetes".into(),
+                version: "1.34.2".into(),
+                revision: 3,
+            }
+        );
+        for (file, release_name, says) in [
+            (
+                "k8s-v1.34.2-x86-64.raw",
+                "kubernetes",
+                "must be named kubernetes-v<X.Y.Z>-x86-64.raw",
+            ),
+            (
+                "kubernetes-v1.34.2-arm64.raw",
+                "kubernetes",
+                "must be named",
+            ),
+            (
+                "kubernetes-v1.34.2-x86-64.raw",
+                "k8s",
+                "must be named k8s-v",
+            ),
+        ] {
+            let dir = tmp.path().join(format!("{file}-{release_name}"));
+            fs::create_dir(&dir).unwrap();
+            let path = image(&dir, file, release_name, release);
+            let err = format!("{:#}", read_image(&path).unwrap_err());
+            assert!(err.contains(says), "{file}: {err}");
+        }
+    }
+
+    #[test]
+    fn minors_are_the_first_two_numbers() {
+        let image = |version: &str| Image {
+            name: "kubernetes".into(),
+            version: version.into(),
+            revision: 1,
+        };
+        assert_eq!(image("1.34.2").minor(), "1.34");
+        assert_eq!(image("1.35.0-rc.1").minor(), "1.35");
+    }
+}
