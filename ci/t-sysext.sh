@@ -127,8 +127,8 @@ in_host() {
     ' in_host "$root" sh "/tmp/$(basename "$script")"
 }
 
-# listing IMAGE : `mode owner path` of every entry of IMAGE (the root: `/`).
-listing() {
+# image_listing IMAGE : `mode owner path` of every entry of IMAGE (the root: `/`).
+image_listing() {
     unsquashfs -lln -d '' "$1" | awk '{ print $1, $2, (NF >= 6 ? $6 : "/") }'
 }
 
@@ -153,7 +153,7 @@ test_listed_in_sha256sums() {
 
 # Only /usr, root-owned, the packages' files with the packages' bytes.
 test_holds_usr_only_with_the_packages_bytes() {
-    listing "$IMG" >"$TMP/listing"
+    image_listing "$IMG" >"$TMP/listing"
     cat "$TMP/listing"
     awk '$3 != "/" && $3 != "/usr" && $3 !~ "^/usr/"' "$TMP/listing" >"$TMP/outside"
     [ ! -s "$TMP/outside" ] || fail "entries outside /usr: $(cat "$TMP/outside")"
@@ -487,16 +487,16 @@ test_bad_hosts_refused_at_build_time() {
     assert_no_file "$TMP/bad"
 }
 
-kd_test listed-in-sha256sums test_listed_in_sha256sums
-kd_test holds-usr-only-with-the-packages-bytes test_holds_usr_only_with_the_packages_bytes
-kd_test dissect-takes-it-as-a-system-extension test_dissect_takes_it_as_a_system_extension
-kd_test merges-on-flatcar test_merges_on_flatcar
-kd_test merges-on-fedora test_merges_on_fedora
-kd_test pinned-images-merge-only-on-their-os test_pinned_images_merge_only_on_their_os
-kd_test other-architecture-refused test_other_architecture_refused
-kd_test cni-plugins-keep-third-party-and-follow-the-image test_cni_plugins_keep_third_party_and_follow_the_image
-kd_test switch-and-rollback test_switch_and_rollback
-kd_test repo-serves-a-signed-channel test_repo_serves_a_signed_channel
-kd_test rebuild-is-byte-identical test_rebuild_is_byte_identical
-kd_test bad-hosts-refused-at-build-time test_bad_hosts_refused_at_build_time
+kd_test test_listed_in_sha256sums
+kd_test test_holds_usr_only_with_the_packages_bytes
+kd_test test_dissect_takes_it_as_a_system_extension
+kd_test test_merges_on_flatcar
+kd_test test_merges_on_fedora
+kd_test test_pinned_images_merge_only_on_their_os
+kd_test test_other_architecture_refused
+kd_test test_cni_plugins_keep_third_party_and_follow_the_image
+kd_test test_switch_and_rollback
+kd_test test_repo_serves_a_signed_channel
+kd_test test_rebuild_is_byte_identical
+kd_test test_bad_hosts_refused_at_build_time
 kd_summary
