@@ -13,11 +13,21 @@ pub mod rpm;
 pub mod sysext;
 pub mod tarball;
 
+use std::path::PathBuf;
+
 use crate::stage::Staged;
 
 /// Who the packages name as their maintainer/packager. A placeholder until
 /// the project has a real list; lintian and rpmlint accept it.
 pub const MAINTAINER: &str = "kubedist maintainers <kubedist@lists.example.org>";
+
+/// One entry of an archive or image the emitter builds itself (the tarball,
+/// the sysext image), by its path inside it.
+enum Item {
+    Dir,
+    Bytes(Vec<u8>, u32),
+    File { path: PathBuf, size: u64, mode: u32 },
+}
 
 /// What every job is given besides its staged input: the choices of this
 /// run, never a file to read.

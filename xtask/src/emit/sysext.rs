@@ -35,20 +35,13 @@ use backhand::compression::{CompressionOptions, Compressor, Gzip, Zstd};
 use backhand::{FilesystemCompressor, FilesystemWriter, NodeHeader};
 
 use super::codec::Kind;
-use super::Options;
+use super::{Item, Options};
 use crate::spec::Family;
 use crate::stage::{StagedArch, StagedDir, StagedSysext};
 
 /// The image's file name for a Kubernetes version.
 pub fn file_name(sysext: &StagedSysext, k8s_version: &str) -> String {
     format!("{}-v{k8s_version}-{}.raw", sysext.name, sysext.arch_name)
-}
-
-/// One entry of the image, by its path without the leading `/`.
-enum Item {
-    Dir,
-    Bytes(Vec<u8>, u32),
-    File { path: PathBuf, size: u64, mode: u32 },
 }
 
 /// Writes the sysext image of one architecture and returns its path.

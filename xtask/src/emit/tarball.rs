@@ -28,7 +28,7 @@ use anyhow::{bail, Context, Result};
 use sha2::{Digest, Sha256};
 
 use super::codec::{self, Codec};
-use super::Options;
+use super::{Item, Options};
 use crate::spec::Arch;
 use crate::stage::{Staged, StagedArch, StagedFile};
 use crate::util::hex;
@@ -68,13 +68,6 @@ impl Line {
             self.path.trim_start_matches('/')
         )
     }
-}
-
-/// What goes into the archive under the top directory.
-enum Item {
-    Dir,
-    Bytes(Vec<u8>, u32),
-    File { path: PathBuf, size: u64, mode: u32 },
 }
 
 /// Writes the tarball of one architecture from each package's deb and rpm
