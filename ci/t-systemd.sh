@@ -142,7 +142,7 @@ ExecStart=/usr/bin/kubelet \$KUBELET_KUBECONFIG_ARGS \$KUBELET_CONFIG_ARGS \$KUB
 EOF
     diff -u "$TMP/$1-dropin-expected" "$TMP/$1-dropin-lines" ||
         fail "$1: $DROPIN is not upstream's drop-in reading $ENV_FILE"
-    # Not even in a comment: the deb once read the rpm's file (DESIGN §4.2).
+    # Not even in a comment: the deb once read the rpm's file (docs/lifecycle.md, failure 2).
     if grep -n -- "$OTHER_ENV" "$pkg$DROPIN"; then
         fail "$1: $DROPIN names the other family's $OTHER_ENV"
     fi

@@ -99,18 +99,25 @@ fn every_path_a_doc_names_exists() {
 
 #[test]
 fn nothing_refers_to_files_outside_the_repository() {
-    // Names of documents that live beside the repository, never in it.
-    let outside = ["DESIGN.md", "TESTING.md", "../shared", "shared/seeds"];
+    // Names of the design notes and test notes that live beside the
+    // repository, never in it, also by section ("<NAME> §2"). Spelled in
+    // pieces so that this file does not name them itself.
+    let design = ["DES", "IGN"].concat();
+    let testing = ["TEST", "ING.md"].concat();
+    let outside = [
+        format!("{design}.md"),
+        format!("{design} §"),
+        testing,
+        ["../", "shared"].concat(),
+        ["shared/", "seeds"].concat(),
+    ];
     let mut found = Vec::new();
     for file in repo_files() {
-        if file == "xtask/src/tidy.rs" {
-            continue;
-        }
         let Ok(text) = fs::read_to_string(root().join(&file)) else {
             continue;
         };
-        for name in outside {
-            if text.contains(name) {
+        for name in &outside {
+            if text.contains(name.as_str()) {
                 found.push(format!("{file}: {name}"));
             }
         }
