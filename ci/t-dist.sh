@@ -15,7 +15,7 @@
 # shellcheck source=ci/lib.sh
 . "$(dirname "$0")/lib.sh"
 
-kd_require cargo git sha256sum dpkg-deb rpm tar qemu-aarch64-static readelf
+kd_require cargo git sha256sum dpkg-deb rpm tar qemu-aarch64-static readelf skopeo umoci jq
 kd_require_dist
 
 # The epoch of KD_DIST (`cargo xtask test` passes it to the suites). cargo
@@ -98,7 +98,7 @@ test_sums_verify_and_use_upstream_names() {
         ls "$KD_DIST/${n}"_*_amd64.deb "$KD_DIST/${n}"-*.x86_64.rpm >/dev/null
     done
     # Every artifact of the directory is listed, and nothing else is there.
-    on_disk=$(cd "$KD_DIST" && find . -mindepth 1 ! -name SHA256SUMS | sed 's|^\./||' | sort | tr '\n' ' ')
+    on_disk=$(cd "$KD_DIST" && find . -mindepth 1 -type f ! -name SHA256SUMS | sed 's|^\./||' | sort | tr '\n' ' ')
     listed=$(cut -d ' ' -f 3 "$KD_DIST/SHA256SUMS" | sort | tr '\n' ' ')
     assert_eq "$on_disk" "$listed" "artifacts vs SHA256SUMS"
 }
@@ -125,6 +125,13 @@ test_arm64_artifacts_run_under_qemu() {
     grep -q '"--node-ip=192.0.2.7"' "$TMP/print.json"
     # Debian's real arm64 kubectl.
     qemu-aarch64-static "$x/usr/bin/kubectl" version --client 2>&1 | grep -q 'Client Version'
+    # The installer image: an arm64 image whose shell is Debian's arm64 busybox.
+    image=$(echo "$out"/kubedist-installer-*.oci.tar)
+    assert_eq arm64 "$(skopeo inspect "oci-archive:$image" | jq -r .Architecture)" "image architecture"
+    ref=$(jq -r '.manifests[0].annotations."org.opencontainers.image.ref.name"' "${image%.tar}/index.json")
+    umoci unpack --image "${image%.tar}:$ref" "$TMP/arm64-image"
+    readelf -h "$TMP/arm64-image/rootfs/bin/busybox" | grep -q 'Machine: *AArch64'
+    assert_eq ok "$(qemu-aarch64-static "$TMP/arm64-image/rootfs/bin/busybox" sh -c 'echo ok')" "arm64 busybox"
 }
 
 # bad_input NAME HOW : a copy of the fixtures broken by HOW (a shell

@@ -113,7 +113,7 @@ It refuses, with one line naming the file and nothing changed:
 Service (only when that init system is running here and no --prefix is given;
 otherwise the commands to run are printed):
   systemd   systemctl daemon-reload; systemctl enable kubelet; started
-            (restarted on upgrade) only once /var/lib/kubelet/config.yaml
+            (restarted on upgrade, --no-block) only once /var/lib/kubelet/config.yaml
             exists: kubeadm init/join starts it
   openrc    rc-update add kubelet default; rc-service kubelet start (restart
             on upgrade); kubelet-wrapper waits for kubeadm's config
@@ -1214,7 +1214,10 @@ service_after_install() {
 		[ -n "$no_enable" ] || run_cmd systemctl enable kubelet || die "systemctl enable kubelet failed"
 		if [ -z "$no_start" ]; then
 			if [ -n "$config_written" ] || systemctl -q is-active kubelet; then
-				run_cmd systemctl restart kubelet || die "systemctl restart kubelet failed"
+				# Queued, not waited for: an installer that runs in a pod
+				# (the installer image) must not wait on the kubelet
+				# that runs it.
+				run_cmd systemctl --no-block restart kubelet || die "systemctl restart kubelet failed"
 			else
 				say "the kubelet starts once kubeadm init or join has configured it"
 			fi

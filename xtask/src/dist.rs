@@ -19,7 +19,7 @@ use crate::emit::codec::Codecs;
 use crate::emit::{self, Options};
 use crate::fetch::{self, Origin, OriginArgs, Upstream};
 use crate::spec::{Arch, Content, Family, Spec, SysextOs};
-use crate::stage::{self, Staged, StagedArch};
+use crate::stage::{self, Staged, StagedArch, StagedOci};
 
 /// The `[sources.*]` entry whose version names a release.
 const KUBERNETES: &str = "kubernetes";
@@ -62,12 +62,14 @@ pub struct Args {
     pub arch: Vec<Arch>,
     /// Artifacts to write, comma-separated: deb, rpm, tar, sysext (the
     /// systemd-sysext image for Flatcar, Fedora CoreOS and other hosts with
-    /// a read-only /usr).
+    /// a read-only /usr), oci (the installer image: an OCI archive that
+    /// podman and docker load, and its layout directory; its shell is
+    /// Debian's busybox-static, so it is built on Debian or Ubuntu).
     #[arg(
         long,
         value_name = "FORMAT[,FORMAT...]",
         value_delimiter = ',',
-        default_value = "deb,rpm,tar,sysext"
+        default_value = "deb,rpm,tar,sysext,oci"
     )]
     pub formats: Vec<Format>,
     /// Which hosts may merge the sysext image, instead of pkg/sysext.toml's
@@ -124,6 +126,7 @@ pub enum Format {
     Rpm,
     Tar,
     Sysext,
+    Oci,
 }
 
 pub fn run(spec: &Spec, args: &Args) -> Result<()> {
@@ -146,10 +149,10 @@ pub fn run(spec: &Spec, args: &Args) -> Result<()> {
         .with_context(|| format!("creating a work directory in {}", parent.display()))?;
 
     // Everything that can fail on bad inputs runs before any compression.
-    let staged = stage_all(&plan, args, work.path())?;
-    let jobs = jobs(&plan, &staged);
+    let (staged, oci) = stage_all(&plan, args, work.path())?;
+    let jobs = jobs(&plan, &staged, oci.as_ref());
     let built = write_artifacts(&plan, args, &jobs, work.path())?;
-    publish(&plan, &built)?;
+    publish(&plan, &built, oci.as_ref())?;
     eprintln!("==> done in {:.1} s", started.elapsed().as_secs_f64());
     Ok(())
 }
@@ -203,6 +206,7 @@ fn plan(spec: &Spec, args: &Args) -> Result<Plan> {
             };
             formats.contains(&own)
                 || formats.contains(&Format::Tar)
+                || formats.contains(&Format::Oci)
                 || (sysext && spec.sysext.family == f)
         })
         .collect();
@@ -220,7 +224,7 @@ fn plan(spec: &Spec, args: &Args) -> Result<Plan> {
             Some(SysextOs::parse(text, &spec.sysext.sysext_level_ids).context(what)?)
         }
     };
-    preflight(&arches, args.fixtures)?;
+    preflight(&arches, args.fixtures, formats.contains(&Format::Oci))?;
     let out_dir = match &args.out {
         Some(dir) => {
             std::path::absolute(dir).with_context(|| format!("--out {}", dir.display()))?
@@ -265,8 +269,13 @@ fn plan(spec: &Spec, args: &Args) -> Result<Plan> {
 }
 
 /// For each architecture: the verified upstream files, the static builds,
-/// and every package staged for each family under `work`.
-fn stage_all(plan: &Plan, args: &Args, work: &Path) -> Result<Vec<StagedArch>> {
+/// and every package staged for each family under `work`; and the installer
+/// image's own part when it is asked for.
+fn stage_all(
+    plan: &Plan,
+    args: &Args,
+    work: &Path,
+) -> Result<(Vec<StagedArch>, Option<StagedOci>)> {
     let spec = &plan.spec;
     let origin = if args.fixtures {
         let dir = spec.root.join("target/fixtures");
@@ -317,14 +326,55 @@ fn stage_all(plan: &Plan, args: &Args, work: &Path) -> Result<Vec<StagedArch>> {
             }
             None => None,
         };
+        let oci_base = if plan.formats.contains(&Format::Oci) {
+            Some(oci_base(spec, arch, plan.options.epoch, &stage_dir)?)
+        } else {
+            None
+        };
         staged.push(StagedArch {
             arch,
             packages,
             installer: installer.clone(),
             sysext,
+            oci_base,
         });
     }
-    Ok(staged)
+    let oci = if plan.formats.contains(&Format::Oci) {
+        let tag = format!("{}-{}", plan.k8s_version, spec.release.revision);
+        Some(stage::stage_oci(spec, &tag)?)
+    } else {
+        None
+    };
+    Ok((staged, oci))
+}
+
+/// The installer image's shell for `arch`: Debian's package of
+/// `pkg/oci.toml` through apt (which verifies it against the signed
+/// archive), cached in target/debian-debs like the fixtures' packages.
+fn oci_base(spec: &Spec, arch: Arch, epoch: u64, stage_dir: &Path) -> Result<stage::StagedOciBase> {
+    use crate::fixtures::debian;
+    let base = &spec.oci.base;
+    let debarch = spec.families.deb.arch_name(arch)?;
+    eprintln!("==> {arch}: {} for the installer image", base.package);
+    debian::require_arch(debarch, crate::util::is_root())?;
+    let deb = debian::download(&base.package, debarch, &spec.root.join("target/debian-debs"))?;
+    let member = |rel: &str| -> Result<Vec<u8>> {
+        let (dir, name) = rel.rsplit_once('/').unwrap_or(("", rel));
+        debian::files_in(&deb.path, dir)?
+            .into_iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, data)| data)
+            .with_context(|| format!("{}: has no {rel} (pkg/oci.toml)", deb.path.display()))
+    };
+    stage::stage_oci_base(
+        spec,
+        arch,
+        &deb.version,
+        &member(&base.binary)?,
+        &member(&base.copyright)?,
+        epoch,
+        stage_dir,
+    )
 }
 
 /// One artifact to write: a job is its kind and its whole input.
@@ -333,11 +383,16 @@ enum Job<'a> {
     Rpm(&'a Staged),
     Tarball(&'a StagedArch),
     Sysext(&'a StagedArch),
+    /// The installer image: every architecture in one index.
+    Oci(&'a [StagedArch], &'a StagedOci),
 }
 
 /// The jobs of the formats asked for, in the order they should start.
-fn jobs<'a>(plan: &Plan, staged: &'a [StagedArch]) -> Vec<Job<'a>> {
+fn jobs<'a>(plan: &Plan, staged: &'a [StagedArch], oci: Option<&'a StagedOci>) -> Vec<Job<'a>> {
     let mut jobs = Vec::new();
+    if let Some(oci) = oci {
+        jobs.push(Job::Oci(staged, oci));
+    }
     for arch in staged {
         if plan.formats.contains(&Format::Tar) {
             jobs.push(Job::Tarball(arch));
@@ -396,6 +451,9 @@ fn write_artifacts(plan: &Plan, args: &Args, jobs: &[Job], work: &Path) -> Resul
                 emit::tarball::write(arch, &plan.k8s_version, &options, &built_dir)
             }
             Job::Sysext(arch) => emit::sysext::write(arch, &plan.k8s_version, &options, &built_dir),
+            Job::Oci(arches, oci) => {
+                emit::oci::write(arches, oci, &plan.k8s_version, &options, &built_dir)
+            }
         }?;
         let sha256 = match (&plan.cache, &key) {
             (Some(cache), Some(key)) => Some(cache.store(key, &path)?),
@@ -413,11 +471,33 @@ fn write_artifacts(plan: &Plan, args: &Args, jobs: &[Job], work: &Path) -> Resul
 /// Moves the artifacts into the output directory (only now that all of
 /// them were written), writes SHA256SUMS, prunes the cache and prints the
 /// summary.
-fn publish(plan: &Plan, written: &[Built]) -> Result<()> {
+fn publish(plan: &Plan, written: &[Built], oci: Option<&StagedOci>) -> Result<()> {
     let out_dir = &plan.out_dir;
     fs::create_dir_all(out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
     let mut names = Vec::new();
     let mut known = BTreeMap::new();
+    if let Some(oci) = oci {
+        // The installer image's layout directory (`skopeo copy --all oci:DIR`)
+        // and run examples, put in place before the artifacts are moved.
+        let archive = written
+            .iter()
+            .map(|b| &b.path)
+            .find(|p| p.file_name() == Some(emit::oci::file_name(&oci.tag).as_ref()))
+            .context("the installer image was not written")?;
+        let layout = out_dir.join(layout_dir_name(&oci.tag));
+        let temp = crate::util::temp_path(&layout)?;
+        let unpacked = unpack(archive, &temp);
+        let replaced = unpacked.and_then(|()| crate::util::replace_dir(&temp, &layout));
+        if let Err(e) = replaced {
+            let _ = fs::remove_dir_all(&temp);
+            return Err(e.context(format!("writing {}", layout.display())));
+        }
+        names.push(layout_dir_name(&oci.tag));
+        for (name, text) in &oci.examples {
+            crate::util::write_bytes_atomic(&out_dir.join(name), text.as_bytes(), 0o644)?;
+            names.push(name.clone());
+        }
+    }
     for built in written {
         let path = &built.path;
         let name = path.file_name().context("artifact without a name")?;
@@ -447,6 +527,34 @@ fn publish(plan: &Plan, written: &[Built]) -> Result<()> {
             "==> {cached} of {} artifacts unchanged, copied from the artifact cache",
             written.len()
         );
+    }
+    Ok(())
+}
+
+/// The installer image's layout directory in the output directory.
+fn layout_dir_name(tag: &str) -> String {
+    format!("kubedist-installer-{tag}.oci")
+}
+
+/// Unpacks the installer image's archive into the new directory `dir`: it
+/// holds regular files and directories only, at relative paths.
+fn unpack(archive: &Path, dir: &Path) -> Result<()> {
+    let file = fs::File::open(archive).with_context(|| format!("reading {}", archive.display()))?;
+    fs::create_dir(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let mut tar = tar::Archive::new(std::io::BufReader::new(file));
+    for entry in tar.entries().with_context(|| archive.display().to_string())? {
+        let mut entry = entry.with_context(|| archive.display().to_string())?;
+        let kind = entry.header().entry_type();
+        if !(kind.is_file() || kind.is_dir()) {
+            bail!("{}: unexpected entry type {kind:?}", archive.display());
+        }
+        // unpack_in refuses paths that leave `dir`.
+        if !entry
+            .unpack_in(dir)
+            .with_context(|| format!("unpacking {} into {}", archive.display(), dir.display()))?
+        {
+            bail!("{}: an entry leaves the archive", archive.display());
+        }
     }
     Ok(())
 }
@@ -510,9 +618,9 @@ fn homepage(root: &Path) -> Result<String> {
 /// static binaries (added with rustup when missing) and the tools it calls.
 /// The output directory is checked when the work directory is made in it,
 /// also before any long step.
-fn preflight(arches: &[Arch], fixtures: bool) -> Result<()> {
+fn preflight(arches: &[Arch], fixtures: bool, oci: bool) -> Result<()> {
     let mut tools = vec!["cargo"];
-    if fixtures {
+    if fixtures || oci {
         // Debian's real binaries, downloaded and unpacked (fixtures/debian.rs).
         tools.extend(["dpkg", "dpkg-deb", "apt-get"]);
     }
@@ -526,6 +634,9 @@ fn preflight(arches: &[Arch], fixtures: bool) -> Result<()> {
             missing.join(", "),
             if fixtures {
                 " (--fixtures takes Debian's binaries: run it on Debian or Ubuntu, or use --from DIR)"
+            } else if oci {
+                " (the installer image's shell is Debian's busybox-static: build --formats oci \
+                 on Debian or Ubuntu, or leave oci out of --formats)"
             } else {
                 ""
             }
@@ -581,13 +692,8 @@ impl Job<'_> {
     fn size(&self) -> u64 {
         match self {
             Job::Deb(p) | Job::Rpm(p) => p.package_files().map(|f| f.size).sum(),
-            Job::Tarball(arch) => arch
-                .packages
-                .iter()
-                .flat_map(|p| p.all())
-                .flat_map(|s| &s.files)
-                .map(|f| f.size)
-                .sum(),
+            Job::Tarball(arch) => tarball_size(arch),
+            Job::Oci(arches, _) => arches.iter().map(tarball_size).sum(),
             // One family's files: about half the tarball.
             Job::Sysext(arch) => arch
                 .packages
@@ -604,6 +710,7 @@ impl Job<'_> {
             Job::Deb(p) | Job::Rpm(p) => format!("{} {} ({})", p.family, p.name, p.arch),
             Job::Tarball(arch) => format!("tarball ({})", arch.arch),
             Job::Sysext(arch) => format!("sysext image ({})", arch.arch),
+            Job::Oci(..) => "installer image".to_string(),
         }
     }
 
@@ -621,12 +728,27 @@ impl Job<'_> {
                 options.codecs.sysext,
                 serde_json::to_string(arch)?,
             ),
+            Job::Oci(arches, oci) => (
+                "oci",
+                options.codecs.tar,
+                serde_json::to_string(&(arches, oci))?,
+            ),
         };
         Ok(format!(
             "{format}\n{codec}\n{}\n{}\n{k8s_version}\n{input}\n",
             options.epoch, options.homepage
         ))
     }
+}
+
+/// The payload of one architecture's tarball, in bytes.
+fn tarball_size(arch: &StagedArch) -> u64 {
+    arch.packages
+        .iter()
+        .flat_map(|p| p.all())
+        .flat_map(|s| &s.files)
+        .map(|f| f.size)
+        .sum()
 }
 
 /// The order artifacts start in: single-threaded ones first, so that the
@@ -713,13 +835,20 @@ fn write_sums(dir: &Path, known: &BTreeMap<String, String>) -> Result<Vec<(Strin
     for entry in fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
         let entry = entry.with_context(|| format!("reading {}", dir.display()))?;
         let name = entry.file_name().to_string_lossy().into_owned();
-        let artifact = [".deb", ".rpm", ".tar.gz", ".tar.xz", ".tar.zst", ".raw"]
-            .iter()
-            .any(|ext| name.ends_with(ext));
+        let path = entry.path();
+        if name.ends_with(".oci") && path.join("oci-layout").is_file() && !name.starts_with('.') {
+            // An image layout: each of its files, as `sha256sum -c` reads them.
+            rows.extend(layout_sums(&path, &name)?);
+            continue;
+        }
+        let artifact = [
+            ".deb", ".rpm", ".tar.gz", ".tar.xz", ".tar.zst", ".raw", ".oci.tar", ".yaml",
+        ]
+        .iter()
+        .any(|ext| name.ends_with(ext));
         if !artifact || name.starts_with('.') {
             continue;
         }
-        let path = entry.path();
         let size = entry
             .metadata()
             .with_context(|| format!("reading {}", path.display()))?
@@ -737,14 +866,52 @@ fn write_sums(dir: &Path, known: &BTreeMap<String, String>) -> Result<Vec<(Strin
     Ok(rows)
 }
 
+/// `(dir/relative path, size, sha256)` of every file of the image layout
+/// `path`; blobs are named by their digest, which is checked on the way.
+fn layout_sums(path: &Path, dir: &str) -> Result<Vec<(String, u64, String)>> {
+    let mut rows = Vec::new();
+    for rel in ["oci-layout", "index.json", "manifest.json"] {
+        let file = path.join(rel);
+        if file.is_file() {
+            let size = fs::metadata(&file).with_context(|| file.display().to_string())?.len();
+            rows.push((format!("{dir}/{rel}"), size, crate::digest::sha256_file(&file)?));
+        }
+    }
+    let blobs = path.join("blobs/sha256");
+    for entry in fs::read_dir(&blobs).with_context(|| format!("reading {}", blobs.display()))? {
+        let entry = entry.with_context(|| format!("reading {}", blobs.display()))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let file = entry.path();
+        let sha = crate::digest::sha256_file(&file)?;
+        if sha != name {
+            bail!("{}: its content does not match its name", file.display());
+        }
+        let size = entry.metadata().with_context(|| file.display().to_string())?.len();
+        rows.push((format!("{dir}/blobs/sha256/{name}"), size, sha));
+    }
+    Ok(rows)
+}
+
 fn print_summary(out_dir: &Path, written: &[String], rows: &[(String, u64, String)]) {
     println!("{}:", out_dir.display());
-    let width = rows.iter().map(|r| r.0.len()).max().unwrap_or(0);
+    // A directory's files (the image layout) make one line: its size.
+    let mut lines: Vec<(String, u64, String)> = Vec::new();
     for (name, size, sha) in rows {
-        let mark = if written.contains(name) { ' ' } else { '*' };
+        match name.split_once('/') {
+            Some((dir, _)) => match lines.iter_mut().find(|l| l.0 == format!("{dir}/")) {
+                Some(line) => line.1 += size,
+                None => lines.push((format!("{dir}/"), *size, "(directory)".to_string())),
+            },
+            None => lines.push((name.clone(), *size, sha.clone())),
+        }
+    }
+    let width = lines.iter().map(|r| r.0.len()).max().unwrap_or(0);
+    let is_new = |name: &str| written.iter().any(|w| name.trim_end_matches('/') == w);
+    for (name, size, sha) in &lines {
+        let mark = if is_new(name) { ' ' } else { '*' };
         println!("{mark} {name:<width$}  {:>9}  {sha}", human(*size));
     }
-    if rows.iter().any(|r| !written.contains(&r.0)) {
+    if lines.iter().any(|r| !is_new(&r.0)) {
         println!("(* from an earlier run, still listed in SHA256SUMS)");
     }
 }

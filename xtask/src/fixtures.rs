@@ -4,7 +4,7 @@
 //! `kubernetes-client`, the CNI plugins from `containernetworking-plugins`);
 //! kubelet, kubeadm and crictl, which Debian does not ship, are the
 //! `kubedist-standin` recorder, listed in `DIR/STANDINS`.
-mod debian;
+pub mod debian;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

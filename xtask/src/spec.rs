@@ -21,6 +21,35 @@ pub struct Spec {
     /// Sorted by name.
     pub packages: Vec<Package>,
     pub sysext: Sysext,
+    pub oci: Oci,
+}
+
+/// `pkg/oci.toml`: the installer image.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Oci {
+    /// The image's name without its tag.
+    pub repository: String,
+    /// The scripts of `/kubedist/` (`entrypoint.sh` among them), relative
+    /// to the repository root.
+    pub scripts: Vec<String>,
+    /// Run examples shipped next to the image (`@IMAGE@` filled in).
+    pub examples: Vec<String>,
+    pub base: OciBase,
+}
+
+/// The Debian package the image's shell comes from.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OciBase {
+    pub package: String,
+    /// The static binary inside the package (`bin/busybox`).
+    pub binary: String,
+    /// Its copyright file inside the package.
+    pub copyright: String,
+    pub licence: String,
+    /// Where its source is.
+    pub source: String,
 }
 
 /// `pkg/sysext.toml`: the systemd-sysext image made from the packages.
@@ -575,12 +604,16 @@ impl Spec {
         let sysext_path = pkg.join("sysext.toml");
         let sysext: Sysext = read_toml(&sysext_path)?;
         validate_sysext(&sysext, &families, root).with_context(|| rel(root, &sysext_path))?;
+        let oci_path = pkg.join("oci.toml");
+        let oci: Oci = read_toml(&oci_path)?;
+        validate_oci(&oci, root).with_context(|| rel(root, &oci_path))?;
         Ok(Spec {
             root: root.to_path_buf(),
             release,
             families,
             packages,
             sysext,
+            oci,
         })
     }
 
@@ -602,7 +635,7 @@ impl Spec {
 }
 
 /// The files of `pkg/` that describe no package.
-const NOT_PACKAGES: &[&str] = &["release.toml", "families.toml", "sysext.toml"];
+const NOT_PACKAGES: &[&str] = &["release.toml", "families.toml", "sysext.toml", "oci.toml"];
 
 fn rel(root: &Path, path: &Path) -> String {
     path.strip_prefix(root)
@@ -698,6 +731,33 @@ fn validate_package(
             .any(|f| f.dest.ends_with(&format!("/{unit}")))
         {
             bail!("systemd_units: {unit:?} is not among this package's files");
+        }
+    }
+    Ok(())
+}
+
+/// `pkg/oci.toml`: a name every registry and `podman load` accept (with a
+/// registry host, so that it loads as written), files that exist.
+fn validate_oci(x: &Oci, root: &Path) -> Result<()> {
+    let name_ok = x.repository.contains('/')
+        && x.repository.split('/').all(|part| {
+            !part.is_empty()
+                && part
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "._-".contains(c))
+        });
+    if !name_ok {
+        bail!(
+            "repository = {:?}: HOST/PATH in lower-case letters, digits, '.', '_', '-'",
+            x.repository
+        );
+    }
+    if !x.scripts.iter().any(|s| s.ends_with("/entrypoint.sh")) {
+        bail!("scripts: no entrypoint.sh among them");
+    }
+    for file in x.scripts.iter().chain(&x.examples) {
+        if !root.join(file).is_file() {
+            bail!("{file}: no such file in the repository");
         }
     }
     Ok(())

@@ -153,6 +153,36 @@ pub struct StagedArch {
     pub installer: Vec<u8>,
     /// What the sysext image adds to the packages, when dist writes one.
     pub sysext: Option<StagedSysext>,
+    /// The installer image's shell for this architecture, when dist writes
+    /// the image.
+    pub oci_base: Option<StagedOciBase>,
+}
+
+/// The installer image's own part (`pkg/oci.toml`), the same for every
+/// architecture.
+#[derive(Debug, Serialize)]
+pub struct StagedOci {
+    /// `<repository>:<tag>` is the image's name.
+    pub repository: String,
+    /// `X.Y.Z-R`, the packages' version as a tag spells it (no `~`).
+    pub tag: String,
+    /// `(file name, text)` of each script of `/kubedist/`.
+    pub scripts: Vec<(String, String)>,
+    /// `(file name, text)` of each run example, the image's name filled in.
+    pub examples: Vec<(String, String)>,
+}
+
+/// The shell of the installer image for one architecture: a Debian
+/// package's static binary and its copyright file.
+#[derive(Debug, Serialize)]
+pub struct StagedOciBase {
+    pub package: String,
+    /// The Debian version of the package.
+    pub version: String,
+    pub licence: String,
+    pub source: String,
+    pub binary: StagedFile,
+    pub copyright: StagedFile,
 }
 
 /// The sysext image's own part (`pkg/sysext.toml`): how it lays out the
@@ -245,6 +275,79 @@ pub fn stage_sysext(
         version: version.to_string(),
         moves,
         files,
+    })
+}
+
+/// The installer image's entrypoint and run examples (`pkg/oci.toml`) for
+/// the release `tag`.
+pub fn stage_oci(spec: &Spec, tag: &str) -> Result<StagedOci> {
+    let x = &spec.oci;
+    let read = |rel: &str| {
+        let path = spec.root.join(rel);
+        fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))
+    };
+    let image = format!("{}:{tag}", x.repository);
+    let base_name = |rel: &str| -> Result<String> {
+        Ok(Path::new(rel)
+            .file_name()
+            .with_context(|| format!("pkg/oci.toml: {rel}: no file name"))?
+            .to_string_lossy()
+            .into_owned())
+    };
+    let mut scripts = Vec::new();
+    for rel in &x.scripts {
+        scripts.push((base_name(rel)?, read(rel)?));
+    }
+    let mut examples = Vec::new();
+    for rel in &x.examples {
+        let base = base_name(rel)?;
+        let text = read(rel)?
+            .replace("@IMAGE@", &image)
+            .replace("@REPOSITORY@", &x.repository)
+            .replace("@TAG@", tag);
+        examples.push((format!("kubedist-installer-{tag}-{base}"), text));
+    }
+    Ok(StagedOci {
+        repository: x.repository.clone(),
+        tag: tag.to_string(),
+        scripts,
+        examples,
+    })
+}
+
+/// The installer image's shell for `arch`, from the Debian package of
+/// `pkg/oci.toml` (`version`, and the two files taken out of it).
+pub fn stage_oci_base(
+    spec: &Spec,
+    arch: Arch,
+    version: &str,
+    binary: &[u8],
+    copyright: &[u8],
+    epoch: u64,
+    work: &Path,
+) -> Result<StagedOciBase> {
+    let base = &spec.oci.base;
+    let root = work.join(arch.go_name()).join("oci");
+    let file = |dest: &str, data: &[u8], mode: u32| -> Result<StagedFile> {
+        let path = root.join(dest);
+        let (sha256, size) = write_file(&path, data, mode, epoch)?;
+        Ok(StagedFile {
+            dest: format!("/{dest}"),
+            path,
+            mode,
+            config: false,
+            init: None,
+            sha256,
+            size,
+        })
+    };
+    Ok(StagedOciBase {
+        package: base.package.clone(),
+        version: version.to_string(),
+        licence: base.licence.clone(),
+        source: base.source.clone(),
+        binary: file(&base.binary, binary, 0o755)?,
+        copyright: file(&base.copyright, copyright, 0o644)?,
     })
 }
 

@@ -35,6 +35,10 @@ const TOOLS: &[&str] = &[
     "unsquashfs",
     "systemd-dissect",
     "jq",
+    "skopeo",
+    "umoci",
+    "podman",
+    "runc",
 ];
 
 /// The SOURCE_DATE_EPOCH of test builds: any fixed value will do.

@@ -35,7 +35,7 @@ use backhand::compression::{CompressionOptions, Compressor, Gzip, Zstd};
 use backhand::{FilesystemCompressor, FilesystemWriter, NodeHeader};
 
 use super::codec::Kind;
-use super::{Item, Options};
+use super::{add_parent_dirs, Item, Options};
 use crate::spec::Family;
 use crate::stage::{StagedArch, StagedDir, StagedSysext};
 
@@ -73,7 +73,8 @@ pub fn write(
     // A BTreeMap: parents sort before their children, as the writer needs.
     for (path, item) in &items {
         let added = match item {
-            Item::Dir => fs.push_dir(path, header(0o755)),
+            Item::Dir(mode) => fs.push_dir(path, header(*mode)),
+            Item::Symlink(target) => fs.push_symlink(target, path, header(0o777)),
             Item::Bytes(data, mode) => {
                 fs.push_file(std::io::Cursor::new(data), path, header(*mode))
             }
@@ -191,16 +192,7 @@ fn items(staged: &StagedArch, sysext: &StagedSysext) -> Result<BTreeMap<String, 
     )?;
 
     let mut items: BTreeMap<String, Item> = items.into_iter().map(|(k, (i, _))| (k, i)).collect();
-    let parents: Vec<String> = items
-        .keys()
-        .flat_map(|k| {
-            let parts: Vec<&str> = k.split('/').collect();
-            (1..parts.len()).map(move |n| parts[..n].join("/"))
-        })
-        .collect();
-    for dir in parents {
-        items.insert(dir, Item::Dir);
-    }
+    add_parent_dirs(&mut items);
     Ok(items)
 }
 

@@ -20,15 +20,14 @@
 //! SOURCE_DATE_EPOCH, entries sorted: the same inputs give the same bytes.
 
 use std::collections::BTreeMap;
-use std::fs;
-use std::io::{self, BufWriter, Read, Write};
+use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use sha2::{Digest, Sha256};
 
 use super::codec::{self, Codec};
-use super::{Item, Options};
+use super::{add_parent_dirs, append_tar, Item, Options};
 use crate::spec::Arch;
 use crate::stage::{Staged, StagedArch, StagedFile};
 use crate::util::hex;
@@ -38,7 +37,7 @@ pub fn file_name(k8s_version: &str, arch: Arch, codec: Codec) -> String {
     format!("{}.tar.{}", top_dir(k8s_version, arch), codec.ext())
 }
 
-fn top_dir(k8s_version: &str, arch: Arch) -> String {
+pub(super) fn top_dir(k8s_version: &str, arch: Arch) -> String {
     format!("kubedist-{k8s_version}-linux-{arch}")
 }
 
@@ -80,8 +79,48 @@ pub fn write(
 ) -> Result<PathBuf> {
     let arch = staged.arch;
     let out = out_dir.join(file_name(k8s_version, arch, meta.codecs.tar));
+    let mut items: BTreeMap<String, Item> = contents(staged)?
+        .into_iter()
+        .map(|e| (e.path, e.item))
+        .collect();
+    add_parent_dirs(&mut items);
+
+    let top = top_dir(k8s_version, arch);
+    crate::util::write_atomic(&out, 0o644, |file| {
+        let encoder = codec::encoder(meta.codecs.tar, meta.threads, BufWriter::new(file))
+            .context("starting the compressor")?;
+        let mut tar = tar::Builder::new(encoder);
+        append_tar(&mut tar, &top, &Item::Dir(0o755), meta.epoch)?;
+        for (key, item) in &items {
+            append_tar(&mut tar, &format!("{top}/{key}"), item, meta.epoch)?;
+        }
+        let encoder = tar.into_inner().context("finishing the tar stream")?;
+        let mut buf = encoder
+            .finish()
+            .context("finishing the compressed stream")?;
+        buf.flush().context("writing the tarball")?;
+        Ok(())
+    })
+    .with_context(|| format!("writing {}", out.display()))?;
+    Ok(out)
+}
+
+/// One file of the tarball's top directory (the installer image carries the
+/// same files).
+pub(super) struct Entry {
+    /// Relative to the top directory: `install.sh`, `payload/any/usr/bin/kubectl`.
+    pub path: String,
+    pub item: Item,
+    /// The package a payload file belongs to; `None` for the installer's own
+    /// files (install.sh, MANIFEST, SHA256SUMS).
+    pub package: Option<String>,
+}
+
+/// Every file of the tarball's top directory, sorted by path (directories
+/// are not listed).
+pub(super) fn contents(staged: &StagedArch) -> Result<Vec<Entry>> {
     let mut lines = Vec::new();
-    let mut payload: BTreeMap<String, (PathBuf, String, u64)> = BTreeMap::new();
+    let mut payload: BTreeMap<String, (PathBuf, String, u64, String)> = BTreeMap::new();
     for package in &staged.packages {
         let (Some(deb), Some(rpm)) = (&package.deb, &package.rpm) else {
             bail!("tarball: every package must be staged for both families");
@@ -96,12 +135,20 @@ pub fn write(
                 path: file.dest.clone(),
             };
             let key = line.payload();
-            if let Some((_, sha, _)) = payload.get(&key) {
+            if let Some((_, sha, _, _)) = payload.get(&key) {
                 if *sha != file.sha256 {
                     bail!("tarball: two different files would be {key}");
                 }
             }
-            payload.insert(key, (file.path.clone(), file.sha256.clone(), file.size));
+            payload.insert(
+                key,
+                (
+                    file.path.clone(),
+                    file.sha256.clone(),
+                    file.size,
+                    deb.name.clone(),
+                ),
+            );
             lines.push(line);
         }
         for (family, dir) in merge_dirs(deb, rpm) {
@@ -124,91 +171,36 @@ pub fn write(
     let mut sums: BTreeMap<String, String> = BTreeMap::new();
     sums.insert("install.sh".into(), hex(&Sha256::digest(&installer)));
     sums.insert("MANIFEST".into(), hex(&Sha256::digest(manifest.as_bytes())));
-    for (key, (_, sha, _)) in &payload {
+    for (key, (_, sha, _, _)) in &payload {
         sums.insert(key.clone(), sha.clone());
     }
     let sha256sums: String = sums.iter().map(|(p, s)| format!("{s}  {p}\n")).collect();
 
-    let mut items: BTreeMap<String, Item> = BTreeMap::new();
-    items.insert("install.sh".into(), Item::Bytes(installer, 0o755));
-    items.insert("MANIFEST".into(), Item::Bytes(manifest.into_bytes(), 0o644));
-    items.insert(
-        "SHA256SUMS".into(),
-        Item::Bytes(sha256sums.into_bytes(), 0o644),
-    );
-    for (key, (path, _, size)) in payload {
+    let own = |path: &str, item| Entry {
+        path: path.into(),
+        item,
+        package: None,
+    };
+    let mut entries = vec![
+        own("install.sh", Item::Bytes(installer, 0o755)),
+        own("MANIFEST", Item::Bytes(manifest.into_bytes(), 0o644)),
+        own("SHA256SUMS", Item::Bytes(sha256sums.into_bytes(), 0o644)),
+    ];
+    for (key, (path, _, size, package)) in payload {
         // Payload modes are the MANIFEST's: the installer sets them anyway,
         // and a plain `tar -x` gives the same result.
         let mode = lines
             .iter()
             .find(|l| l.kind != "dir" && l.payload() == key)
             .map_or(0o644, |l| l.mode);
-        items.insert(key, Item::File { path, size, mode });
+        entries.push(Entry {
+            path: key,
+            item: Item::File { path, size, mode },
+            package: Some(package),
+        });
     }
-    let dirs: Vec<String> = items
-        .keys()
-        .flat_map(|k| {
-            let parts: Vec<&str> = k.split('/').collect();
-            (1..parts.len()).map(move |n| format!("{}/", parts[..n].join("/")))
-        })
-        .collect();
-    for d in dirs {
-        items.insert(d, Item::Dir);
-    }
-
-    let top = top_dir(k8s_version, arch);
-    crate::util::write_atomic(&out, 0o644, |file| {
-        let encoder = codec::encoder(meta.codecs.tar, meta.threads, BufWriter::new(file))
-            .context("starting the compressor")?;
-        let mut tar = tar::Builder::new(encoder);
-        append(&mut tar, &format!("{top}/"), &Item::Dir, meta.epoch)?;
-        for (key, item) in &items {
-            append(&mut tar, &format!("{top}/{key}"), item, meta.epoch)?;
-        }
-        let encoder = tar.into_inner().context("finishing the tar stream")?;
-        let mut buf = encoder
-            .finish()
-            .context("finishing the compressed stream")?;
-        buf.flush().context("writing the tarball")?;
-        Ok(())
-    })
-    .with_context(|| format!("writing {}", out.display()))?;
-    Ok(out)
-}
-
-fn append<W: Write>(tar: &mut tar::Builder<W>, path: &str, item: &Item, epoch: u64) -> Result<()> {
-    let mut header = tar::Header::new_gnu();
-    header.set_uid(0);
-    header.set_gid(0);
-    header.set_mtime(epoch);
-    let result = match item {
-        Item::Dir => {
-            header.set_entry_type(tar::EntryType::Directory);
-            header.set_mode(0o755);
-            header.set_size(0);
-            tar.append_data(&mut header, path, io::empty())
-        }
-        Item::Bytes(data, mode) => {
-            header.set_entry_type(tar::EntryType::Regular);
-            header.set_mode(*mode);
-            header.set_size(data.len() as u64);
-            tar.append_data(&mut header, path, data.as_slice())
-        }
-        Item::File {
-            path: src,
-            size,
-            mode,
-        } => {
-            header.set_entry_type(tar::EntryType::Regular);
-            header.set_mode(*mode);
-            header.set_size(*size);
-            let file = fs::File::open(src).with_context(|| format!("reading {}", src.display()))?;
-            // take(): a file that grew since staging must not corrupt the
-            // archive; a shorter one fails in append_data.
-            tar.append_data(&mut header, path, file.take(*size))
-        }
-    };
-    result.with_context(|| format!("adding {path}"))
+    entries.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(entries)
 }
 
 /// Files of a package for the tarball: `any` where deb and rpm agree on

@@ -99,11 +99,23 @@ fn staged(tmp: &Path) -> StagedArch {
         &tmp.join("stage"),
     )
     .unwrap();
+    // A stand-in for busybox: the image writer only copies it.
+    let oci_base = stage::stage_oci_base(
+        &spec,
+        Arch::Amd64,
+        "1:1.35.0-4",
+        b"#!/bin/sh\n# stand-in shell\n",
+        b"copyright\n",
+        EPOCH,
+        &tmp.join("stage"),
+    )
+    .unwrap();
     StagedArch {
         arch: Arch::Amd64,
         packages,
         installer: stage::installer(&spec).unwrap(),
         sysext: Some(sysext),
+        oci_base: Some(oci_base),
     }
 }
 
@@ -570,4 +582,99 @@ fn sysext_hosts_are_checked_when_they_are_read() {
         let err = format!("{:#}", render(bad).unwrap_err());
         assert!(err.contains(says) && !err.contains('\n'), "{bad}: {err}");
     }
+}
+
+/// The members of a gzip-compressed layer.
+fn layer_members(gz: &[u8]) -> BTreeMap<String, (tar::Header, Vec<u8>)> {
+    tar_members(flate2::read::GzDecoder::new(gz))
+}
+
+#[test]
+fn the_installer_image_is_a_layout_whose_blobs_match_their_names() {
+    let tmp = tempfile::tempdir().unwrap();
+    let arch = staged(tmp.path());
+    let spec = Spec::load(&crate::util::repo_root()).unwrap();
+    let oci = stage::stage_oci(&spec, "1.34.2-1").unwrap();
+    let arches = [arch];
+    let mut archives = Vec::new();
+    for run in ["a", "b"] {
+        let out = tmp.path().join(format!("oci-{run}"));
+        fs::create_dir(&out).unwrap();
+        let path = super::oci::write(&arches, &oci, "1.34.2", &options(), &out).unwrap();
+        archives.push(fs::read(path).unwrap());
+    }
+    assert!(archives[0] == archives[1], "two writes of the image differ");
+
+    let members = tar_members(archives[0].as_slice());
+    for (name, (header, _)) in &members {
+        assert!(root_owned(header), "{name} is not root-owned");
+        assert_eq!(header.mtime().unwrap(), EPOCH, "{name}");
+    }
+    let json = |name: &str| -> serde_json::Value {
+        serde_json::from_slice(&members[name].1).unwrap_or_else(|e| panic!("{name}: {e}"))
+    };
+    let blob = |digest: &str| -> &[u8] {
+        let hex = digest.strip_prefix("sha256:").unwrap();
+        &members[&format!("blobs/sha256/{hex}")].1
+    };
+    for (name, (_, data)) in &members {
+        if let Some(hex) = name.strip_prefix("blobs/sha256/").filter(|h| !h.is_empty()) {
+            assert_eq!(hex, crate::digest::sha256_bytes(data), "{name}");
+        }
+    }
+    assert_eq!(json("oci-layout")["imageLayoutVersion"], "1.0.0");
+    let index = json("index.json");
+    let top = &index["manifests"][0];
+    assert_eq!(
+        top["annotations"]["org.opencontainers.image.ref.name"],
+        "localhost/kubedist/installer:1.34.2-1"
+    );
+    let manifest: serde_json::Value =
+        serde_json::from_slice(blob(top["digest"].as_str().unwrap())).unwrap();
+    let config: serde_json::Value =
+        serde_json::from_slice(blob(manifest["config"]["digest"].as_str().unwrap())).unwrap();
+    assert_eq!(config["architecture"], "amd64");
+    assert_eq!(config["created"], "2023-11-14T22:13:20Z");
+    let docker = json("manifest.json");
+    assert_eq!(docker[0]["RepoTags"][0], "localhost/kubedist/installer:1.34.2-1");
+
+    // Each layer's diff_id is the digest of its uncompressed tar; every
+    // file the tarball carries is in one of them, at /kubedist/bundle.
+    let layers = manifest["layers"].as_array().unwrap();
+    let diff_ids = config["rootfs"]["diff_ids"].as_array().unwrap();
+    assert_eq!(layers.len(), diff_ids.len());
+    let mut files = BTreeMap::new();
+    let mut mtimes = Vec::new();
+    for (layer, diff_id) in layers.iter().zip(diff_ids) {
+        let gz = blob(layer["digest"].as_str().unwrap());
+        let mut tar = Vec::new();
+        flate2::read::GzDecoder::new(gz).read_to_end(&mut tar).unwrap();
+        assert_eq!(
+            diff_id.as_str().unwrap(),
+            format!("sha256:{}", crate::digest::sha256_bytes(&tar))
+        );
+        let members = layer_members(gz);
+        mtimes.push(members.values().map(|(h, _)| h.mtime().unwrap()).max().unwrap());
+        files.extend(members);
+    }
+    // The shared layers first (mtime 0), the release's last.
+    assert_eq!(mtimes.last(), Some(&EPOCH));
+    assert!(mtimes[..mtimes.len() - 1].iter().all(|&m| m == 0), "{mtimes:?}");
+    let sums = String::from_utf8(files["kubedist/bundle/SHA256SUMS"].1.clone()).unwrap();
+    for line in sums.lines() {
+        let (sha, path) = line.split_once("  ").unwrap();
+        let (_, data) = &files[&format!("kubedist/bundle/{path}")];
+        assert_eq!(sha, crate::digest::sha256_bytes(data), "{path}");
+    }
+    let env = config["config"]["Env"].as_array().unwrap();
+    let want = format!(
+        "KUBEDIST_SHA256SUMS={}",
+        crate::digest::sha256_bytes(sums.as_bytes())
+    );
+    assert!(env.iter().any(|e| e == &serde_json::Value::from(want.clone())), "{env:?}");
+    assert_eq!(files["bin/sh"].0.link_name().unwrap().unwrap().to_str(), Some("busybox"));
+    assert_eq!(files["tmp/"].0.mode().unwrap(), 0o1777);
+    assert_eq!(files["kubedist/entrypoint.sh"].0.mode().unwrap(), 0o755);
+    assert!(String::from_utf8_lossy(&files["kubedist/release"].1)
+        .starts_with("kubedist-1.34.2-linux-amd64"));
 }

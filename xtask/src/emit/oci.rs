@@ -1,0 +1,408 @@
+//! The installer image, `kubedist-installer-<X.Y.Z-R>.oci.tar`: an OCI image
+//! layout (`oci-layout`, `index.json`, `blobs/sha256/…`) as one tar, with a
+//! docker `manifest.json` beside it so that `podman load`, `docker load` and
+//! `skopeo copy oci-archive:` all read the same file. Several architectures
+//! make an image index; `index.json` names it with a full reference
+//! (`localhost/kubedist/installer:<tag>`), which podman and containerd keep
+//! as written. `dist` also unpacks it into a layout directory for `skopeo
+//! copy --all oci:DIR`.
+//!
+//! Inside each image:
+//!
+//! ```text
+//! /bin/busybox, /bin/sh -> busybox   the shell (Debian's busybox-static)
+//! /kubedist/bundle/                  the tarball's top directory: install.sh,
+//!                                    MANIFEST, SHA256SUMS, payload/
+//! /kubedist/entrypoint.sh            verifies, stages on the host, runs install.sh
+//! /kubedist/in-host.sh               what it runs in the host's namespaces
+//! /kubedist/release                  the tarball's directory name
+//! ```
+//!
+//! Layers, in order: the shell; one per package whose version is not the
+//! release's (the CNI plugins, crictl); the release's own files. The first
+//! ones carry mtime 0, so that releases with the same shell and plugins share
+//! those layers byte for byte; the last carries SOURCE_DATE_EPOCH.
+//!
+//! The types are `oci-spec`'s. The layout itself is written here: it is three
+//! small files and content-addressed blobs, and the crate that writes layouts
+//! (`ocidir`) stamps layers with the current time, cannot write an archive,
+//! and would bring OpenSSL into the build. JSON is serialised through
+//! `serde_json::Value`, whose maps are sorted, because oci-spec's maps are
+//! `HashMap`s.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use anyhow::{anyhow, Context, Result};
+use oci_spec::image::{
+    ConfigBuilder, Descriptor, DescriptorBuilder, Digest, HistoryBuilder,
+    ImageConfigurationBuilder, ImageIndexBuilder, ImageManifestBuilder, MediaType, Os,
+    PlatformBuilder, RootFsBuilder,
+};
+use serde::Serialize;
+
+use super::codec::{self, Codec, Kind};
+use super::tarball::{self, Entry};
+use super::{add_parent_dirs, append_tar, Item, Options};
+use crate::digest::sha256_bytes;
+use crate::stage::{StagedArch, StagedOci};
+
+/// The archive's file name for an image tag.
+pub fn file_name(tag: &str) -> String {
+    format!("kubedist-installer-{tag}.oci.tar")
+}
+
+/// Where the tarball's top directory is in the image.
+const BUNDLE: &str = "kubedist/bundle";
+
+/// `org.opencontainers.image.ref.name`: the name the layout gives its image.
+const REF_NAME: &str = "org.opencontainers.image.ref.name";
+
+/// Writes the installer image of `arches` and returns its path.
+pub fn write(
+    arches: &[StagedArch],
+    oci: &StagedOci,
+    k8s_version: &str,
+    options: &Options,
+    out_dir: &Path,
+) -> Result<PathBuf> {
+    let out = out_dir.join(file_name(&oci.tag));
+    let reference = format!("{}:{}", oci.repository, oci.tag);
+    let mut blobs = Blobs::default();
+    let mut images = Vec::new();
+    for arch in arches {
+        images.push(image(arch, oci, k8s_version, options, &mut blobs)?);
+    }
+    let top = match images.as_slice() {
+        [one] => one.manifest.clone(),
+        _ => {
+            let index = ImageIndexBuilder::default()
+                .schema_version(2u32)
+                .media_type(MediaType::ImageIndex)
+                .manifests(images.iter().map(|i| i.manifest.clone()).collect::<Vec<_>>())
+                .build()?;
+            blobs.add(MediaType::ImageIndex, canonical_json(&index)?)?
+        }
+    };
+    let mut top = top;
+    top.set_platform(None);
+    top.set_annotations(Some(HashMap::from([
+        (REF_NAME.to_string(), reference.clone()),
+        ("io.containerd.image.name".to_string(), reference.clone()),
+    ])));
+    let index_json = canonical_json(
+        &ImageIndexBuilder::default()
+            .schema_version(2u32)
+            .manifests(vec![top])
+            .build()?,
+    )?;
+    // docker load reads this; one entry per architecture, the reference on
+    // the only one, or `<reference>-<arch>` on each when there are several.
+    let docker: Vec<DockerEntry> = images
+        .iter()
+        .map(|i| DockerEntry {
+            config: format!("blobs/sha256/{}", i.config),
+            repo_tags: vec![if images.len() == 1 {
+                reference.clone()
+            } else {
+                format!("{reference}-{}", i.arch)
+            }],
+            layers: i
+                .layers
+                .iter()
+                .map(|l| format!("blobs/sha256/{l}"))
+                .collect(),
+        })
+        .collect();
+
+    let mut items: BTreeMap<String, Item> = BTreeMap::new();
+    items.insert(
+        "oci-layout".into(),
+        Item::Bytes(br#"{"imageLayoutVersion":"1.0.0"}"#.to_vec(), 0o644),
+    );
+    items.insert("index.json".into(), Item::Bytes(index_json, 0o644));
+    items.insert(
+        "manifest.json".into(),
+        Item::Bytes(canonical_json(&docker)?, 0o644),
+    );
+    for (hex, data) in blobs.0 {
+        items.insert(format!("blobs/sha256/{hex}"), Item::Bytes(data, 0o644));
+    }
+    add_parent_dirs(&mut items);
+    crate::util::write_atomic(&out, 0o644, |file| {
+        let mut tar = tar::Builder::new(std::io::BufWriter::new(file));
+        for (path, item) in &items {
+            append_tar(&mut tar, path, item, options.epoch)?;
+        }
+        let mut file = tar.into_inner().context("finishing the tar stream")?;
+        std::io::Write::flush(&mut file).context("writing the image archive")?;
+        Ok(())
+    })
+    .with_context(|| format!("writing {}", out.display()))?;
+    Ok(out)
+}
+
+/// One architecture's image: its manifest's descriptor (with its platform)
+/// and the hex digests of its config and layers.
+struct Image {
+    arch: String,
+    manifest: Descriptor,
+    config: String,
+    layers: Vec<String>,
+}
+
+/// The image of one architecture, its blobs added to `blobs`.
+fn image(
+    arch: &StagedArch,
+    oci: &StagedOci,
+    k8s_version: &str,
+    options: &Options,
+    blobs: &mut Blobs,
+) -> Result<Image> {
+    let goarch = arch.arch.go_name();
+    let base = arch
+        .oci_base
+        .as_ref()
+        .with_context(|| format!("installer image: no shell staged for {goarch}"))?;
+    let entries = tarball::contents(arch)?;
+    let sha256sums = entries
+        .iter()
+        .find_map(|e| match (&e.item, e.path.as_str()) {
+            (Item::Bytes(data, _), "SHA256SUMS") => Some(sha256_bytes(data)),
+            _ => None,
+        })
+        .context("installer image: the tarball has no SHA256SUMS")?;
+    let base_label = format!(
+        "{} {} ({}; source: {})",
+        base.package, base.version, base.licence, base.source
+    );
+
+    // The layers: (what they hold, their mtime, their history line).
+    let mut layers: Vec<(BTreeMap<String, Item>, u64, String)> = Vec::new();
+    let mut shell = BTreeMap::new();
+    shell.insert(
+        base.binary.dest.trim_start_matches('/').to_string(),
+        Item::File {
+            path: base.binary.path.clone(),
+            size: base.binary.size,
+            mode: base.binary.mode,
+        },
+    );
+    shell.insert("bin/sh".into(), Item::Symlink("busybox".into()));
+    shell.insert("tmp".into(), Item::Dir(0o1777));
+    shell.insert(
+        base.copyright.dest.trim_start_matches('/').to_string(),
+        Item::File {
+            path: base.copyright.path.clone(),
+            size: base.copyright.size,
+            mode: base.copyright.mode,
+        },
+    );
+    shell.insert(
+        "kubedist/THIRD-PARTY".into(),
+        Item::Bytes(
+            format!(
+                "/bin/busybox is Debian's {}\nversion {}, licence {}, source {}\n\
+                 (its copyright file: {})\n",
+                base.package, base.version, base.licence, base.source, base.copyright.dest
+            )
+            .into_bytes(),
+            0o644,
+        ),
+    );
+    layers.push((shell, 0, format!("the shell: {base_label}")));
+
+    // Packages released on their own schedule first, by name; then the
+    // release's own files.
+    let own_version: BTreeMap<&str, bool> = arch
+        .packages
+        .iter()
+        .filter_map(|p| p.deb.as_ref().or(p.rpm.as_ref()))
+        .map(|s| (s.name.as_str(), s.upstream_version == k8s_version.replace('-', "~")))
+        .collect();
+    let mut by_package: BTreeMap<String, BTreeMap<String, Item>> = BTreeMap::new();
+    let mut release = BTreeMap::new();
+    for Entry {
+        path,
+        item,
+        package,
+    } in entries
+    {
+        let key = format!("{BUNDLE}/{path}");
+        match package {
+            Some(p) if !own_version.get(p.as_str()).copied().unwrap_or(true) => {
+                by_package.entry(p).or_default().insert(key, item);
+            }
+            _ => {
+                release.insert(key, item);
+            }
+        }
+    }
+    for (package, items) in by_package {
+        layers.push((items, 0, format!("package {package}")));
+    }
+    let release_name = tarball::top_dir(k8s_version, arch.arch);
+    for (name, text) in &oci.scripts {
+        release.insert(
+            format!("kubedist/{name}"),
+            Item::Bytes(text.clone().into_bytes(), 0o755),
+        );
+    }
+    release.insert(
+        "kubedist/release".into(),
+        Item::Bytes(format!("{release_name}\n").into_bytes(), 0o644),
+    );
+    for (name, text) in &oci.examples {
+        release.insert(
+            format!("kubedist/examples/{name}"),
+            Item::Bytes(text.clone().into_bytes(), 0o644),
+        );
+    }
+    layers.push((release, options.epoch, format!("release {release_name}")));
+
+    let created = rfc3339(options.epoch)?;
+    let gzip = match options.codecs.tar {
+        Codec {
+            kind: Kind::Gz,
+            level,
+        } => Codec::new(Kind::Gz, level),
+        _ => Codec::new(Kind::Gz, 9),
+    };
+    let mut layer_descriptors = Vec::new();
+    let mut diff_ids = Vec::new();
+    let mut history = Vec::new();
+    for (mut items, mtime, comment) in layers {
+        add_parent_dirs(&mut items);
+        let mut tar = tar::Builder::new(Vec::new());
+        for (path, item) in &items {
+            append_tar(&mut tar, path, item, mtime)?;
+        }
+        let tar = tar.into_inner().context("finishing a layer")?;
+        diff_ids.push(format!("sha256:{}", sha256_bytes(&tar)));
+        let compressed = codec::compress(gzip, options.threads, &tar)
+            .context("compressing a layer")?;
+        layer_descriptors.push(blobs.add(MediaType::ImageLayerGzip, compressed)?);
+        history.push(
+            HistoryBuilder::default()
+                .created(created.clone())
+                .created_by(format!("kubedist: {comment}"))
+                .build()?,
+        );
+    }
+
+    let labels = HashMap::from([
+        ("org.opencontainers.image.title".to_string(), "kubedist-installer".to_string()),
+        ("org.opencontainers.image.version".to_string(), oci.tag.clone()),
+        ("org.opencontainers.image.source".to_string(), options.homepage.clone()),
+        (
+            "org.opencontainers.image.licenses".to_string(),
+            format!("Apache-2.0 AND {}", base.licence),
+        ),
+        (
+            "org.opencontainers.image.description".to_string(),
+            format!(
+                "Installs the Kubernetes {k8s_version} node components onto the host \
+                 mounted at /host (run with --help)"
+            ),
+        ),
+        ("io.kubedist.shell".to_string(), base_label),
+    ]);
+    let mut platform = PlatformBuilder::default()
+        .architecture(oci_spec::image::Arch::from(goarch))
+        .os(Os::Linux);
+    let mut config = ImageConfigurationBuilder::default()
+        .created(created.clone())
+        .architecture(oci_spec::image::Arch::from(goarch))
+        .os(Os::Linux);
+    if goarch == "arm64" {
+        platform = platform.variant("v8");
+        config = config.variant("v8");
+    }
+    let config = config
+        .config(
+            ConfigBuilder::default()
+                .entrypoint(vec!["/bin/sh".to_string(), "/kubedist/entrypoint.sh".to_string()])
+                .cmd(vec!["install".to_string()])
+                .env(vec![
+                    "PATH=/bin".to_string(),
+                    // The entrypoint checks the payload's list against it.
+                    format!("KUBEDIST_SHA256SUMS={sha256sums}"),
+                ])
+                .working_dir("/")
+                .labels(labels.clone())
+                .build()?,
+        )
+        .rootfs(
+            RootFsBuilder::default()
+                .typ("layers")
+                .diff_ids(diff_ids)
+                .build()?,
+        )
+        .history(history)
+        .build()?;
+    let config_descriptor = blobs.add(MediaType::ImageConfig, canonical_json(&config)?)?;
+    let manifest = ImageManifestBuilder::default()
+        .schema_version(2u32)
+        .media_type(MediaType::ImageManifest)
+        .config(config_descriptor.clone())
+        .layers(layer_descriptors.clone())
+        .annotations(HashMap::from([
+            ("org.opencontainers.image.created".to_string(), created),
+            ("org.opencontainers.image.version".to_string(), oci.tag.clone()),
+        ]))
+        .build()?;
+    let mut manifest_descriptor = blobs.add(MediaType::ImageManifest, canonical_json(&manifest)?)?;
+    manifest_descriptor.set_platform(Some(platform.build()?));
+    Ok(Image {
+        arch: goarch.to_string(),
+        manifest: manifest_descriptor,
+        config: hex_of(&config_descriptor),
+        layers: layer_descriptors.iter().map(hex_of).collect(),
+    })
+}
+
+/// Content-addressed blobs by hex SHA-256; a blob two images share is
+/// stored once.
+#[derive(Default)]
+struct Blobs(BTreeMap<String, Vec<u8>>);
+
+impl Blobs {
+    fn add(&mut self, media_type: MediaType, data: Vec<u8>) -> Result<Descriptor> {
+        let hex = sha256_bytes(&data);
+        let descriptor = DescriptorBuilder::default()
+            .media_type(media_type)
+            .size(data.len() as u64)
+            .digest(Digest::from_str(&format!("sha256:{hex}"))?)
+            .build()?;
+        self.0.insert(hex, data);
+        Ok(descriptor)
+    }
+}
+
+fn hex_of(descriptor: &Descriptor) -> String {
+    descriptor.digest().digest().to_string()
+}
+
+/// An entry of docker's `manifest.json`.
+#[derive(Serialize)]
+#[serde(rename_all = "PascalCase")]
+struct DockerEntry {
+    config: String,
+    repo_tags: Vec<String>,
+    layers: Vec<String>,
+}
+
+/// Compact JSON with every map's keys sorted: the same value, the same bytes.
+fn canonical_json<T: Serialize>(value: &T) -> Result<Vec<u8>> {
+    let value = serde_json::to_value(value)?;
+    Ok(serde_json::to_vec(&value)?)
+}
+
+/// `SOURCE_DATE_EPOCH` as RFC 3339 in UTC (`2023-11-14T22:13:20Z`).
+fn rfc3339(epoch: u64) -> Result<String> {
+    let secs = i64::try_from(epoch).map_err(|_| anyhow!("SOURCE_DATE_EPOCH {epoch}: too large"))?;
+    chrono::DateTime::from_timestamp(secs, 0)
+        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+        .ok_or_else(|| anyhow!("SOURCE_DATE_EPOCH {epoch}: out of range"))
+}
