@@ -286,12 +286,13 @@ test_tampered_payload_file_is_refused_before_any_write() {
 	assert_eq "" "$(ls -A "$r/run")" "the host's /run"
 }
 
-test_nsenter_into_a_host_process_starts_the_service_with_its_openrc() {
-	new_root "$LOWER_OPENRC"
-	r=$NEW_ROOT
-	# The stand-in host: OpenRC booted in a process of its own mount and PID
-	# namespaces, chrooted into the root (PID 1 of this machine cannot be
-	# entered). Its /run is the root's tmpfs, shared with this suite.
+# boot_host ROOT : the stand-in host: OpenRC booted in a process of its own
+# mount and PID namespaces, chrooted into ROOT (PID 1 of this machine cannot
+# be entered). Its /run is the root's tmpfs, shared with this suite. Its
+# init's pid (as this suite sees it) in $hp; host_sh runs a script in it.
+# Called from a test (a subshell), which ends the host when it exits.
+boot_host() {
+	r=$1
 	printf '%s\n' "$PRELUDE" >"$r/tmp/host-boot"
 	cat >>"$r/tmp/host-boot" <<'EOF'
 openrc_boot
@@ -305,7 +306,6 @@ EOF
 		exec chroot "$1" /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin sh /tmp/host-boot
 	' host "$r" &
 	outer=$!
-	# This test runs in a subshell: it ends its host itself.
 	trap 'kill -KILL "$outer" 2>/dev/null; wait "$outer" 2>/dev/null || true' EXIT
 	n=50
 	until [ -f "$r/tmp/host-booted" ]; do
@@ -315,10 +315,16 @@ EOF
 	done
 	hp=$(tr -d ' ' <"/proc/$outer/task/$outer/children")
 	echo "== the stand-in host's init is process $hp"
+}
+host_sh() { nsenter -t "$hp" -m -p -r -w /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin sh -c "$1"; }
+
+test_nsenter_into_a_host_process_starts_the_service_with_its_openrc() {
+	new_root "$LOWER_OPENRC"
+	r=$NEW_ROOT
+	boot_host "$r"
 	image_run "$r" --pid=host -e "HOST_PID=$hp" "$REF_CUR" install
 	ok
 	said "installing in the host's namespaces (process $hp)"
-	host_sh() { nsenter -t "$hp" -m -p -r -w /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin sh -c "$1"; }
 	echo "== in the host: enabled and started by its own openrc-run"
 	host_sh 'rc-update show default' | tee "$OT/rc-update"
 	grep -q 'kubelet' "$OT/rc-update"
@@ -336,6 +342,23 @@ starts')
 	sleep 1
 	assert_eq "$before" "$(host_sh "$PRELUDE"'
 starts')" "stand-in kubelet starts"
+}
+
+# Without --pid=host, the host's /proc under /host (its own procfs, as a
+# host's / mounted with -v /:/host has it) leads to the host's PID 1.
+test_nsenter_through_the_hosts_proc_without_pid_host() {
+	new_root "$LOWER_OPENRC"
+	r=$NEW_ROOT
+	boot_host "$r"
+	nsenter -t "$hp" -p -- mount -t proc proc "$r/proc"
+	image_run "$r" "$REF_CUR" install
+	ok
+	said "installing in the host's namespaces (process 1)"
+	# Its PID namespace is not below the container's: enabled by the
+	# host's rc-update, and the run says what that means.
+	said "cannot enter the host's PID namespace (run with --pid=host)"
+	host_sh 'rc-update show default' | grep -q kubelet
+	umount "$r/proc"
 }
 
 test_files_only_without_a_host_shell() {
@@ -380,6 +403,7 @@ kd_test test_umoci_and_runc_install_matches_tarball_install
 kd_test test_tampered_layer_is_refused
 kd_test test_tampered_payload_file_is_refused_before_any_write
 kd_test test_nsenter_into_a_host_process_starts_the_service_with_its_openrc
+kd_test test_nsenter_through_the_hosts_proc_without_pid_host
 kd_test test_files_only_without_a_host_shell
 kd_test test_help_and_bad_arguments
 kd_test test_image_scripts_pass_shellcheck

@@ -222,8 +222,18 @@ fi
 status=0
 if [ -n "$target" ]; then
 	say "installing in the host's namespaces (process ${target##*/})"
+	# The host's PID namespace can be entered only from an ancestor of it
+	# (or when it is ours already: --pid=host). Without it, a service that
+	# install.sh starts itself (OpenRC's) would end with the container.
+	pid_ns=-p"$target/ns/pid"
+	if [ "$(readlink "$target/ns/pid")" = "$(readlink /proc/self/ns/pid)" ]; then
+		pid_ns=
+	elif ! /bin/busybox nsenter "$pid_ns" true 2>/dev/null; then
+		pid_ns=
+		say "note: cannot enter the host's PID namespace (run with --pid=host): a kubelet that OpenRC starts now ends with this container"
+	fi
 	env -i PATH="$host_path" LC_ALL=C /bin/busybox nsenter \
-		-m"$target/ns/mnt" -u"$target/ns/uts" -i"$target/ns/ipc" -n"$target/ns/net" -p"$target/ns/pid" \
+		-m"$target/ns/mnt" -u"$target/ns/uts" -i"$target/ns/ipc" -n"$target/ns/net" ${pid_ns:+"$pid_ns"} \
 		-r"$target/root" -w"$target/root" \
 		/bin/sh "${stage#"$host"}/in-host.sh" "$on_host/install.sh" "$action" "$@" || status=$?
 	exit "$status"
