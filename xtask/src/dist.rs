@@ -276,10 +276,17 @@ fn stage_all(plan: &Plan, args: &Args, work: &Path) -> Result<Vec<StagedArch>> {
     };
     let cache = args.origin.cache(spec);
     let installer = stage::installer(spec)?;
-    let mut staged = Vec::new();
+    // Every architecture's upstream files first: the host architecture's
+    // programs write the completions of all of them.
+    let mut upstreams = BTreeMap::new();
     for &arch in &plan.arches {
         eprintln!("==> {arch}: upstream files");
-        let upstream = fetch::ensure(spec, arch, &origin, &cache)?;
+        upstreams.insert(arch, fetch::ensure(spec, arch, &origin, &cache)?);
+    }
+    let host = fetch::host_arch().ok().and_then(|a| upstreams.get(&a));
+    let mut staged = Vec::new();
+    for &arch in &plan.arches {
+        let upstream = &upstreams[&arch];
         let mut built = BTreeMap::new();
         for name in build_names(spec) {
             eprintln!("==> {arch}: building {name}");
@@ -288,7 +295,12 @@ fn stage_all(plan: &Plan, args: &Args, work: &Path) -> Result<Vec<StagedArch>> {
                 crate::build::static_binary(&spec.root, &name, &name, arch)?,
             );
         }
-        let sources = ArchSources { upstream, built };
+        let sources = ArchSources {
+            arch,
+            upstream,
+            built,
+            host,
+        };
         eprintln!("==> {arch}: staging {} packages", spec.packages.len());
         let stage_dir = work.join("stage");
         let mut packages = Vec::new();
@@ -550,12 +562,15 @@ fn build_names(spec: &Spec) -> Vec<String> {
 }
 
 /// The inputs of one architecture.
-struct ArchSources {
-    upstream: Upstream,
+struct ArchSources<'a> {
+    arch: Arch,
+    upstream: &'a Upstream,
     built: BTreeMap<String, PathBuf>,
+    /// The host architecture's upstream files, when this run builds it.
+    host: Option<&'a Upstream>,
 }
 
-impl stage::Sources for ArchSources {
+impl stage::Sources for ArchSources<'_> {
     fn upstream(&self, source: &str, member: &str) -> Result<Vec<(String, PathBuf)>> {
         self.upstream.resolve(source, member)
     }
@@ -568,6 +583,23 @@ impl stage::Sources for ArchSources {
     fn is_standin(&self, source: &str, name: &str) -> bool {
         let full = format!("{source}/{name}");
         self.upstream.standins().iter().any(|s| *s == full)
+    }
+    fn runnable(&self, source: &str, member: &str) -> Result<Vec<PathBuf>, String> {
+        let one = |up: &Upstream| match up.resolve(source, member).as_deref() {
+            Ok([(_, path)]) => Some(path.clone()),
+            _ => None,
+        };
+        if let Some(path) = self.host.and_then(one) {
+            return Ok(vec![path]);
+        }
+        let qemu = self.arch.qemu_user();
+        match one(self.upstream) {
+            Some(path) if crate::util::on_path(qemu) => Ok(vec![PathBuf::from(qemu), path]),
+            _ => Err(format!(
+                "{member} of {} cannot run on the build host, which has no {qemu}",
+                self.arch
+            )),
+        }
     }
 }
 

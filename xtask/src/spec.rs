@@ -239,6 +239,9 @@ pub struct FamilyConf {
     pub host_dirs: Vec<String>,
     /// Our architecture names (Go's) → this family's.
     pub arch: BTreeMap<String, String>,
+    /// Where each shell's completion file for a command goes, with `{name}`
+    /// for the command's name (the family's vendor directories).
+    pub completions: BTreeMap<Shell, String>,
 }
 
 impl FamilyConf {
@@ -312,6 +315,17 @@ impl Arch {
             Arch::S390x => "s390x-unknown-linux-musl",
         }
     }
+
+    /// qemu-user's emulator of this architecture, called by name (binfmt
+    /// may not be set up).
+    pub fn qemu_user(self) -> &'static str {
+        match self {
+            Arch::Amd64 => "qemu-x86_64-static",
+            Arch::Arm64 => "qemu-aarch64-static",
+            Arch::Ppc64le => "qemu-ppc64le-static",
+            Arch::S390x => "qemu-s390x-static",
+        }
+    }
 }
 
 impl fmt::Display for Arch {
@@ -331,6 +345,31 @@ impl std::str::FromStr for Arch {
             "s390x" => Arch::S390x,
             _ => bail!("unknown architecture {s:?} (known: amd64, arm64, ppc64le, s390x)"),
         })
+    }
+}
+
+/// A shell whose completions a command can write (`NAME completion SHELL`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Shell {
+    Bash,
+    Zsh,
+    Fish,
+}
+
+impl Shell {
+    pub fn name(self) -> &'static str {
+        match self {
+            Shell::Bash => "bash",
+            Shell::Zsh => "zsh",
+            Shell::Fish => "fish",
+        }
+    }
+}
+
+impl fmt::Display for Shell {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
     }
 }
 
@@ -413,6 +452,11 @@ pub struct FileEntry {
     pub template: bool,
     /// Only for hosts running this init system.
     pub init: Option<Init>,
+    /// Shells the program (one `upstream` binary) writes
+    /// completions for with `NAME completion SHELL`; stage runs it and ships
+    /// what it prints in the family's `completions` directories.
+    #[serde(default)]
+    pub completions: Vec<Shell>,
 }
 
 /// Where a file's content comes from.
@@ -675,6 +719,27 @@ fn validate_package(
                 }
             }
             Content::Build(_) => {}
+        }
+        if !f.completions.is_empty() {
+            let binary = matches!(f.content(), Content::Upstream { member, .. } if member != "*");
+            if !binary || f.mode.0 & 0o111 == 0 || f.template || f.config {
+                bail!("{at}: `completions` only for one executable upstream program");
+            }
+            for shell in &f.completions {
+                for family in Family::ALL {
+                    if !families
+                        .get(family)
+                        .completions
+                        .get(shell)
+                        .is_some_and(|d| d.contains("{name}"))
+                    {
+                        bail!(
+                            "{at}: completions: pkg/families.toml has no [{family}.completions] \
+                             {shell} path with {{name}}"
+                        );
+                    }
+                }
+            }
         }
         if !dests.insert((f.dest.clone(), f.init)) {
             bail!("{at}: two files have the same dest");
