@@ -483,6 +483,26 @@ fn scripts(spec: &Spec, pkg: &Staged) -> Result<Vec<Script>> {
         .join(" ");
     let units = pkg.systemd_units.join(" ");
     let reload = if under_unitdir { "yes" } else { "no" };
+    // The kernel prerequisites the package ships, applied at once on a
+    // running host by pkg/scripts/kernel-apply (included only then).
+    let shipped = |dir: &str| {
+        pkg.package_files()
+            .find(|f| f.dest.starts_with(dir))
+            .map_or(String::new(), |f| f.dest.clone())
+    };
+    let modules = shipped("/usr/lib/modules-load.d/");
+    let sysctl = shipped("/usr/lib/sysctl.d/");
+    let kernel_apply = if modules.is_empty() && sysctl.is_empty() {
+        String::new()
+    } else {
+        let path = spec.root.join("pkg/scripts/kernel-apply");
+        fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?
+    };
+    let kernel = [
+        ("KERNEL_MODULES", modules),
+        ("KERNEL_SYSCTL", sysctl),
+        ("KERNEL_APPLY", kernel_apply),
+    ];
     let (names, fill): (&[&str], Vec<(&str, String)>) = match pkg.family {
         Family::Deb => {
             if dirs.is_empty() && seeds.is_empty() && units.is_empty() && !under_unitdir {
@@ -501,7 +521,10 @@ fn scripts(spec: &Spec, pkg: &Staged) -> Result<Vec<Script>> {
                     ("SEEDS", seeds),
                     ("UNITS", units.clone()),
                     ("RELOAD", reload.to_string()),
-                ],
+                ]
+                .into_iter()
+                .chain(kernel)
+                .collect(),
             )
         }
         Family::Rpm => {
@@ -515,7 +538,14 @@ fn scripts(spec: &Spec, pkg: &Staged) -> Result<Vec<Script>> {
             };
             (
                 names,
-                vec![("UNITS", units.clone()), ("RELOAD", reload.to_string())],
+                [
+                    ("PACKAGE", pkg.name.clone()),
+                    ("UNITS", units.clone()),
+                    ("RELOAD", reload.to_string()),
+                ]
+                .into_iter()
+                .chain(kernel)
+                .collect(),
             )
         }
     };
