@@ -52,11 +52,20 @@ Options:
   --ignore-package-db install even when the dpkg or rpm database cannot be
                       read (then nothing tells whether kubelet, ... are
                       installed by a package manager)
+  --verify-key KEYFILE
+                      first of all, check SHA256SUMS.asc, the signature of
+                      SHA256SUMS made by `cargo xtask dist --sign`, against
+                      the OpenPGP public key in KEYFILE (armoured or binary,
+                      such as a repository's kubedist.asc or kubedist.gpg),
+                      with gpgv, else sqv; refuse a missing, bad or foreign
+                      signature, and refuse to go on when neither tool is
+                      installed. Without it the signature is not checked
   -h, --help          this text
 
 Before anything is written, every file of the tarball is checked against
 SHA256SUMS (offline), and every file must be listed there: a changed, missing
-or extra file stops the installer with nothing written.
+or extra file stops the installer with nothing written. With --verify-key,
+SHA256SUMS itself is checked first against its signature (SHA256SUMS.asc).
 
 Init system (first rule that applies): --init; the one recorded by an earlier
 install here; the running one (/run/systemd/system: systemd;
@@ -152,6 +161,7 @@ no_start=
 kubelet_only=
 replace_foreign=
 ignore_package_db=
+verify_key=
 
 need_value() {
 	if [ $# -lt 2 ] || [ -z "$2" ]; then usage_error "$1 needs a value"; fi
@@ -163,7 +173,7 @@ while [ $# -gt 0 ]; do
 		[ -z "$action" ] || usage_error "one action only, not '$action' and '$1'"
 		action=$1
 		;;
-	--init=* | --family=* | --prefix=* | --service-dir=* | --kubelet-version=*)
+	--init=* | --family=* | --prefix=* | --service-dir=* | --kubelet-version=* | --verify-key=*)
 		value=${1#*=}
 		name=${1%%=*}
 		shift
@@ -193,6 +203,11 @@ while [ $# -gt 0 ]; do
 	--kubelet-version)
 		need_value "$@"
 		opt_kubelet_version=$2
+		shift
+		;;
+	--verify-key)
+		need_value "$@"
+		verify_key=$2
 		shift
 		;;
 	--dry-run) dry_run=1 ;;
@@ -399,7 +414,45 @@ write_new() { # SRCFILE MODE FILE
 # ---------------------------------------------------------------------------
 # 1. The tarball: checked before anything on the host is touched.
 
+# --verify-key KEYFILE: SHA256SUMS.asc must be a good signature of
+# SHA256SUMS by the key in KEYFILE. gpgv reads binary keyrings only: an
+# armoured key is decoded into one in our temporary directory first (sqv
+# reads either).
+verify_signature() {
+	sig=$here/SHA256SUMS.asc
+	[ -f "$verify_key" ] || die "$verify_key: no such key file (--verify-key)"
+	[ -f "$sig" ] || die "$sig: missing: this tarball is not signed; refusing it (--verify-key)"
+	[ -f "$here/SHA256SUMS" ] || die "$here/SHA256SUMS: missing (run install.sh from the unpacked kubedist tarball)"
+	if command -v gpgv >/dev/null 2>&1; then
+		if grep -q '^-----BEGIN PGP PUBLIC KEY BLOCK-----' "$verify_key"; then
+			awk '/^-----BEGIN PGP PUBLIC KEY BLOCK-----/ { inside = 1; headers = 1; next }
+				/^-----END PGP PUBLIC KEY BLOCK-----/ { exit }
+				inside && headers { if ($0 ~ /^[ \t\r]*$/) headers = 0; next }
+				inside && !/^=/ { print }' "$verify_key" | tr -d '\r' |
+				base64 -d >"$work/keyring.gpg" 2>"$work/err" ||
+				die "$verify_key: not a readable OpenPGP public key (--verify-key)"
+		else
+			cat "$verify_key" >"$work/keyring.gpg"
+		fi
+		mkdir -m 700 "$work/gnupg"
+		if ! GNUPGHOME=$work/gnupg gpgv --keyring "$work/keyring.gpg" "$sig" "$here/SHA256SUMS" >"$work/gpgv" 2>&1; then
+			why=$(grep -m 1 -e 'BAD signature' -e "Can't check" -e 'no valid OpenPGP' "$work/gpgv" | sed 's/^gpgv: //')
+			die "$sig: not a good signature of SHA256SUMS by the key in $verify_key (${why:-$(first_words "$work/gpgv")}); nothing was installed"
+		fi
+		tool=gpgv
+	elif command -v sqv >/dev/null 2>&1; then
+		if ! sqv --keyring "$verify_key" "$sig" "$here/SHA256SUMS" >"$work/sqv" 2>&1; then
+			die "$sig: not a good signature of SHA256SUMS by the key in $verify_key ($(first_words "$work/sqv")); nothing was installed"
+		fi
+		tool=sqv
+	else
+		die "--verify-key: neither gpgv nor sqv is installed, so $sig cannot be checked; install one (gnupg's gpgv, or sqv) or leave out --verify-key"
+	fi
+	say "SHA256SUMS: good signature by the key in $verify_key ($tool)"
+}
+
 verify_tarball() {
+	[ -z "$verify_key" ] || verify_signature
 	sums=$here/SHA256SUMS
 	[ -f "$sums" ] || die "$sums: missing (run install.sh from the unpacked kubedist tarball)"
 	[ -f "$here/MANIFEST" ] || die "$here/MANIFEST: missing (run install.sh from the unpacked kubedist tarball)"
@@ -415,7 +468,8 @@ verify_tarball() {
 	[ -z "$dup" ] || die "$sums: $dup is listed twice"
 
 	# Every file of the tarball must be listed: an extra file is refused.
-	(cd "$here" && find . ! -type d) | sed 's|^\./||' | grep -vx SHA256SUMS | sort >"$work/present"
+	# (SHA256SUMS.asc, dist --sign's signature of SHA256SUMS, is not listed in it.)
+	(cd "$here" && find . ! -type d) | sed 's|^\./||' | grep -vxF -e SHA256SUMS -e SHA256SUMS.asc | sort >"$work/present"
 	extra=$(awk 'NR == FNR { listed[$0] = 1; next } !($0 in listed)' "$work/listed" "$work/present" | head -n 1)
 	[ -z "$extra" ] || die "$here/$extra: not listed in SHA256SUMS; refusing a tarball with unknown files"
 	odd=$(cd "$here" && find . ! -type d ! -type f | head -n 1)

@@ -18,6 +18,7 @@ use crate::cache::Cache;
 use crate::emit::codec::Codecs;
 use crate::emit::{self, Options};
 use crate::fetch::{self, Origin, OriginArgs, Upstream};
+use crate::keys::RepoKey;
 use crate::spec::{Arch, Content, Family, Spec, SysextOs};
 use crate::stage::{self, Staged, StagedArch};
 
@@ -116,6 +117,17 @@ pub struct Args {
     /// Artifacts written at the same time. Default: the number of CPUs.
     #[arg(long, value_name = "N")]
     pub jobs: Option<usize>,
+    /// Sign SHA256SUMS, of the output directory and inside each tarball,
+    /// with the OpenPGP secret key in FILE (as `cargo xtask repo --key`):
+    /// a detached armoured SHA256SUMS.asc beside it, made at
+    /// SOURCE_DATE_EPOCH. A protected key's passphrase comes from
+    /// KUBEDIST_KEY_PASSPHRASE. `install.sh --verify-key` checks it.
+    #[arg(long, value_name = "FILE", conflicts_with = "sign_gpg_key")]
+    pub sign: Option<PathBuf>,
+    /// As --sign, with the secret key gpg's agent holds for KEYID (gpg's
+    /// signatures carry gpg's clock, not SOURCE_DATE_EPOCH).
+    #[arg(long, value_name = "KEYID")]
+    pub sign_gpg_key: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum)]
@@ -244,12 +256,26 @@ fn plan(spec: &Spec, args: &Args) -> Result<Plan> {
             }
         }
     };
+    let signer = match (&args.sign, &args.sign_gpg_key) {
+        (Some(path), _) => Some(RepoKey::load(
+            path,
+            std::env::var(crate::keys::PASSPHRASE_ENV).ok(),
+        )?),
+        (None, Some(id)) => Some(RepoKey::from_gpg(id)?),
+        (None, None) => None,
+    };
+    if let Some(key) = &signer {
+        for warning in key.check_validity(std::time::SystemTime::now())? {
+            eprintln!("warning: {warning}");
+        }
+    }
     let options = Options {
         homepage: homepage(&spec.root)?,
         epoch,
         codecs,
         // Set once the number of jobs is known (`write_artifacts`).
         threads: 1,
+        signer: signer.map(std::sync::Arc::new),
     };
     Ok(Plan {
         spec,
@@ -443,6 +469,7 @@ fn publish(plan: &Plan, written: &[Built]) -> Result<()> {
         names.push(name);
     }
     let summary = write_sums(out_dir, &known)?;
+    sign_sums(out_dir, &plan.options)?;
     if let Some(cache) = &plan.cache {
         // Room for a few runs like this one.
         let size: u64 = summary.iter().map(|r| r.1).sum();
@@ -654,8 +681,14 @@ impl Job<'_> {
                 serde_json::to_string(arch)?,
             ),
         };
+        // The signing key's fingerprint: a tarball signed by another key (or
+        // by none) is another artifact.
+        let signer = options
+            .signer
+            .as_ref()
+            .map_or(String::new(), |k| k.fingerprint());
         Ok(format!(
-            "{format}\n{codec}\n{}\n{}\n{k8s_version}\n{input}\n",
+            "{format}\n{codec}\n{}\n{}\n{k8s_version}\n{signer}\n{input}\n",
             options.epoch, options.homepage
         ))
     }
@@ -767,6 +800,32 @@ fn write_sums(dir: &Path, known: &BTreeMap<String, String>) -> Result<Vec<(Strin
     let path = dir.join("SHA256SUMS");
     crate::util::write_bytes_atomic(&path, text.as_bytes(), 0o644)?;
     Ok(rows)
+}
+
+/// `dist --sign`: `dir/SHA256SUMS.asc`, the detached signature of
+/// `dir/SHA256SUMS`. Unsigned, an earlier run's signature is removed: it
+/// would not match.
+fn sign_sums(dir: &Path, options: &Options) -> Result<()> {
+    let path = dir.join(emit::SUMS_SIGNATURE);
+    let Some(key) = &options.signer else {
+        return match fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                Err(e).with_context(|| format!("removing {}", path.display()))
+            }
+            _ => Ok(()),
+        };
+    };
+    let sums = dir.join("SHA256SUMS");
+    let data = fs::read(&sums).with_context(|| format!("reading {}", sums.display()))?;
+    let signature = key.detached_armored(&data, options.epoch)?;
+    crate::util::write_bytes_atomic(&path, signature.as_bytes(), 0o644)?;
+    eprintln!(
+        "==> signed SHA256SUMS ({}) with {} ({})",
+        emit::SUMS_SIGNATURE,
+        key.fingerprint(),
+        key.user_id()
+    );
+    Ok(())
 }
 
 fn print_summary(out_dir: &Path, written: &[String], rows: &[(String, u64, String)]) {

@@ -6,6 +6,7 @@
 //!   install.sh                  the installer (installer/install.sh)
 //!   MANIFEST                    family init kind mode package path, tab-separated, sorted
 //!   SHA256SUMS                  `sha256  relative/path` of every other file
+//!   SHA256SUMS.asc              with `dist --sign`: its detached signature
 //!   payload/<family>/<path>     the content of each file entry
 //! ```
 //!
@@ -130,6 +131,13 @@ pub fn write(
     let sha256sums: String = sums.iter().map(|(p, s)| format!("{s}  {p}\n")).collect();
 
     let mut items: BTreeMap<String, Item> = BTreeMap::new();
+    if let Some(key) = &meta.signer {
+        let signature = key.detached_armored(sha256sums.as_bytes(), meta.epoch)?;
+        items.insert(
+            super::SUMS_SIGNATURE.into(),
+            Item::Bytes(signature.into_bytes(), 0o644),
+        );
+    }
     items.insert("install.sh".into(), Item::Bytes(installer, 0o755));
     items.insert("MANIFEST".into(), Item::Bytes(manifest.into_bytes(), 0o644));
     items.insert(

@@ -64,6 +64,7 @@ fn options() -> Options {
         epoch: EPOCH,
         codecs: Codecs::FAST,
         threads: 1,
+        signer: None,
     }
 }
 

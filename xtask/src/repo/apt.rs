@@ -12,7 +12,7 @@ use anyhow::{bail, Context, Result};
 
 use super::debfile::{self, Control};
 use super::files::{self, Digests};
-use super::keys::RepoKey;
+use crate::keys::RepoKey;
 use super::Settings;
 
 /// Fields the repository computes; a package's own values are dropped.

@@ -7,7 +7,7 @@ use std::path::Path;
 use anyhow::Result;
 
 use super::files::FILE_MODE;
-use super::keys::RepoKey;
+use crate::keys::RepoKey;
 use super::Settings;
 
 /// Where the snippets tell apt hosts to install `kubedist.gpg`.

@@ -29,7 +29,7 @@ use anyhow::{bail, Context, Result};
 use backhand::{FilesystemReader, InnerNode};
 
 use super::files::{self, Digests};
-use super::keys::RepoKey;
+use crate::keys::RepoKey;
 use super::Settings;
 
 /// Where the images go, below the repository root.

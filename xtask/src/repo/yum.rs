@@ -21,7 +21,7 @@ use rpm::{Package, PackageMetadata};
 use sha2::{Digest, Sha256};
 
 use super::files;
-use super::keys::RepoKey;
+use crate::keys::RepoKey;
 use super::Settings;
 
 /// Top-level directories that are never rpm architectures.
