@@ -1164,8 +1164,10 @@ EOF
 
 # --- V: a signed tarball (dist --sign) and install.sh --verify-key ----------
 
-# A signing key and a foreign one, made by gpg in a home of our own.
-tb_gpg() { gpg --homedir "$TB/gnupg" --batch --passphrase '' "$@"; }
+# A signing key (protected, as a real one is) and a foreign one, made by gpg
+# in a home of our own.
+KEY_PASSPHRASE=kubedist-test
+tb_gpg() { gpg --homedir "$TB/gnupg" --batch --pinentry-mode loopback --passphrase "$KEY_PASSPHRASE" "$@"; }
 
 test_signed_tarball_verified_before_anything() {
 	mkdir -m 0700 "$TB/gnupg"
@@ -1179,12 +1181,12 @@ test_signed_tarball_verified_before_anything() {
 	gpgconf --homedir "$TB/gnupg" --kill gpg-agent >/dev/null 2>&1 || true
 
 	echo "== cargo xtask dist --sign"
-	(cd "$KD_REPO" && cargo xtask dist --fixtures --arch amd64 --formats tar --fast \
-		--sign "$TB/keys/sign.key" --out "$TB/signed") >&2
+	(cd "$KD_REPO" && KUBEDIST_KEY_PASSPHRASE=$KEY_PASSPHRASE cargo xtask dist --fixtures --arch amd64 \
+		--formats tar --fast --sign "$TB/keys/sign.key" --out "$TB/signed") >&2
 	GNUPGHOME=$TB/gnupg gpgv --keyring "$TB/keys/sign.gpg" "$TB/signed/SHA256SUMS.asc" "$TB/signed/SHA256SUMS"
 	cp "$TB/signed/SHA256SUMS.asc" "$TB/first.asc"
-	(cd "$KD_REPO" && cargo xtask dist --fixtures --arch amd64 --formats tar --fast \
-		--sign "$TB/keys/sign.key" --out "$TB/signed") >&2
+	(cd "$KD_REPO" && KUBEDIST_KEY_PASSPHRASE=$KEY_PASSPHRASE cargo xtask dist --fixtures --arch amd64 \
+		--formats tar --fast --sign "$TB/keys/sign.key" --out "$TB/signed") >&2
 	cmp "$TB/first.asc" "$TB/signed/SHA256SUMS.asc" || {
 		echo "assertion failed: the signature of SHA256SUMS differs between two runs" >&2
 		return 1
