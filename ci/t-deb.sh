@@ -32,7 +32,7 @@
 # shellcheck source=ci/lib.sh
 . "$(dirname "$0")/lib.sh"
 
-kd_require mmdebstrap unshare dpkg-deb apt-ftparchive jq sha256sum piuparts
+kd_require mmdebstrap unshare dpkg-deb apt-ftparchive jq sha256sum piuparts zsh fish
 kd_require_dist
 
 PACKAGES="kubelet kubeadm kubectl kubernetes-cni cri-tools"
@@ -530,14 +530,15 @@ kernel_recorders() { # ROOT
     : >"$1$KERNEL_LOG"
 }
 
-# in_chroot ROOT CMD... : CMD chrooted into ROOT as an image build runs it,
-# without a PID namespace of its own: PID 1 is the host's, outside ROOT.
+# in_chroot ROOT CMD... : CMD chrooted into ROOT as an image build runs it:
+# PID 1 (of fresh PID and mount namespaces: the shell that sets them up)
+# stays outside ROOT, as the build host's init does.
 in_chroot() {
     # shellcheck disable=SC2016 # expanded by the inner shell
-    unshare --mount -- sh -c '
+    unshare --mount --pid --fork --kill-child -- sh -c '
         root=$1; shift
         mount -t proc proc "$root/proc"
-        exec chroot "$root" /usr/bin/env -i \
+        chroot "$root" /usr/bin/env -i \
             PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
             HOME=/root LANG=C.UTF-8 DEBIAN_FRONTEND=noninteractive "$@"
     ' in_chroot "$@"

@@ -252,7 +252,8 @@ test_help_explains_everything() {
 		KUBELET_VERSION /opt/kubernetes SHA256SUMS .new install.manifest 'nothing to do' \
 		interrupted package-manager 'sv restart kubelet' 'kubeadm upgrade' /opt/cni/bin 'Exit status' \
 		--replace-foreign --ignore-package-db /var/lib/kubedist/displaced symlink 'inside the root' \
-		merged-/usr .kubedist-tmp 'boot' 'start time' 'refuses'; do
+		merged-/usr .kubedist-tmp 'boot' 'start time' 'refuses' --verify-key SHA256SUMS.asc gpgv sqv \
+		'Kernel prerequisites' 'in a chroot' 'never fails'; do
 		grep -qF -- "$w" "$TB/help" || { echo "--help does not mention '$w'"; return 1; }
 	done
 	set +e
@@ -1257,10 +1258,11 @@ test_kernel_prerequisites_applied_only_on_a_running_host() {
 		chmod 0755 "$ROOT_P/usr/local/sbin/$tool"
 	done
 	echo "== in a chroot whose PID 1 is outside it (an image build)"
+	# PID 1 of the fresh PID namespace is the shell that chroots, outside it.
 	# shellcheck disable=SC2016 # expanded by the inner shell
-	unshare --mount -- sh -c '
+	unshare --mount --pid --fork --kill-child -- sh -c '
 		mount -t proc proc "$1/proc"
-		exec chroot "$1" /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+		chroot "$1" /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
 			sh -c "\$(echo /srv/kd/cur/kubedist-*-linux-amd64)/install.sh --init openrc"
 	' chrooted "$ROOT_P" >"$TB/p.out" 2>&1 || { cat "$TB/p.out"; return 1; }
 	cat "$TB/p.out"

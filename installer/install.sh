@@ -132,6 +132,15 @@ otherwise the commands to run are printed):
             kubeadm cannot restart a runit service: after `kubeadm upgrade`,
             run `sv restart kubelet`.
 
+Kernel prerequisites (/usr/lib/modules-load.d/kubernetes.conf and
+/usr/lib/sysctl.d/60-kubernetes.conf, or files of the same name in /etc or
+/run): the boot applies them; after a change install.sh also loads the
+modules (modprobe) and applies the settings (sysctl -p) at once, but only on
+a running host: not with --prefix, not in a chroot (/ is not PID 1's root,
+or /proc/1/root cannot be read, as in an image build), not in a container.
+One line says what was applied, or skipped and why; it never fails the
+install.
+
 Exit status: 0 done, 1 error (one line on stderr), 2 bad usage.
 EOF
 }
