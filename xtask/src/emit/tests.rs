@@ -572,3 +572,39 @@ fn sysext_hosts_are_checked_when_they_are_read() {
         assert!(err.contains(says) && !err.contains('\n'), "{bad}: {err}");
     }
 }
+
+#[test]
+fn a_signed_tarball_carries_a_reproducible_signature_of_its_sha256sums() {
+    use pgp::composed::{Deserializable, DetachedSignature, SignedPublicKey};
+    let tmp = tempfile::tempdir().unwrap();
+    let arch = staged(tmp.path());
+    let key = crate::keys::RepoKey::generate_test_key(&tmp.path().join("k.asc")).unwrap();
+    let public =
+        SignedPublicKey::from_bytes(std::io::BufReader::new(&key.public_binary().unwrap()[..]))
+            .unwrap();
+    let signed = Options {
+        signer: Some(std::sync::Arc::new(key)),
+        ..options()
+    };
+    let top = "kubedist-1.34.2-linux-amd64";
+    let mut written = Vec::new();
+    for run in ["a", "b"] {
+        let out = tmp.path().join(run);
+        fs::create_dir(&out).unwrap();
+        let path = super::tarball::write(&arch, "1.34.2", &signed, &out).unwrap();
+        written.push(fs::read(&path).unwrap());
+    }
+    assert!(written[0] == written[1], "two signed tarballs differ");
+    let members = tar_members(flate2::read::GzDecoder::new(&written[0][..]));
+    let sums = &members[&format!("{top}/SHA256SUMS")].1;
+    let asc = String::from_utf8(members[&format!("{top}/SHA256SUMS.asc")].1.clone()).unwrap();
+    let (sig, _) = DetachedSignature::from_string(&asc).unwrap();
+    sig.verify(&public, sums).unwrap();
+    assert!(sig.verify(&public, b"tampered\n").is_err());
+    // The signature is not among the files SHA256SUMS lists.
+    assert!(!String::from_utf8_lossy(sums).contains("SHA256SUMS.asc"));
+    // Unsigned: no signature file.
+    let path = super::tarball::write(&arch, "1.34.2", &options(), tmp.path()).unwrap();
+    let members = tar_members(flate2::read::GzDecoder::new(fs::File::open(path).unwrap()));
+    assert!(!members.contains_key(&format!("{top}/SHA256SUMS.asc")));
+}
