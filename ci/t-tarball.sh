@@ -1170,6 +1170,9 @@ EOF
 KEY_PASSPHRASE=kubedist-test
 tb_gpg() { gpg --homedir "$TB/gnupg" --batch --pinentry-mode loopback --passphrase "$KEY_PASSPHRASE" "$@"; }
 
+new_root "$LOWER_OPENRC"
+ROOT_V=$NEW_ROOT
+
 test_signed_tarball_verified_before_anything() {
 	mkdir -m 0700 "$TB/gnupg"
 	tb_gpg --quick-gen-key "kubedist dist test <dist@kubedist.invalid>" ed25519 sign never
@@ -1193,8 +1196,7 @@ test_signed_tarball_verified_before_anything() {
 		return 1
 	}
 
-	new_root "$LOWER_OPENRC"
-	r=$NEW_ROOT
+	r=$ROOT_V
 	mkdir -p "$r/srv/kd/signed" "$r/srv/kd/keys"
 	tar -xzf "$(one "$TB/signed"/kubedist-*-linux-amd64.tar.gz)" -C "$r/srv/kd/signed"
 	cp "$TB/keys/sign.asc" "$TB/keys/sign.gpg" "$TB/keys/other.asc" "$r/srv/kd/keys/"
@@ -1225,7 +1227,15 @@ refused 'printf x >>/tmp/t/payload/any/usr/bin/kubectl && (cd /tmp/t && grep -v 
 	/srv/kd/keys/sign.asc "/tmp/t/SHA256SUMS.asc: not a good signature of SHA256SUMS by the key in /srv/kd/keys/sign.asc"
 refused 'rm /tmp/t/SHA256SUMS.asc' /srv/kd/keys/sign.asc "/tmp/t/SHA256SUMS.asc: missing: this tarball is not signed"
 refused 'printf "not a key\n" >/tmp/key' /tmp/key "/tmp/t/SHA256SUMS.asc: not a good signature of SHA256SUMS by the key in /tmp/key"
-refused 'mv /usr/bin/gpgv /usr/bin/gpgv.off' /srv/kd/keys/sign.asc "--verify-key: neither gpgv nor sqv is installed"
+echo "== neither gpgv nor sqv"
+mv /usr/bin/gpgv /usr/bin/gpgv.off
+command -v sqv && fail "sqv is installed here: the test proves nothing"
+snapshot /tmp/n0 mtime /srv/kd
+run_install "$SIGNED" --verify-key /srv/kd/keys/sign.asc
+[ "$rc" = 1 ] || fail "install.sh exited with $rc, expected 1"
+one_line_error "--verify-key: neither gpgv nor sqv is installed, so $SIGNED/SHA256SUMS.asc cannot be checked"
+snapshot /tmp/n1 mtime /srv/kd
+same_snapshot /tmp/n0 /tmp/n1 "a refused install changed the root"
 mv /usr/bin/gpgv.off /usr/bin/gpgv
 echo "== the unsigned tarball is refused with --verify-key, installs without"
 run_install "$CUR" --verify-key /srv/kd/keys/sign.asc --dry-run
