@@ -45,6 +45,7 @@ Examples:
   cargo xtask dist --compression deb=zstd:19,tar=gz:6  # debs for dpkg >= 1.21.18 only
   cargo xtask dist --formats sysext --sysext-os flatcar:1.0  # Flatcar only
   SOURCE_DATE_EPOCH=1700000000 cargo xtask dist --revision 2
+  cargo xtask dist --sign /root/release-signing.asc   # SHA256SUMS.asc, checked by install.sh --verify-key
 
 Compression (see docs/performance.md for times and sizes):
   deb  xz:0-9 (default xz:6; every dpkg), zstd:1-19 (dpkg >= 1.21.18), gz:1-9

@@ -905,6 +905,32 @@ mod tests {
     }
 
     #[test]
+    fn completions_only_for_an_upstream_program_and_known_shell_paths() {
+        let toml = std::fs::read_to_string(repo_root().join("pkg/kubelet.toml")).unwrap();
+        let on_unit = toml.replacen(
+            "dest = \"{unitdir}/kubelet.service\"\n",
+            "dest = \"{unitdir}/kubelet.service\"\ncompletions = [\"bash\"]\n",
+            1,
+        );
+        assert_ne!(on_unit, toml);
+        let dir = broken_root("kubelet.toml", &on_unit);
+        let err = format!("{:#}", Spec::load(dir.path()).unwrap_err());
+        assert!(
+            err.contains("kubelet.toml") && err.contains("`completions` only for"),
+            "{err}"
+        );
+        let unknown = toml.replacen(
+            "dest = \"/usr/bin/kubelet\"\nmode = \"0755\"\n",
+            "dest = \"/usr/bin/kubelet\"\nmode = \"0755\"\ncompletions = [\"tcsh\"]\n",
+            1,
+        );
+        assert_ne!(unknown, toml);
+        let dir = broken_root("kubelet.toml", &unknown);
+        let err = format!("{:#}", Spec::load(dir.path()).unwrap_err());
+        assert!(err.contains("tcsh"), "{err}");
+    }
+
+    #[test]
     fn a_host_directory_is_no_package_directory() {
         let toml = std::fs::read_to_string(repo_root().join("pkg/kubernetes-cni.toml")).unwrap();
         let dir = broken_root(
