@@ -82,6 +82,12 @@ pub struct Staged {
     pub files: Vec<StagedFile>,
     /// Sorted by path.
     pub dirs: Vec<StagedDir>,
+    /// The shell completion directories the package's completion files are
+    /// in, with their parents up to a host directory (sorted). They belong
+    /// to the shells' packages, which may be absent: an rpm owns them too,
+    /// or erasing it would leave them behind (dpkg tracks directories by
+    /// itself).
+    pub completion_dirs: Vec<String>,
     /// Maintainer scripts, rendered from `pkg/scripts/<family>-<name>`
     /// (deb: postinst, postrm, prerm; rpm: post, postun, preun).
     pub scripts: Vec<Script>,
@@ -332,6 +338,7 @@ fn stage_one(
     let mut files = Vec::new();
     let mut standins = Vec::new();
     let mut no_completions = Vec::new();
+    let mut completion_dirs = std::collections::BTreeSet::new();
 
     for entry in &package.files {
         let init_dir = root.join(entry.init.map_or("any", Init::name));
@@ -380,6 +387,14 @@ fn stage_one(
                         check_path(&dest).with_context(|| format!("completion file {dest}"))?;
                         let staged = root.join("any").join(dest.trim_start_matches('/'));
                         let (sha256, size) = write_file(&staged, text, 0o644, epoch)?;
+                        let mut dir = Path::new(&dest).parent();
+                        while let Some(d) = dir.and_then(Path::to_str) {
+                            if d == "/" || fam.host_dirs.iter().any(|h| h == d) {
+                                break;
+                            }
+                            completion_dirs.insert(d.to_string());
+                            dir = Path::new(d).parent();
+                        }
                         files.push(StagedFile {
                             dest,
                             path: staged,
@@ -452,6 +467,7 @@ fn stage_one(
         systemd_units: package.systemd_units.clone(),
         files,
         dirs,
+        completion_dirs: completion_dirs.into_iter().collect(),
         scripts: Vec::new(),
         license: license.to_string(),
     };
