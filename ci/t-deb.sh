@@ -32,7 +32,7 @@
 # shellcheck source=ci/lib.sh
 . "$(dirname "$0")/lib.sh"
 
-kd_require mmdebstrap unshare dpkg-deb apt-ftparchive jq sha256sum piuparts
+kd_require mmdebstrap unshare dpkg-deb apt-ftparchive jq sha256sum piuparts zsh fish
 kd_require_dist
 
 PACKAGES="kubelet kubeadm kubectl kubernetes-cni cri-tools"
@@ -513,6 +513,132 @@ upgrade_kubeadm_alone_while_others_held() { # failure 8
 kd_test mixed_versions_prev_kubeadm_with_cur_kubelet
 kd_test older_versions_stay_installable
 kd_test upgrade_kubeadm_alone_while_others_held
+
+# --- root F: the kernel prerequisites applied on install; completions -------
+
+ROOT_F=$(new_root)
+KERNEL_LOG=/var/log/kd-kernel.log
+
+# Recorders in front of modprobe and sysctl (/usr/local/sbin comes first on
+# PATH): they log their arguments to KERNEL_LOG and change nothing.
+kernel_recorders() { # ROOT
+    mkdir -p "$1/usr/local/sbin"
+    for tool in modprobe sysctl; do
+        printf '#!/bin/sh\necho "%s $*" >>%s\n' "$tool" "$KERNEL_LOG" >"$1/usr/local/sbin/$tool"
+        chmod 0755 "$1/usr/local/sbin/$tool"
+    done
+    : >"$1$KERNEL_LOG"
+}
+
+# in_chroot ROOT CMD... : CMD chrooted into ROOT as an image build runs it:
+# PID 1 (of fresh PID and mount namespaces: the shell that sets them up)
+# stays outside ROOT, as the build host's init does.
+in_chroot() {
+    # shellcheck disable=SC2016 # expanded by the inner shell
+    unshare --mount --pid --fork --kill-child -- sh -c '
+        root=$1; shift
+        mount -t proc proc "$root/proc"
+        chroot "$root" /usr/bin/env -i \
+            PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+            HOME=/root LANG=C.UTF-8 DEBIAN_FRONTEND=noninteractive "$@"
+    ' in_chroot "$@"
+}
+
+kernel_prerequisites_skipped_in_a_chroot() {
+    kernel_recorders "$ROOT_F"
+    out=$(kd_keep_output in_chroot "$ROOT_F" sh -c \
+        'cd /srv/cur && apt-get install -y ./kubelet_*.deb ./kubernetes-cni_*.deb </dev/null')
+    assert_grep '^kubelet: kernel prerequisites not applied now: running in a chroot; the boot applies /usr/lib/modules-load.d/kubernetes.conf and /usr/lib/sysctl.d/60-kubernetes.conf$' "$out"
+    assert_eq "" "$(cat "$ROOT_F$KERNEL_LOG")" "modprobe and sysctl calls in a chroot"
+}
+
+kernel_prerequisites_applied_on_a_running_host() {
+    kernel_recorders "$ROOT_F"
+    # kd_run: PID 1 runs inside the root, as on a booted host.
+    out=$(kd_keep_output kd_script "$ROOT_F" <<'EOF'
+dpkg -i /srv/cur/kubelet_*.deb
+EOF
+    )
+    assert_grep '^kubelet: kernel prerequisites: loaded modules: br_netfilter overlay; applied /usr/lib/sysctl.d/60-kubernetes.conf$' "$out"
+    assert_eq "modprobe br_netfilter
+modprobe overlay
+sysctl -p /usr/lib/sysctl.d/60-kubernetes.conf" "$(cat "$ROOT_F$KERNEL_LOG")" "what was applied"
+    # The admin's file of the same name wins, as at boot.
+    kernel_recorders "$ROOT_F"
+    mkdir -p "$ROOT_F/etc/sysctl.d" "$ROOT_F/etc/modules-load.d"
+    printf 'net.ipv4.ip_forward = 1\n' >"$ROOT_F/etc/sysctl.d/60-kubernetes.conf"
+    printf '# mine\noverlay\n' >"$ROOT_F/etc/modules-load.d/kubernetes.conf"
+    kd_keep_output kd_script "$ROOT_F" >/dev/null <<'EOF'
+dpkg -i /srv/cur/kubelet_*.deb
+EOF
+    assert_eq "modprobe overlay
+sysctl -p /etc/sysctl.d/60-kubernetes.conf" "$(cat "$ROOT_F$KERNEL_LOG")" "what was applied with the admin's files"
+    rm "$ROOT_F/etc/sysctl.d/60-kubernetes.conf" "$ROOT_F/etc/modules-load.d/kubernetes.conf"
+}
+
+kernel_prerequisites_skipped_in_a_container() {
+    kernel_recorders "$ROOT_F"
+    out=$(kd_keep_output kd_script "$ROOT_F" <<'EOF'
+touch /run/.containerenv
+dpkg -i /srv/cur/kubelet_*.deb
+EOF
+    )
+    assert_grep '^kubelet: kernel prerequisites not applied now: running in a container;' "$out"
+    # Without /proc nothing tells a chroot from a host: skipped too.
+    out=$(kd_keep_output chroot "$ROOT_F" /usr/bin/env -i \
+        PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin sh -c 'dpkg -i /srv/cur/kubelet_*.deb')
+    assert_grep '^kubelet: kernel prerequisites not applied now: cannot tell whether this is a chroot' "$out"
+    assert_eq "" "$(cat "$ROOT_F$KERNEL_LOG")" "modprobe and sysctl calls"
+}
+
+# The completions of the real kubectl (Debian's, in the fixtures) work in
+# bash as Debian's bash-completion loads them; the zsh and fish files parse.
+completions_of_real_kubectl_load() {
+    kd_keep_output kd_script "$ROOT_F" >/dev/null <<'EOF'
+cd /srv/cur
+apt-get install -y ./kubectl_*.deb ./kubeadm_*.deb ./cri-tools_*.deb </dev/null
+EOF
+    assert_file "$ROOT_F/usr/share/bash-completion/completions/kubectl"
+    out=$(kd_run "$ROOT_F" bash -c '. /usr/share/bash-completion/completions/kubectl && complete -p kubectl')
+    echo "$out"
+    case $out in "complete "*" kubectl") ;; *) echo "assertion failed: no bash completion for kubectl" >&2; return 1 ;; esac
+    assert_file "$ROOT_F/usr/share/zsh/vendor-completions/_kubectl"
+    for f in "$ROOT_F"/usr/share/zsh/vendor-completions/_*; do
+        zsh -n "$f"
+        echo "zsh -n $f: ok"
+    done
+    for f in "$ROOT_F"/usr/share/fish/vendor_completions.d/*.fish; do
+        [ -e "$f" ] || continue
+        fish -n "$f"
+        echo "fish -n $f: ok"
+    done
+    # A program that writes none (a stand-in, or a shell it lacks) gives no
+    # file, and its package says so; a shipped one is not denied.
+    for p in kubectl kubeadm cri-tools; do
+        deb=$(deb_of "$KD_DIST" "$p")
+        dpkg-deb -c "$deb" | awk '{ print $6 }' | grep -v '/$' >"$KD_WORK/deb.files.$p"
+        dpkg-deb -f "$deb" Description | tr '\n' ' ' | tr -s ' ' >"$KD_WORK/deb.description.$p"
+        for shell in bash zsh fish; do
+            [ "$p.$shell" != kubeadm.fish ] || continue
+            case $shell in
+            bash) pattern=/bash-completion/completions/ ;;
+            zsh) pattern=/zsh/vendor-completions/_ ;;
+            fish) pattern=/fish/vendor_completions.d/ ;;
+            esac
+            if ! grep -q "$pattern" "$KD_WORK/deb.files.$p"; then
+                assert_grep "no shell completions for.* $shell: " "$KD_WORK/deb.description.$p"
+            elif grep -Eq "(for|;) $shell: " "$KD_WORK/deb.description.$p"; then
+                echo "assertion failed: $p ships $shell completions and its description says it has none" >&2
+                return 1
+            fi
+        done
+    done
+}
+
+kd_test kernel_prerequisites_skipped_in_a_chroot
+kd_test kernel_prerequisites_applied_on_a_running_host
+kd_test kernel_prerequisites_skipped_in_a_container
+kd_test completions_of_real_kubectl_load
 
 # --- piuparts ----------------------------------------------------------------
 

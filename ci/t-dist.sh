@@ -125,6 +125,16 @@ test_arm64_artifacts_run_under_qemu() {
     grep -q '"--node-ip=192.0.2.7"' "$TMP/print.json"
     # Debian's real arm64 kubectl.
     qemu-aarch64-static "$x/usr/bin/kubectl" version --client 2>&1 | grep -q 'Client Version'
+    # Without this host's architecture in the build, the arm64 kubectl wrote
+    # its completions under qemu-aarch64-static: the same bytes as amd64's
+    # kubectl of the same version wrote for release N.
+    a=$TMP/amd64-x
+    mkdir -p "$a"
+    dpkg-deb -x "$KD_DIST"/kubectl_*_amd64.deb "$a"
+    for f in /usr/share/bash-completion/completions/kubectl /usr/share/zsh/vendor-completions/_kubectl; do
+        assert_file "$x$f"
+        cmp "$a$f" "$x$f"
+    done
     # The installer image: an arm64 image whose shell is Debian's arm64 busybox.
     image=$(echo "$out"/kubedist-installer-*.oci.tar)
     assert_eq arm64 "$(skopeo inspect "oci-archive:$image" | jq -r .Architecture)" "image architecture"

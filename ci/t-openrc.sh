@@ -60,6 +60,9 @@ printf '%s\n' "$KUBEADM_FLAGS" >"$ROOT/flags.env"
 printf '%s' "$EXTRA_FILE" >"$ROOT/extra.env"
 printf '%s\n' "$EXPECTED_ARGV" >"$ROOT/expected-argv"
 if ! kd_script "$ROOT" >"$KD_WORK/$KD_SUITE.setup.log" 2>&1 <<'EOF'; then
+# This root shares the host's network namespace: marked as the container it
+# is, so that install.sh leaves the host's kernel settings alone.
+touch /run/.containerenv
 /root/kubedist-*/install.sh --init openrc --family deb
 cat >/etc/init.d/net-standin <<'NET'
 #!/sbin/openrc-run

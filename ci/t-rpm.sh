@@ -28,7 +28,7 @@
 # shellcheck source=ci/lib.sh
 . "$(dirname "$0")/lib.sh"
 
-kd_require rpm rpmbuild rpm2cpio cpio dnf createrepo_c busybox unshare jq sha256sum
+kd_require rpm rpmbuild rpm2cpio cpio dnf createrepo_c busybox unshare jq sha256sum bash zsh
 kd_require_dist
 
 PACKAGES="kubelet kubeadm kubectl kubernetes-cni cri-tools"
@@ -207,6 +207,23 @@ dnf_install_prev_runs_scriptlets_without_systemd() { # failure 7
         fi
     done
     [ "$n" -gt 0 ] || { echo "assertion failed: no package has scriptlets; the test proves nothing" >&2; return 1; }
+    # dnf --installroot runs %post chrooted, as an image build does: the
+    # kernel prerequisites are left to the boot, and %post says so.
+    assert_grep '^kubelet: kernel prerequisites not applied now: ' "$KD_WORK/rpm.dnf.out"
+}
+
+# The completions land in the rpm family's vendor directories (zsh's
+# site-functions), and the real kubectl's work in bash.
+completions_in_the_rpm_vendor_directories() {
+    assert_file "$ROOT_E/usr/share/zsh/site-functions/_kubectl"
+    assert_no_file "$ROOT_E/usr/share/zsh/vendor-completions/_kubectl"
+    f=$ROOT_E/usr/share/bash-completion/completions/kubectl
+    out=$(bash -c '. "$1" && complete -p kubectl' sh "$f")
+    echo "$out"
+    case $out in "complete "*" kubectl") ;; *) echo "assertion failed: no bash completion for kubectl" >&2; return 1 ;; esac
+    zsh -n "$ROOT_E/usr/share/zsh/site-functions/_kubectl"
+    rpm --root "$ROOT_E" -qf /usr/share/zsh/site-functions/_kubectl | grep -q '^kubectl-' ||
+        { echo "assertion failed: _kubectl is not kubectl's" >&2; return 1; }
 }
 
 rpm_verify_clean_after_install() {
@@ -317,6 +334,7 @@ remove_leaves_nothing_behind() { # failures 5, 7
 }
 
 kd_test dnf_install_prev_runs_scriptlets_without_systemd
+kd_test completions_in_the_rpm_vendor_directories
 kd_test rpm_verify_clean_after_install
 kd_test sysconfig_is_prev_default_noreplace_config
 kd_test crictl_yaml_is_a_noreplace_config_with_the_runtime_endpoint_only

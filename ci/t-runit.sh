@@ -53,6 +53,9 @@ printf '%s\n' "$KUBEADM_FLAGS" >"$ROOT/flags.env"
 printf '%s' "$EXTRA_FILE" >"$ROOT/extra.env"
 printf '%s\n' "$EXPECTED_ARGV" >"$ROOT/expected-argv"
 if ! kd_script "$ROOT" >"$KD_WORK/$KD_SUITE.setup.log" 2>&1 <<'EOF'; then
+# This root shares the host's network namespace: marked as the container it
+# is, so that install.sh leaves the host's kernel settings alone.
+touch /run/.containerenv
 /root/kubedist-*/install.sh --init runit --family deb
 mv /flags.env /var/lib/kubelet/kubeadm-flags.env
 mv /extra.env /etc/default/kubelet

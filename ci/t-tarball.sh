@@ -39,7 +39,7 @@
 # shellcheck source=ci/lib.sh
 . "$(dirname "$0")/lib.sh"
 
-kd_require unshare mount tar sha256sum shellcheck dash busybox
+kd_require unshare mount tar sha256sum shellcheck dash busybox gpg gpgv gpgconf cargo
 kd_require_dist
 
 # The overlay roots are mounted in a mount namespace of this suite's own:
@@ -252,7 +252,8 @@ test_help_explains_everything() {
 		KUBELET_VERSION /opt/kubernetes SHA256SUMS .new install.manifest 'nothing to do' \
 		interrupted package-manager 'sv restart kubelet' 'kubeadm upgrade' /opt/cni/bin 'Exit status' \
 		--replace-foreign --ignore-package-db /var/lib/kubedist/displaced symlink 'inside the root' \
-		merged-/usr .kubedist-tmp 'boot' 'start time' 'refuses'; do
+		merged-/usr .kubedist-tmp 'boot' 'start time' 'refuses' --verify-key SHA256SUMS.asc gpgv sqv \
+		'Kernel prerequisites' 'in a chroot' 'never fails'; do
 		grep -qF -- "$w" "$TB/help" || { echo "--help does not mention '$w'"; return 1; }
 	done
 	set +e
@@ -1162,6 +1163,139 @@ same_snapshot /tmp/s0 /tmp/s2 "uninstall did not bring back the root as it was"
 EOF
 }
 
+# --- V: a signed tarball (dist --sign) and install.sh --verify-key ----------
+
+# A signing key (protected, as a real one is) and a foreign one, made by gpg
+# in a home of our own.
+KEY_PASSPHRASE=kubedist-test
+tb_gpg() { gpg --homedir "$TB/gnupg" --batch --pinentry-mode loopback --passphrase "$KEY_PASSPHRASE" "$@"; }
+
+new_root "$LOWER_OPENRC"
+ROOT_V=$NEW_ROOT
+
+test_signed_tarball_verified_before_anything() {
+	mkdir -m 0700 "$TB/gnupg"
+	tb_gpg --quick-gen-key "kubedist dist test <dist@kubedist.invalid>" ed25519 sign never
+	tb_gpg --quick-gen-key "someone else <other@kubedist.invalid>" ed25519 sign never
+	mkdir -p "$TB/keys"
+	tb_gpg --armor --export-secret-keys dist@kubedist.invalid >"$TB/keys/sign.key"
+	tb_gpg --armor --export dist@kubedist.invalid >"$TB/keys/sign.asc"
+	tb_gpg --export dist@kubedist.invalid >"$TB/keys/sign.gpg"
+	tb_gpg --armor --export other@kubedist.invalid >"$TB/keys/other.asc"
+	gpgconf --homedir "$TB/gnupg" --kill gpg-agent >/dev/null 2>&1 || true
+
+	echo "== cargo xtask dist --sign"
+	(cd "$KD_REPO" && KUBEDIST_KEY_PASSPHRASE=$KEY_PASSPHRASE cargo xtask dist --fixtures --arch amd64 \
+		--formats tar --fast --sign "$TB/keys/sign.key" --out "$TB/signed") >&2
+	GNUPGHOME=$TB/gnupg gpgv --keyring "$TB/keys/sign.gpg" "$TB/signed/SHA256SUMS.asc" "$TB/signed/SHA256SUMS"
+	cp "$TB/signed/SHA256SUMS.asc" "$TB/first.asc"
+	(cd "$KD_REPO" && KUBEDIST_KEY_PASSPHRASE=$KEY_PASSPHRASE cargo xtask dist --fixtures --arch amd64 \
+		--formats tar --fast --sign "$TB/keys/sign.key" --out "$TB/signed") >&2
+	cmp "$TB/first.asc" "$TB/signed/SHA256SUMS.asc" || {
+		echo "assertion failed: the signature of SHA256SUMS differs between two runs" >&2
+		return 1
+	}
+
+	r=$ROOT_V
+	mkdir -p "$r/srv/kd/signed" "$r/srv/kd/keys"
+	tar -xzf "$(one "$TB/signed"/kubedist-*-linux-amd64.tar.gz)" -C "$r/srv/kd/signed"
+	cp "$TB/keys/sign.asc" "$TB/keys/sign.gpg" "$TB/keys/other.asc" "$r/srv/kd/keys/"
+	kd_in_root_offline "$r" "$PRELUDE" <<'EOF'
+SIGNED=$(echo /srv/kd/signed/kubedist-*-linux-amd64)
+[ -f "$SIGNED/SHA256SUMS.asc" ] || fail "the signed tarball holds no SHA256SUMS.asc"
+grep -q 'SHA256SUMS.asc' "$SIGNED/SHA256SUMS" && fail "SHA256SUMS lists its own signature"
+cp -a "$SIGNED" /tmp/pristine
+snapshot /tmp/s0 mtime /srv/kd
+# refused HOW KEY EXPECTED-WORDS : a copy of the signed tarball changed by
+# HOW is refused with --verify-key KEY, in one line, and nothing is written.
+refused() {
+	rm -rf /tmp/t
+	cp -a /tmp/pristine /tmp/t
+	echo "== $1 (--verify-key $2)"
+	sh -c "$1"
+	run_install /tmp/t --verify-key "$2"
+	[ "$rc" = 1 ] || fail "install.sh exited with $rc, expected 1"
+	[ "$(wc -l </tmp/out)" = 1 ] || fail "expected one line of error"
+	said "$3"
+	snapshot /tmp/s1 mtime /srv/kd
+	same_snapshot /tmp/s0 /tmp/s1 "a refused install changed the root"
+}
+refused true /srv/kd/keys/other.asc "/tmp/t/SHA256SUMS.asc: not a good signature of SHA256SUMS by the key in /srv/kd/keys/other.asc"
+# A changed SHA256SUMS, even one that still matches its files, is refused by
+# its signature, before any checksum is looked at.
+refused 'printf x >>/tmp/t/payload/any/usr/bin/kubectl && (cd /tmp/t && grep -v "  SHA256SUMS" SHA256SUMS | sed "s|^[0-9a-f]*  payload/any/usr/bin/kubectl\$|$(sha256sum payload/any/usr/bin/kubectl | cut -c1-64)  payload/any/usr/bin/kubectl|" >S && mv S SHA256SUMS)' \
+	/srv/kd/keys/sign.asc "/tmp/t/SHA256SUMS.asc: not a good signature of SHA256SUMS by the key in /srv/kd/keys/sign.asc"
+refused 'rm /tmp/t/SHA256SUMS.asc' /srv/kd/keys/sign.asc "/tmp/t/SHA256SUMS.asc: missing: this tarball is not signed"
+refused 'printf "not a key\n" >/tmp/key' /tmp/key "/tmp/t/SHA256SUMS.asc: not a good signature of SHA256SUMS by the key in /tmp/key"
+echo "== neither gpgv nor sqv"
+mv /usr/bin/gpgv /usr/bin/gpgv.off
+command -v sqv && fail "sqv is installed here: the test proves nothing"
+snapshot /tmp/n0 mtime /srv/kd
+run_install "$SIGNED" --verify-key /srv/kd/keys/sign.asc
+[ "$rc" = 1 ] || fail "install.sh exited with $rc, expected 1"
+one_line_error "--verify-key: neither gpgv nor sqv is installed, so $SIGNED/SHA256SUMS.asc cannot be checked"
+snapshot /tmp/n1 mtime /srv/kd
+same_snapshot /tmp/n0 /tmp/n1 "a refused install changed the root"
+mv /usr/bin/gpgv.off /usr/bin/gpgv
+echo "== the unsigned tarball is refused with --verify-key, installs without"
+run_install "$CUR" --verify-key /srv/kd/keys/sign.asc --dry-run
+[ "$rc" = 1 ] || fail "install.sh exited with $rc, expected 1"
+said "SHA256SUMS.asc: missing: this tarball is not signed"
+echo "== a good signature installs (armoured key; binary key)"
+run_install "$SIGNED" --verify-key /srv/kd/keys/sign.gpg --dry-run
+ok
+said "SHA256SUMS: good signature by the key in /srv/kd/keys/sign.gpg (gpgv)"
+run_install "$SIGNED" --verify-key /srv/kd/keys/sign.asc
+ok
+said "SHA256SUMS: good signature by the key in /srv/kd/keys/sign.asc (gpgv)"
+check_landed "$SIGNED" deb openrc
+echo "== the signed tarball without --verify-key: as today"
+run_install "$SIGNED"
+ok
+said "nothing to do"
+EOF
+}
+
+# --- P: the kernel prerequisites, applied only on a running host ------------
+
+new_root "$LOWER_OPENRC"
+ROOT_P=$NEW_ROOT
+
+test_kernel_prerequisites_applied_only_on_a_running_host() {
+	mkdir -p "$ROOT_P/usr/local/sbin"
+	for tool in modprobe sysctl; do
+		printf '#!/bin/sh\necho "%s $*" >>/var/log/kd-kernel.log\n' "$tool" >"$ROOT_P/usr/local/sbin/$tool"
+		chmod 0755 "$ROOT_P/usr/local/sbin/$tool"
+	done
+	echo "== in a chroot whose PID 1 is outside it (an image build)"
+	# PID 1 of the fresh PID namespace is the shell that chroots, outside it.
+	# shellcheck disable=SC2016 # expanded by the inner shell
+	unshare --mount --pid --fork --kill-child -- sh -c '
+		mount -t proc proc "$1/proc"
+		chroot "$1" /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+			sh -c "\$(echo /srv/kd/cur/kubedist-*-linux-amd64)/install.sh --init openrc"
+	' chrooted "$ROOT_P" >"$TB/p.out" 2>&1 || { cat "$TB/p.out"; return 1; }
+	cat "$TB/p.out"
+	assert_grep '^install.sh: kernel prerequisites not applied now: running in a chroot; the boot applies /usr/lib/modules-load.d/kubernetes.conf and /usr/lib/sysctl.d/60-kubernetes.conf$' "$TB/p.out"
+	assert_no_file "$ROOT_P/var/log/kd-kernel.log"
+	kd_in_root_offline "$ROOT_P" "$PRELUDE" <<'EOF'
+echo "== --prefix: another root, never this host's kernel"
+mkdir /tmp/other
+run_install "$PREV" --prefix /tmp/other --init openrc --family deb
+ok
+said "kernel prerequisites not applied now: installing into /tmp/other"
+[ ! -e /var/log/kd-kernel.log ] || fail "modprobe or sysctl ran for --prefix"
+echo "== on a running host (PID 1 in this root): an install applies them"
+run_install "$CUR" uninstall
+ok
+run_install "$CUR"
+ok
+said "kernel prerequisites: loaded modules: br_netfilter overlay; applied /usr/lib/sysctl.d/60-kubernetes.conf"
+printf 'modprobe br_netfilter\nmodprobe overlay\nsysctl -p /usr/lib/sysctl.d/60-kubernetes.conf\n' >/tmp/want
+diff -u /tmp/want /var/log/kd-kernel.log || fail "modprobe and sysctl were not called as expected"
+EOF
+}
+
 kd_test test_shellcheck_and_shells
 kd_test test_help_explains_everything
 kd_test test_systemd_install
@@ -1192,4 +1326,6 @@ kd_test test_stale_lock_of_reused_pid
 kd_test test_enospc_leaves_no_temporary_file
 kd_test test_leftovers_of_killed_run_removed
 kd_test test_foreign_files_refused_or_displaced
+kd_test test_signed_tarball_verified_before_anything
+kd_test test_kernel_prerequisites_applied_only_on_a_running_host
 kd_summary

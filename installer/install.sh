@@ -52,11 +52,20 @@ Options:
   --ignore-package-db install even when the dpkg or rpm database cannot be
                       read (then nothing tells whether kubelet, ... are
                       installed by a package manager)
+  --verify-key KEYFILE
+                      first of all, check SHA256SUMS.asc, the signature of
+                      SHA256SUMS made by `cargo xtask dist --sign`, against
+                      the OpenPGP public key in KEYFILE (armoured or binary,
+                      such as a repository's kubedist.asc or kubedist.gpg),
+                      with gpgv, else sqv; refuse a missing, bad or foreign
+                      signature, and refuse to go on when neither tool is
+                      installed. Without it the signature is not checked
   -h, --help          this text
 
 Before anything is written, every file of the tarball is checked against
 SHA256SUMS (offline), and every file must be listed there: a changed, missing
-or extra file stops the installer with nothing written.
+or extra file stops the installer with nothing written. With --verify-key,
+SHA256SUMS itself is checked first against its signature (SHA256SUMS.asc).
 
 Init system (first rule that applies): --init; the one recorded by an earlier
 install here; the running one (/run/systemd/system: systemd;
@@ -123,6 +132,15 @@ otherwise the commands to run are printed):
             kubeadm cannot restart a runit service: after `kubeadm upgrade`,
             run `sv restart kubelet`.
 
+Kernel prerequisites (/usr/lib/modules-load.d/kubernetes.conf and
+/usr/lib/sysctl.d/60-kubernetes.conf, or files of the same name in /etc or
+/run): the boot applies them; after a change install.sh also loads the
+modules (modprobe) and applies the settings (sysctl -p) at once, but only on
+a running host: not with --prefix, not in a chroot (/ is not PID 1's root,
+or /proc/1/root cannot be read, as in an image build), not in a container.
+One line says what was applied, or skipped and why; it never fails the
+install.
+
 Exit status: 0 done, 1 error (one line on stderr), 2 bad usage.
 EOF
 }
@@ -152,6 +170,7 @@ no_start=
 kubelet_only=
 replace_foreign=
 ignore_package_db=
+verify_key=
 
 need_value() {
 	if [ $# -lt 2 ] || [ -z "$2" ]; then usage_error "$1 needs a value"; fi
@@ -163,7 +182,7 @@ while [ $# -gt 0 ]; do
 		[ -z "$action" ] || usage_error "one action only, not '$action' and '$1'"
 		action=$1
 		;;
-	--init=* | --family=* | --prefix=* | --service-dir=* | --kubelet-version=*)
+	--init=* | --family=* | --prefix=* | --service-dir=* | --kubelet-version=* | --verify-key=*)
 		value=${1#*=}
 		name=${1%%=*}
 		shift
@@ -193,6 +212,11 @@ while [ $# -gt 0 ]; do
 	--kubelet-version)
 		need_value "$@"
 		opt_kubelet_version=$2
+		shift
+		;;
+	--verify-key)
+		need_value "$@"
+		verify_key=$2
 		shift
 		;;
 	--dry-run) dry_run=1 ;;
@@ -291,6 +315,64 @@ first_words() { head -n 2 "$1" | tr -s '\n\t ' '   ' | sed 's/ *$//'; }
 # Whether PATH exists, as anything (a dangling symlink too).
 present() { [ -e "$1" ] || [ -L "$1" ]; }
 
+# kernel_apply ROOT MODULES_FILE SYSCTL_FILE: loads the kernel modules and
+# applies the sysctl settings the kubelet needs, now, and only on a running
+# host: not into another root, not in a chroot (our / is not PID 1's, or
+# that cannot be told), not in a container or a container build. The boot
+# applies the files in every case. Never fails; prints one line saying what
+# was applied, or skipped and why. A file of the same name in /etc or /run
+# replaces ours, as at boot. (The same text in installer/install.sh and the
+# kubelet package's scripts: a test holds them equal.)
+kernel_apply() {
+	ka_skip=
+	ka_root=$(stat -L -c %d:%i / 2>/dev/null) || ka_root=
+	ka_init=$(stat -L -c %d:%i /proc/1/root/. 2>/dev/null) || ka_init=
+	if [ -n "$1" ] && [ "$1" != / ]; then
+		ka_skip="installing into $1, not into this host's root"
+	elif [ -z "$ka_root" ] || [ -z "$ka_init" ]; then
+		ka_skip="cannot tell whether this is a chroot (/proc/1/root unreadable)"
+	elif [ "$ka_root" != "$ka_init" ]; then
+		ka_skip="running in a chroot"
+	elif [ -e /.dockerenv ] || [ -e /run/.containerenv ] || [ -n "${container:-}" ] ||
+		tr '\0' '\n' </proc/1/environ 2>/dev/null | grep -q '^container='; then
+		ka_skip="running in a container"
+	fi
+	if [ -n "$ka_skip" ]; then
+		echo "kernel prerequisites not applied now: $ka_skip; the boot applies $2 and $3"
+		return 0
+	fi
+	ka_mod=$2
+	ka_sysctl=$3
+	for ka_dir in /run /etc; do
+		[ ! -f "$ka_dir/modules-load.d/${2##*/}" ] || ka_mod=$ka_dir/modules-load.d/${2##*/}
+		[ ! -f "$ka_dir/sysctl.d/${3##*/}" ] || ka_sysctl=$ka_dir/sysctl.d/${3##*/}
+	done
+	ka_loaded=
+	ka_failed=
+	if [ -f "$ka_mod" ]; then
+		while read -r ka_m _; do
+			case $ka_m in '' | '#'* | ';'*) continue ;; esac
+			if modprobe "$ka_m" >/dev/null 2>&1; then
+				ka_loaded="$ka_loaded $ka_m"
+			else
+				ka_failed="$ka_failed $ka_m"
+			fi
+		done <"$ka_mod"
+	fi
+	ka_set="applied $ka_sysctl"
+	if [ ! -f "$ka_sysctl" ]; then
+		ka_set="no $ka_sysctl"
+	elif command -v sysctl >/dev/null 2>&1; then
+		sysctl -p "$ka_sysctl" >/dev/null 2>&1 || ka_set="could not apply $ka_sysctl (sysctl -p failed)"
+	elif [ -x /usr/lib/systemd/systemd-sysctl ]; then
+		/usr/lib/systemd/systemd-sysctl "$ka_sysctl" >/dev/null 2>&1 || ka_set="could not apply $ka_sysctl (systemd-sysctl failed)"
+	else
+		ka_set="could not apply $ka_sysctl (no sysctl)"
+	fi
+	echo "kernel prerequisites: loaded modules:${ka_loaded:- none}${ka_failed:+; could not load:$ka_failed}; $ka_set"
+	return 0
+}
+
 # ---------------------------------------------------------------------------
 # The path rule, for every host path install.sh writes, removes or reads its
 # state from: it is a safe path (no "..", so it is inside the root as
@@ -341,7 +423,45 @@ write_new() { # SRCFILE MODE FILE
 # ---------------------------------------------------------------------------
 # 1. The tarball: checked before anything on the host is touched.
 
+# --verify-key KEYFILE: SHA256SUMS.asc must be a good signature of
+# SHA256SUMS by the key in KEYFILE. gpgv reads binary keyrings only: an
+# armoured key is decoded into one in our temporary directory first (sqv
+# reads either).
+verify_signature() {
+	sig=$here/SHA256SUMS.asc
+	[ -f "$verify_key" ] || die "$verify_key: no such key file (--verify-key)"
+	[ -f "$sig" ] || die "$sig: missing: this tarball is not signed; refusing it (--verify-key)"
+	[ -f "$here/SHA256SUMS" ] || die "$here/SHA256SUMS: missing (run install.sh from the unpacked kubedist tarball)"
+	if command -v gpgv >/dev/null 2>&1; then
+		if grep -q '^-----BEGIN PGP PUBLIC KEY BLOCK-----' "$verify_key"; then
+			awk '/^-----BEGIN PGP PUBLIC KEY BLOCK-----/ { inside = 1; headers = 1; next }
+				/^-----END PGP PUBLIC KEY BLOCK-----/ { exit }
+				inside && headers { if ($0 ~ /^[ \t\r]*$/) headers = 0; next }
+				inside && !/^=/ { print }' "$verify_key" | tr -d '\r' |
+				base64 -d >"$work/keyring.gpg" 2>"$work/err" ||
+				die "$verify_key: not a readable OpenPGP public key (--verify-key)"
+		else
+			cat "$verify_key" >"$work/keyring.gpg"
+		fi
+		mkdir -m 700 "$work/gnupg"
+		if ! GNUPGHOME=$work/gnupg gpgv --keyring "$work/keyring.gpg" "$sig" "$here/SHA256SUMS" >"$work/gpgv" 2>&1; then
+			why=$(grep -m 1 -e 'BAD signature' -e "Can't check" -e 'no valid OpenPGP' "$work/gpgv" | sed 's/^gpgv: //')
+			die "$sig: not a good signature of SHA256SUMS by the key in $verify_key (${why:-$(first_words "$work/gpgv")}); nothing was installed"
+		fi
+		tool=gpgv
+	elif command -v sqv >/dev/null 2>&1; then
+		if ! sqv --keyring "$verify_key" "$sig" "$here/SHA256SUMS" >"$work/sqv" 2>&1; then
+			die "$sig: not a good signature of SHA256SUMS by the key in $verify_key ($(first_words "$work/sqv")); nothing was installed"
+		fi
+		tool=sqv
+	else
+		die "--verify-key: neither gpgv nor sqv is installed, so $sig cannot be checked; install one (gnupg's gpgv, or sqv) or leave out --verify-key"
+	fi
+	say "SHA256SUMS: good signature by the key in $verify_key ($tool)"
+}
+
 verify_tarball() {
+	[ -z "$verify_key" ] || verify_signature
 	sums=$here/SHA256SUMS
 	[ -f "$sums" ] || die "$sums: missing (run install.sh from the unpacked kubedist tarball)"
 	[ -f "$here/MANIFEST" ] || die "$here/MANIFEST: missing (run install.sh from the unpacked kubedist tarball)"
@@ -357,7 +477,8 @@ verify_tarball() {
 	[ -z "$dup" ] || die "$sums: $dup is listed twice"
 
 	# Every file of the tarball must be listed: an extra file is refused.
-	(cd "$here" && find . ! -type d) | sed 's|^\./||' | grep -vx SHA256SUMS | sort >"$work/present"
+	# (SHA256SUMS.asc, dist --sign's signature of SHA256SUMS, is not listed in it.)
+	(cd "$here" && find . ! -type d) | sed 's|^\./||' | grep -vxF -e SHA256SUMS -e SHA256SUMS.asc | sort >"$work/present"
 	extra=$(awk 'NR == FNR { listed[$0] = 1; next } !($0 in listed)' "$work/listed" "$work/present" | head -n 1)
 	[ -z "$extra" ] || die "$here/$extra: not listed in SHA256SUMS; refusing a tarball with unknown files"
 	odd=$(cd "$here" && find . ! -type d ! -type f | head -n 1)
@@ -1192,6 +1313,19 @@ run_cmd() { # COMMAND...: run it, or say we would
 	"$@"
 }
 
+# The kernel prerequisites this release installs (modules-load.d,
+# sysctl.d), applied at once where that is safe (kernel_apply).
+apply_kernel() {
+	k_mod=$(awk -F "$tab" 'index($5, "/usr/lib/modules-load.d/") == 1 { print $5; exit }' "$work/plan")
+	k_sysctl=$(awk -F "$tab" 'index($5, "/usr/lib/sysctl.d/") == 1 { print $5; exit }' "$work/plan")
+	[ -n "$k_mod$k_sysctl" ] || return 0
+	if [ -n "$dry_run" ]; then
+		say "would apply the kernel prerequisites ($k_mod, $k_sysctl) if this is a running host"
+		return 0
+	fi
+	say "$(kernel_apply "${root:-/}" "$k_mod" "$k_sysctl")"
+}
+
 # Enables/starts the kubelet after a change. SVDIR_LINK is recorded as ours.
 service_after_install() {
 	config_written=
@@ -1448,6 +1582,7 @@ do_install() {
 
 	if [ "$set_name" = main ]; then
 		[ -n "$dry_run" ] || write_manifest "$set_name"
+		apply_kernel
 		service_after_install
 	fi
 	write_manifest "$set_name"

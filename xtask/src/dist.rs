@@ -18,6 +18,7 @@ use crate::cache::Cache;
 use crate::emit::codec::Codecs;
 use crate::emit::{self, Options};
 use crate::fetch::{self, Origin, OriginArgs, Upstream};
+use crate::keys::RepoKey;
 use crate::spec::{Arch, Content, Family, Spec, SysextOs};
 use crate::stage::{self, Staged, StagedArch, StagedOci};
 
@@ -44,6 +45,7 @@ Examples:
   cargo xtask dist --compression deb=zstd:19,tar=gz:6  # debs for dpkg >= 1.21.18 only
   cargo xtask dist --formats sysext --sysext-os flatcar:1.0  # Flatcar only
   SOURCE_DATE_EPOCH=1700000000 cargo xtask dist --revision 2
+  cargo xtask dist --sign /root/release-signing.asc   # SHA256SUMS.asc, checked by install.sh --verify-key
 
 Compression (see docs/performance.md for times and sizes):
   deb  xz:0-9 (default xz:6; every dpkg), zstd:1-19 (dpkg >= 1.21.18), gz:1-9
@@ -118,6 +120,17 @@ pub struct Args {
     /// Artifacts written at the same time. Default: the number of CPUs.
     #[arg(long, value_name = "N")]
     pub jobs: Option<usize>,
+    /// Sign SHA256SUMS, of the output directory and inside each tarball,
+    /// with the OpenPGP secret key in FILE (as `cargo xtask repo --key`):
+    /// a detached armoured SHA256SUMS.asc beside it, made at
+    /// SOURCE_DATE_EPOCH. A protected key's passphrase comes from
+    /// KUBEDIST_KEY_PASSPHRASE. `install.sh --verify-key` checks it.
+    #[arg(long, value_name = "FILE", conflicts_with = "sign_gpg_key")]
+    pub sign: Option<PathBuf>,
+    /// As --sign, with the secret key gpg's agent holds for KEYID (gpg's
+    /// signatures carry gpg's clock, not SOURCE_DATE_EPOCH).
+    #[arg(long, value_name = "KEYID")]
+    pub sign_gpg_key: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum)]
@@ -248,12 +261,26 @@ fn plan(spec: &Spec, args: &Args) -> Result<Plan> {
             }
         }
     };
+    let signer = match (&args.sign, &args.sign_gpg_key) {
+        (Some(path), _) => Some(RepoKey::load(
+            path,
+            std::env::var(crate::keys::PASSPHRASE_ENV).ok(),
+        )?),
+        (None, Some(id)) => Some(RepoKey::from_gpg(id)?),
+        (None, None) => None,
+    };
+    if let Some(key) = &signer {
+        for warning in key.check_validity(std::time::SystemTime::now())? {
+            eprintln!("warning: {warning}");
+        }
+    }
     let options = Options {
         homepage: homepage(&spec.root)?,
         epoch,
         codecs,
         // Set once the number of jobs is known (`write_artifacts`).
         threads: 1,
+        signer: signer.map(std::sync::Arc::new),
     };
     Ok(Plan {
         spec,
@@ -285,10 +312,17 @@ fn stage_all(
     };
     let cache = args.origin.cache(spec);
     let installer = stage::installer(spec)?;
-    let mut staged = Vec::new();
+    // Every architecture's upstream files first: the host architecture's
+    // programs write the completions of all of them.
+    let mut upstreams = BTreeMap::new();
     for &arch in &plan.arches {
         eprintln!("==> {arch}: upstream files");
-        let upstream = fetch::ensure(spec, arch, &origin, &cache)?;
+        upstreams.insert(arch, fetch::ensure(spec, arch, &origin, &cache)?);
+    }
+    let host = fetch::host_arch().ok().and_then(|a| upstreams.get(&a));
+    let mut staged = Vec::new();
+    for &arch in &plan.arches {
+        let upstream = &upstreams[&arch];
         let mut built = BTreeMap::new();
         for name in build_names(spec) {
             eprintln!("==> {arch}: building {name}");
@@ -297,7 +331,12 @@ fn stage_all(
                 crate::build::static_binary(&spec.root, &name, &name, arch)?,
             );
         }
-        let sources = ArchSources { upstream, built };
+        let sources = ArchSources {
+            arch,
+            upstream,
+            built,
+            host,
+        };
         eprintln!("==> {arch}: staging {} packages", spec.packages.len());
         let stage_dir = work.join("stage");
         let mut packages = Vec::new();
@@ -511,6 +550,7 @@ fn publish(plan: &Plan, written: &[Built], oci: Option<&StagedOci>) -> Result<()
         names.push(name);
     }
     let summary = write_sums(out_dir, &known)?;
+    sign_sums(out_dir, &plan.options)?;
     if let Some(cache) = &plan.cache {
         // Room for a few runs like this one.
         let size: u64 = summary.iter().map(|r| r.1).sum();
@@ -661,12 +701,15 @@ fn build_names(spec: &Spec) -> Vec<String> {
 }
 
 /// The inputs of one architecture.
-struct ArchSources {
-    upstream: Upstream,
+struct ArchSources<'a> {
+    arch: Arch,
+    upstream: &'a Upstream,
     built: BTreeMap<String, PathBuf>,
+    /// The host architecture's upstream files, when this run builds it.
+    host: Option<&'a Upstream>,
 }
 
-impl stage::Sources for ArchSources {
+impl stage::Sources for ArchSources<'_> {
     fn upstream(&self, source: &str, member: &str) -> Result<Vec<(String, PathBuf)>> {
         self.upstream.resolve(source, member)
     }
@@ -679,6 +722,23 @@ impl stage::Sources for ArchSources {
     fn is_standin(&self, source: &str, name: &str) -> bool {
         let full = format!("{source}/{name}");
         self.upstream.standins().iter().any(|s| *s == full)
+    }
+    fn runnable(&self, source: &str, member: &str) -> Result<Vec<PathBuf>, String> {
+        let one = |up: &Upstream| match up.resolve(source, member).as_deref() {
+            Ok([(_, path)]) => Some(path.clone()),
+            _ => None,
+        };
+        if let Some(path) = self.host.and_then(one) {
+            return Ok(vec![path]);
+        }
+        let qemu = self.arch.qemu_user();
+        match one(self.upstream) {
+            Some(path) if crate::util::on_path(qemu) => Ok(vec![PathBuf::from(qemu), path]),
+            _ => Err(format!(
+                "{member} of {} cannot run on the build host, which has no {qemu}",
+                self.arch
+            )),
+        }
     }
 }
 
@@ -734,8 +794,14 @@ impl Job<'_> {
                 serde_json::to_string(&(arches, oci))?,
             ),
         };
+        // The signing key's fingerprint: a tarball signed by another key (or
+        // by none) is another artifact.
+        let signer = options
+            .signer
+            .as_ref()
+            .map_or(String::new(), |k| k.fingerprint());
         Ok(format!(
-            "{format}\n{codec}\n{}\n{}\n{k8s_version}\n{input}\n",
+            "{format}\n{codec}\n{}\n{}\n{k8s_version}\n{signer}\n{input}\n",
             options.epoch, options.homepage
         ))
     }
@@ -890,6 +956,32 @@ fn layout_sums(path: &Path, dir: &str) -> Result<Vec<(String, u64, String)>> {
         rows.push((format!("{dir}/blobs/sha256/{name}"), size, sha));
     }
     Ok(rows)
+}
+
+/// `dist --sign`: `dir/SHA256SUMS.asc`, the detached signature of
+/// `dir/SHA256SUMS`. Unsigned, an earlier run's signature is removed: it
+/// would not match.
+fn sign_sums(dir: &Path, options: &Options) -> Result<()> {
+    let path = dir.join(emit::SUMS_SIGNATURE);
+    let Some(key) = &options.signer else {
+        return match fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                Err(e).with_context(|| format!("removing {}", path.display()))
+            }
+            _ => Ok(()),
+        };
+    };
+    let sums = dir.join("SHA256SUMS");
+    let data = fs::read(&sums).with_context(|| format!("reading {}", sums.display()))?;
+    let signature = key.detached_armored(&data, options.epoch)?;
+    crate::util::write_bytes_atomic(&path, signature.as_bytes(), 0o644)?;
+    eprintln!(
+        "==> signed SHA256SUMS ({}) with {} ({})",
+        emit::SUMS_SIGNATURE,
+        key.fingerprint(),
+        key.user_id()
+    );
+    Ok(())
 }
 
 fn print_summary(out_dir: &Path, written: &[String], rows: &[(String, u64, String)]) {

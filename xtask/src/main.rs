@@ -9,6 +9,7 @@ mod dist;
 mod emit;
 mod fetch;
 mod fixtures;
+mod keys;
 mod repo;
 mod spec;
 mod stage;

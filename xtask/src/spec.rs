@@ -268,6 +268,9 @@ pub struct FamilyConf {
     pub host_dirs: Vec<String>,
     /// Our architecture names (Go's) → this family's.
     pub arch: BTreeMap<String, String>,
+    /// Where each shell's completion file for a command goes, with `{name}`
+    /// for the command's name (the family's vendor directories).
+    pub completions: BTreeMap<Shell, String>,
 }
 
 impl FamilyConf {
@@ -341,6 +344,17 @@ impl Arch {
             Arch::S390x => "s390x-unknown-linux-musl",
         }
     }
+
+    /// qemu-user's emulator of this architecture, called by name (binfmt
+    /// may not be set up).
+    pub fn qemu_user(self) -> &'static str {
+        match self {
+            Arch::Amd64 => "qemu-x86_64-static",
+            Arch::Arm64 => "qemu-aarch64-static",
+            Arch::Ppc64le => "qemu-ppc64le-static",
+            Arch::S390x => "qemu-s390x-static",
+        }
+    }
 }
 
 impl fmt::Display for Arch {
@@ -360,6 +374,31 @@ impl std::str::FromStr for Arch {
             "s390x" => Arch::S390x,
             _ => bail!("unknown architecture {s:?} (known: amd64, arm64, ppc64le, s390x)"),
         })
+    }
+}
+
+/// A shell whose completions a command can write (`NAME completion SHELL`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Shell {
+    Bash,
+    Zsh,
+    Fish,
+}
+
+impl Shell {
+    pub fn name(self) -> &'static str {
+        match self {
+            Shell::Bash => "bash",
+            Shell::Zsh => "zsh",
+            Shell::Fish => "fish",
+        }
+    }
+}
+
+impl fmt::Display for Shell {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
     }
 }
 
@@ -442,6 +481,11 @@ pub struct FileEntry {
     pub template: bool,
     /// Only for hosts running this init system.
     pub init: Option<Init>,
+    /// Shells the program (one `upstream` binary) writes
+    /// completions for with `NAME completion SHELL`; stage runs it and ships
+    /// what it prints in the family's `completions` directories.
+    #[serde(default)]
+    pub completions: Vec<Shell>,
 }
 
 /// Where a file's content comes from.
@@ -709,6 +753,27 @@ fn validate_package(
             }
             Content::Build(_) => {}
         }
+        if !f.completions.is_empty() {
+            let binary = matches!(f.content(), Content::Upstream { member, .. } if member != "*");
+            if !binary || f.mode.0 & 0o111 == 0 || f.template || f.config {
+                bail!("{at}: `completions` only for one executable upstream program");
+            }
+            for shell in &f.completions {
+                for family in Family::ALL {
+                    if !families
+                        .get(family)
+                        .completions
+                        .get(shell)
+                        .is_some_and(|d| d.contains("{name}"))
+                    {
+                        bail!(
+                            "{at}: completions: pkg/families.toml has no [{family}.completions] \
+                             {shell} path with {{name}}"
+                        );
+                    }
+                }
+            }
+        }
         if !dests.insert((f.dest.clone(), f.init)) {
             bail!("{at}: two files have the same dest");
         }
@@ -897,6 +962,32 @@ mod tests {
             err.contains("kubectl.toml") && err.contains("sumary"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn completions_only_for_an_upstream_program_and_known_shell_paths() {
+        let toml = std::fs::read_to_string(repo_root().join("pkg/kubelet.toml")).unwrap();
+        let on_unit = toml.replacen(
+            "dest = \"{unitdir}/kubelet.service\"\n",
+            "dest = \"{unitdir}/kubelet.service\"\ncompletions = [\"bash\"]\n",
+            1,
+        );
+        assert_ne!(on_unit, toml);
+        let dir = broken_root("kubelet.toml", &on_unit);
+        let err = format!("{:#}", Spec::load(dir.path()).unwrap_err());
+        assert!(
+            err.contains("kubelet.toml") && err.contains("`completions` only for"),
+            "{err}"
+        );
+        let unknown = toml.replacen(
+            "dest = \"/usr/bin/kubelet\"\nmode = \"0755\"\n",
+            "dest = \"/usr/bin/kubelet\"\nmode = \"0755\"\ncompletions = [\"tcsh\"]\n",
+            1,
+        );
+        assert_ne!(unknown, toml);
+        let dir = broken_root("kubelet.toml", &unknown);
+        let err = format!("{:#}", Spec::load(dir.path()).unwrap_err());
+        assert!(err.contains("tcsh"), "{err}");
     }
 
     #[test]

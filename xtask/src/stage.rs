@@ -22,7 +22,7 @@ use crate::digest::{copy_hashing, sha256_bytes};
 use serde::Serialize;
 
 use crate::spec::{
-    Arch, ConfigStyle, Content, Dep, Family, FileEntry, Init, Package, Spec, SysextOs,
+    Arch, ConfigStyle, Content, Dep, Family, FileEntry, Init, Package, Shell, Spec, SysextOs,
 };
 
 /// Where file contents come from, for one architecture.
@@ -33,6 +33,15 @@ pub trait Sources {
     fn built(&self, name: &str) -> Result<PathBuf>;
     /// Whether `<source>/<name>` is a recorder stand-in, not the real program.
     fn is_standin(&self, source: &str, name: &str) -> bool;
+    /// How to run the program `<source>/<member>` on this host to have it
+    /// write its completions: the command line before its own arguments
+    /// (the host architecture's build of the same version when the run
+    /// builds that architecture too, else this architecture's binary under
+    /// qemu-user), or why it cannot run here.
+    fn runnable(&self, source: &str, member: &str) -> std::result::Result<Vec<PathBuf>, String> {
+        let _ = (source, member);
+        Err("no program can run for this build".into())
+    }
 }
 
 /// A package staged for one family and architecture. Serialised (without
@@ -73,6 +82,12 @@ pub struct Staged {
     pub files: Vec<StagedFile>,
     /// Sorted by path.
     pub dirs: Vec<StagedDir>,
+    /// The shell completion directories the package's completion files are
+    /// in, with their parents up to a host directory (sorted). They belong
+    /// to the shells' packages, which may be absent: an rpm owns them too,
+    /// or erasing it would leave them behind (dpkg tracks directories by
+    /// itself).
+    pub completion_dirs: Vec<String>,
     /// Maintainer scripts, rendered from `pkg/scripts/<family>-<name>`
     /// (deb: postinst, postrm, prerm; rpm: post, postun, preun).
     pub scripts: Vec<Script>,
@@ -369,6 +384,7 @@ pub fn stage_package(
     work: &Path,
 ) -> Result<StagedPackage> {
     let mut shared = BTreeMap::new();
+    let mut completions = Completions::new();
     let license = {
         let path = spec.root.join("LICENSE");
         fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?
@@ -387,6 +403,7 @@ pub fn stage_package(
             epoch,
             work,
             &mut shared,
+            &mut completions,
             &license,
         )
         .with_context(|| format!("staging {} ({family}, {arch})", package.name))?;
@@ -412,6 +429,7 @@ fn stage_one(
     epoch: u64,
     work: &Path,
     shared: &mut Shared,
+    completions: &mut Completions,
     license: &str,
 ) -> Result<Staged> {
     let fam = spec.families.get(family);
@@ -422,6 +440,8 @@ fn stage_one(
         .join(&package.name);
     let mut files = Vec::new();
     let mut standins = Vec::new();
+    let mut no_completions = Vec::new();
+    let mut completion_dirs = std::collections::BTreeSet::new();
 
     for entry in &package.files {
         let init_dir = root.join(entry.init.map_or("any", Init::name));
@@ -457,6 +477,40 @@ fn stage_one(
                 sha256,
                 size,
             });
+        }
+        if let (false, Content::Upstream { source, member }) =
+            (entry.completions.is_empty(), entry.content())
+        {
+            let dest = entry.dest_for(fam);
+            let command = dest.rsplit('/').next().unwrap_or(&dest).to_string();
+            for &shell in &entry.completions {
+                match completions.get(sources, source, member, &command, shell)? {
+                    Ok(text) => {
+                        let dest = fam.completions[&shell].replace("{name}", &command);
+                        check_path(&dest).with_context(|| format!("completion file {dest}"))?;
+                        let staged = root.join("any").join(dest.trim_start_matches('/'));
+                        let (sha256, size) = write_file(&staged, text, 0o644, epoch)?;
+                        let mut dir = Path::new(&dest).parent();
+                        while let Some(d) = dir.and_then(Path::to_str) {
+                            if d == "/" || fam.host_dirs.iter().any(|h| h == d) {
+                                break;
+                            }
+                            completion_dirs.insert(d.to_string());
+                            dir = Path::new(d).parent();
+                        }
+                        files.push(StagedFile {
+                            dest,
+                            path: staged,
+                            mode: 0o644,
+                            config: false,
+                            init: None,
+                            sha256,
+                            size,
+                        });
+                    }
+                    Err(why) => no_completions.push(format!("{shell}: {why}")),
+                }
+            }
         }
     }
     files.sort_by(|a, b| (&a.dest, a.init).cmp(&(&b.dest, b.init)));
@@ -500,7 +554,7 @@ fn stage_one(
         upstream_url: spec.source(&package.version_from).base.clone(),
         copyright: spec.source(&package.version_from).copyright.clone(),
         summary: package.summary.clone(),
-        description: describe(package, &standins),
+        description: describe(package, &standins, &no_completions),
         depends: package
             .depends
             .iter()
@@ -516,6 +570,7 @@ fn stage_one(
         systemd_units: package.systemd_units.clone(),
         files,
         dirs,
+        completion_dirs: completion_dirs.into_iter().collect(),
         scripts: Vec::new(),
         license: license.to_string(),
     };
@@ -547,6 +602,26 @@ fn scripts(spec: &Spec, pkg: &Staged) -> Result<Vec<Script>> {
         .join(" ");
     let units = pkg.systemd_units.join(" ");
     let reload = if under_unitdir { "yes" } else { "no" };
+    // The kernel prerequisites the package ships, applied at once on a
+    // running host by pkg/scripts/kernel-apply (included only then).
+    let shipped = |dir: &str| {
+        pkg.package_files()
+            .find(|f| f.dest.starts_with(dir))
+            .map_or(String::new(), |f| f.dest.clone())
+    };
+    let modules = shipped("/usr/lib/modules-load.d/");
+    let sysctl = shipped("/usr/lib/sysctl.d/");
+    let kernel_apply = if modules.is_empty() && sysctl.is_empty() {
+        String::new()
+    } else {
+        let path = spec.root.join("pkg/scripts/kernel-apply");
+        fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?
+    };
+    let kernel = [
+        ("KERNEL_MODULES", modules),
+        ("KERNEL_SYSCTL", sysctl),
+        ("KERNEL_APPLY", kernel_apply),
+    ];
     let (names, fill): (&[&str], Vec<(&str, String)>) = match pkg.family {
         Family::Deb => {
             if dirs.is_empty() && seeds.is_empty() && units.is_empty() && !under_unitdir {
@@ -565,7 +640,10 @@ fn scripts(spec: &Spec, pkg: &Staged) -> Result<Vec<Script>> {
                     ("SEEDS", seeds),
                     ("UNITS", units.clone()),
                     ("RELOAD", reload.to_string()),
-                ],
+                ]
+                .into_iter()
+                .chain(kernel)
+                .collect(),
             )
         }
         Family::Rpm => {
@@ -579,7 +657,14 @@ fn scripts(spec: &Spec, pkg: &Staged) -> Result<Vec<Script>> {
             };
             (
                 names,
-                vec![("UNITS", units.clone()), ("RELOAD", reload.to_string())],
+                [
+                    ("PACKAGE", pkg.name.clone()),
+                    ("UNITS", units.clone()),
+                    ("RELOAD", reload.to_string()),
+                ]
+                .into_iter()
+                .chain(kernel)
+                .collect(),
             )
         }
     };
@@ -645,9 +730,91 @@ fn contents(
     })
 }
 
-/// The description, plus a paragraph naming the stand-ins of a test build.
-fn describe(package: &Package, standins: &[String]) -> String {
+/// What each program printed for `NAME completion SHELL`, or why it gives
+/// none, asked once per package for both families.
+struct Completions {
+    done: BTreeMap<(String, String, Shell), std::result::Result<Vec<u8>, String>>,
+}
+
+impl Completions {
+    fn new() -> Completions {
+        Completions {
+            done: BTreeMap::new(),
+        }
+    }
+
+    fn get(
+        &mut self,
+        sources: &dyn Sources,
+        source: &str,
+        member: &str,
+        command: &str,
+        shell: Shell,
+    ) -> Result<std::result::Result<&[u8], String>> {
+        let key = (source.to_string(), member.to_string(), shell);
+        if !self.done.contains_key(&key) {
+            let got = match sources.runnable(source, member) {
+                Ok(argv) => generate(&argv, command, shell)?,
+                Err(why) => Err(why),
+            };
+            self.done.insert(key.clone(), got);
+        }
+        Ok(self.done[&key].as_deref().map_err(Clone::clone))
+    }
+}
+
+/// Runs `ARGV completion SHELL` twice in a clean environment (`LC_ALL=C`,
+/// an empty temporary `HOME` and working directory, no `KUBECONFIG`) and
+/// returns what it printed. A program that fails or prints nothing (a
+/// stand-in) gives none, and the reason; two runs that differ are an error:
+/// the packages would not be reproducible.
+fn generate(
+    argv: &[PathBuf],
+    command: &str,
+    shell: Shell,
+) -> Result<std::result::Result<Vec<u8>, String>> {
+    let asked = format!("`{command} completion {shell}`");
+    let mut outputs = Vec::new();
+    for _ in 0..2 {
+        let home = tempfile::tempdir().context("creating a temporary HOME")?;
+        let out = std::process::Command::new(&argv[0])
+            .args(&argv[1..])
+            .args(["completion", shell.name()])
+            .env_clear()
+            .env("LC_ALL", "C")
+            .env("HOME", home.path())
+            .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+            .current_dir(home.path())
+            .stdin(std::process::Stdio::null())
+            .output();
+        let out = match out {
+            Ok(out) => out,
+            Err(e) => return Ok(Err(format!("{asked} could not run ({e})"))),
+        };
+        if !out.status.success() {
+            return Ok(Err(format!("{asked} failed ({})", out.status)));
+        }
+        if out.stdout.is_empty() {
+            return Ok(Err(format!("{asked} printed nothing")));
+        }
+        outputs.push(out.stdout);
+    }
+    if outputs[0] != outputs[1] {
+        bail!("{asked} printed different completions on two runs: they would not be reproducible");
+    }
+    Ok(Ok(outputs.swap_remove(0)))
+}
+
+/// The description, plus a paragraph naming the stand-ins of a test build
+/// and one naming the shell completions the package lacks, and why.
+fn describe(package: &Package, standins: &[String], no_completions: &[String]) -> String {
     let mut text = package.description.trim_end().to_string();
+    if !no_completions.is_empty() {
+        text.push_str(&format!(
+            "\n\nThis build has no shell completions for {}.",
+            no_completions.join("; ")
+        ));
+    }
     if !standins.is_empty() {
         let names: Vec<&str> = standins
             .iter()
@@ -781,6 +948,55 @@ mod tests {
         assert_eq!(leftover_placeholder("@A_B@"), Some("A_B"));
         assert_eq!(leftover_placeholder("user@example.org @ x@"), None);
         assert_eq!(leftover_placeholder("@@X@"), Some("X"));
+    }
+
+    /// A program that answers `completion SHELL` by `body` (sh).
+    fn program(dir: &Path, name: &str, body: &str) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let path = dir.join(name);
+        fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).unwrap();
+        path
+    }
+
+    #[test]
+    fn completions_come_from_the_program_in_a_clean_environment() {
+        let tmp = tempfile::tempdir().unwrap();
+        // What the environment held, printed as the completion: a clean one.
+        let real = program(
+            tmp.path(),
+            "real",
+            r##"[ "$1" = completion ] || exit 3
+[ "$HOME" = "$PWD" ] && [ -z "$(ls -A "$HOME")" ] || exit 4
+echo "# $2 LC_ALL=$LC_ALL KUBECONFIG=${KUBECONFIG-unset} USER=${USER-unset}""##,
+        );
+        let got = generate(&[real], "real", Shell::Zsh).unwrap().unwrap();
+        let got = String::from_utf8(got).unwrap();
+        assert_eq!(got, "# zsh LC_ALL=C KUBECONFIG=unset USER=unset\n");
+
+        let silent = program(tmp.path(), "standin", "exit 0");
+        let why = generate(&[silent], "kubeadm", Shell::Bash)
+            .unwrap()
+            .unwrap_err();
+        assert_eq!(why, "`kubeadm completion bash` printed nothing");
+        let failing = program(tmp.path(), "old", "echo unsupported >&2; exit 1");
+        let why = generate(&[failing], "kubectl", Shell::Fish)
+            .unwrap()
+            .unwrap_err();
+        assert!(why.contains("`kubectl completion fish` failed"), "{why}");
+        // A program under an emulator: the emulator comes first.
+        let sh = PathBuf::from("/bin/sh");
+        let script = program(tmp.path(), "script", "echo \"# $2\"");
+        let got = generate(&[sh, script], "x", Shell::Bash).unwrap().unwrap();
+        assert_eq!(got, b"# bash\n");
+    }
+
+    #[test]
+    fn completions_that_differ_between_runs_are_an_error() {
+        let tmp = tempfile::tempdir().unwrap();
+        let varying = program(tmp.path(), "varying", "echo \"$$\"");
+        let err = generate(&[varying], "kubectl", Shell::Bash).unwrap_err();
+        assert!(err.to_string().contains("not be reproducible"), "{err}");
     }
 
     #[test]

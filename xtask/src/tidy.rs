@@ -379,3 +379,16 @@ fn the_family_rule_is_followed_alike_by_the_wrapper_and_the_installer() {
         }
     }
 }
+
+#[test]
+fn the_installer_applies_the_kernel_prerequisites_as_the_packages_do() {
+    let fragment = read("pkg/scripts/kernel-apply");
+    assert!(fragment.contains("kernel_apply() {"));
+    assert!(
+        read("installer/install.sh").contains(&fragment),
+        "installer/install.sh must hold pkg/scripts/kernel-apply verbatim"
+    );
+    for script in ["pkg/scripts/deb-postinst", "pkg/scripts/rpm-post"] {
+        assert!(read(script).contains("@KERNEL_APPLY@"), "{script}");
+    }
+}

@@ -109,7 +109,13 @@ pub struct Options {
     /// Threads each artifact's encoder may use (the output does not depend
     /// on it).
     pub threads: u32,
+    /// `dist --sign`: the key that signs the tarball's SHA256SUMS
+    /// (`SHA256SUMS.asc` beside it, made at `epoch`).
+    pub signer: Option<std::sync::Arc<crate::keys::RepoKey>>,
 }
+
+/// The detached, armoured signature of a `SHA256SUMS` file, beside it.
+pub const SUMS_SIGNATURE: &str = "SHA256SUMS.asc";
 
 /// One line of both formats' changelogs.
 pub fn changelog_line(pkg: &Staged) -> String {

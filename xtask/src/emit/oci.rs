@@ -165,7 +165,7 @@ fn image(
         .oci_base
         .as_ref()
         .with_context(|| format!("installer image: no shell staged for {goarch}"))?;
-    let entries = tarball::contents(arch)?;
+    let entries = tarball::contents(arch, options)?;
     let sha256sums = entries
         .iter()
         .find_map(|e| match (&e.item, e.path.as_str()) {

@@ -135,9 +135,11 @@ pub fn write(pkg: &Staged, meta: &Options, out_dir: &Path) -> Result<PathBuf> {
 }
 
 /// The directories the package owns, `(path, mode)`: its declared `dirs`, its
-/// license directory and the drop-in directories of systemd units
-/// (`<unitdir>/<unit>.d`), which exist only for our units. Never shared
-/// directories such as /usr/bin or /etc: the filesystem package owns those.
+/// license directory, the drop-in directories of systemd units
+/// (`<unitdir>/<unit>.d`), which exist only for our units, and the shell
+/// completion directories it puts files in (shared with the shells'
+/// packages, which may not be installed). Never directories every host has
+/// such as /usr/bin or /etc: the filesystem package owns those.
 fn owned_dirs(pkg: &Staged) -> Vec<(String, u16)> {
     let mut dirs: Vec<(String, u16)> = pkg
         .dirs
@@ -145,6 +147,7 @@ fn owned_dirs(pkg: &Staged) -> Vec<(String, u16)> {
         .map(|d| (d.path.clone(), d.mode as u16))
         .collect();
     dirs.push((format!("/usr/share/licenses/{}", pkg.name), 0o755));
+    dirs.extend(pkg.completion_dirs.iter().map(|d| (d.clone(), 0o755)));
     let unitdir = pkg.unitdir.trim_end_matches('/');
     for f in pkg.package_files() {
         if let Some(parent) = Path::new(&f.dest).parent().and_then(Path::to_str) {

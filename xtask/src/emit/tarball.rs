@@ -6,6 +6,7 @@
 //!   install.sh                  the installer (installer/install.sh)
 //!   MANIFEST                    family init kind mode package path, tab-separated, sorted
 //!   SHA256SUMS                  `sha256  relative/path` of every other file
+//!   SHA256SUMS.asc              with `dist --sign`: its detached signature
 //!   payload/<family>/<path>     the content of each file entry
 //! ```
 //!
@@ -79,7 +80,7 @@ pub fn write(
 ) -> Result<PathBuf> {
     let arch = staged.arch;
     let out = out_dir.join(file_name(k8s_version, arch, meta.codecs.tar));
-    let mut items: BTreeMap<String, Item> = contents(staged)?
+    let mut items: BTreeMap<String, Item> = contents(staged, meta)?
         .into_iter()
         .map(|e| (e.path, e.item))
         .collect();
@@ -118,7 +119,7 @@ pub(super) struct Entry {
 
 /// Every file of the tarball's top directory, sorted by path (directories
 /// are not listed).
-pub(super) fn contents(staged: &StagedArch) -> Result<Vec<Entry>> {
+pub(super) fn contents(staged: &StagedArch, meta: &Options) -> Result<Vec<Entry>> {
     let mut lines = Vec::new();
     let mut payload: BTreeMap<String, (PathBuf, String, u64, String)> = BTreeMap::new();
     for package in &staged.packages {
@@ -181,11 +182,20 @@ pub(super) fn contents(staged: &StagedArch) -> Result<Vec<Entry>> {
         item,
         package: None,
     };
-    let mut entries = vec![
-        own("install.sh", Item::Bytes(installer, 0o755)),
-        own("MANIFEST", Item::Bytes(manifest.into_bytes(), 0o644)),
-        own("SHA256SUMS", Item::Bytes(sha256sums.into_bytes(), 0o644)),
-    ];
+    let mut entries = Vec::new();
+    if let Some(key) = &meta.signer {
+        let signature = key.detached_armored(sha256sums.as_bytes(), meta.epoch)?;
+        entries.push(own(
+            super::SUMS_SIGNATURE,
+            Item::Bytes(signature.into_bytes(), 0o644),
+        ));
+    }
+    entries.push(own("install.sh", Item::Bytes(installer, 0o755)));
+    entries.push(own("MANIFEST", Item::Bytes(manifest.into_bytes(), 0o644)));
+    entries.push(own(
+        "SHA256SUMS",
+        Item::Bytes(sha256sums.into_bytes(), 0o644),
+    ));
     for (key, (path, _, size, package)) in payload {
         // Payload modes are the MANIFEST's: the installer sets them anyway,
         // and a plain `tar -x` gives the same result.

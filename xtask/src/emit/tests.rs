@@ -56,6 +56,14 @@ impl Sources for FakeSources {
     fn is_standin(&self, _source: &str, _name: &str) -> bool {
         false
     }
+    /// A program that writes completions for bash and zsh, none for fish.
+    fn runnable(&self, source: &str, member: &str) -> Result<Vec<PathBuf>, String> {
+        let script = self.file(
+            &format!("{source}-{member}.completion"),
+            &format!("[ \"$2\" != fish ] || exit 1\necho \"# $2 completion of {member}\"\n"),
+        );
+        Ok(vec![PathBuf::from("/bin/sh"), script])
+    }
 }
 
 fn options() -> Options {
@@ -64,6 +72,7 @@ fn options() -> Options {
         epoch: EPOCH,
         codecs: Codecs::FAST,
         threads: 1,
+        signer: None,
     }
 }
 
@@ -677,4 +686,114 @@ fn the_installer_image_is_a_layout_whose_blobs_match_their_names() {
     assert_eq!(files["kubedist/entrypoint.sh"].0.mode().unwrap(), 0o755);
     assert!(String::from_utf8_lossy(&files["kubedist/release"].1)
         .starts_with("kubedist-1.34.2-linux-amd64"));
+}
+
+#[test]
+fn a_signed_tarball_carries_a_reproducible_signature_of_its_sha256sums() {
+    use pgp::composed::{Deserializable, DetachedSignature, SignedPublicKey};
+    let tmp = tempfile::tempdir().unwrap();
+    let arch = staged(tmp.path());
+    let key = crate::keys::RepoKey::generate_test_key(&tmp.path().join("k.asc")).unwrap();
+    let public =
+        SignedPublicKey::from_bytes(std::io::BufReader::new(&key.public_binary().unwrap()[..]))
+            .unwrap();
+    let signed = Options {
+        signer: Some(std::sync::Arc::new(key)),
+        ..options()
+    };
+    let top = "kubedist-1.34.2-linux-amd64";
+    let mut written = Vec::new();
+    for run in ["a", "b"] {
+        let out = tmp.path().join(run);
+        fs::create_dir(&out).unwrap();
+        let path = super::tarball::write(&arch, "1.34.2", &signed, &out).unwrap();
+        written.push(fs::read(&path).unwrap());
+    }
+    assert!(written[0] == written[1], "two signed tarballs differ");
+    let members = tar_members(flate2::read::GzDecoder::new(&written[0][..]));
+    let sums = &members[&format!("{top}/SHA256SUMS")].1;
+    let asc = String::from_utf8(members[&format!("{top}/SHA256SUMS.asc")].1.clone()).unwrap();
+    let (sig, _) = DetachedSignature::from_string(&asc).unwrap();
+    sig.verify(&public, sums).unwrap();
+    assert!(sig.verify(&public, b"tampered\n").is_err());
+    // The signature is not among the files SHA256SUMS lists.
+    assert!(!String::from_utf8_lossy(sums).contains("SHA256SUMS.asc"));
+    // Unsigned: no signature file.
+    let path = super::tarball::write(&arch, "1.34.2", &options(), tmp.path()).unwrap();
+    let members = tar_members(flate2::read::GzDecoder::new(fs::File::open(path).unwrap()));
+    assert!(!members.contains_key(&format!("{top}/SHA256SUMS.asc")));
+}
+
+#[test]
+fn completions_land_in_each_familys_vendor_directories() {
+    let tmp = tempfile::tempdir().unwrap();
+    let arch = staged(tmp.path());
+    let deb = package(&arch, "kubectl", Family::Deb);
+    let rpm_pkg = package(&arch, "kubectl", Family::Rpm);
+    let dests = |p: &Staged| -> Vec<String> {
+        p.files
+            .iter()
+            .map(|f| f.dest.clone())
+            .filter(|d| d.contains("completion") || d.contains("zsh"))
+            .collect()
+    };
+    assert_eq!(
+        dests(deb),
+        [
+            "/usr/share/bash-completion/completions/kubectl",
+            "/usr/share/zsh/vendor-completions/_kubectl"
+        ]
+    );
+    assert_eq!(
+        dests(rpm_pkg),
+        [
+            "/usr/share/bash-completion/completions/kubectl",
+            "/usr/share/zsh/site-functions/_kubectl"
+        ]
+    );
+    let body = fs::read_to_string(
+        &deb.files
+            .iter()
+            .find(|f| f.dest.ends_with("/_kubectl"))
+            .unwrap()
+            .path,
+    )
+    .unwrap();
+    assert_eq!(body, "# zsh completion of kubectl\n");
+    // The shell without a file is named in the description, with the reason.
+    assert!(
+        deb.description
+            .contains("no shell completions for fish: `kubectl completion fish` failed"),
+        "{}",
+        deb.description
+    );
+    assert!(!deb.description.contains("for bash"), "{}", deb.description);
+    // The rpm owns the directories (shared with the shells' packages).
+    let rpm_path = super::rpm::write(rpm_pkg, &options(), tmp.path()).unwrap();
+    let rpm = rpm::Package::open(&rpm_path).unwrap();
+    let entries = rpm.metadata.get_file_entries().unwrap();
+    for dir in [
+        "/usr/share/bash-completion",
+        "/usr/share/bash-completion/completions",
+        "/usr/share/zsh",
+        "/usr/share/zsh/site-functions",
+    ] {
+        let entry = entries
+            .iter()
+            .find(|e| e.path().to_str() == Some(dir))
+            .unwrap_or_else(|| panic!("the rpm does not own {dir}"));
+        assert_eq!(entry.permissions(), 0o755, "{dir}");
+    }
+    assert!(!entries
+        .iter()
+        .any(|e| e.path().to_str() == Some("/usr/share")));
+    // The deb carries its zsh file in Debian's directory, mode 0644.
+    let out = tmp.path().join("debs");
+    fs::create_dir(&out).unwrap();
+    let deb_path = super::deb::write(deb, &options(), tmp.path(), &out).unwrap();
+    let members = ar_members(&deb_path);
+    let data = tar_members(xz2::read::XzDecoder::new(members[2].1.as_slice()));
+    let (h, body) = &data["usr/share/zsh/vendor-completions/_kubectl"];
+    assert_eq!(h.mode().unwrap(), 0o644);
+    assert_eq!(body, b"# zsh completion of kubectl\n");
 }

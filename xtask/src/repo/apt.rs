@@ -12,8 +12,8 @@ use anyhow::{bail, Context, Result};
 
 use super::debfile::{self, Control};
 use super::files::{self, Digests};
-use super::keys::RepoKey;
 use super::Settings;
+use crate::keys::RepoKey;
 
 /// Fields the repository computes; a package's own values are dropped.
 const COMPUTED_FIELDS: &[&str] = &["Filename", "Size", "MD5sum", "SHA1", "SHA256", "SHA512"];

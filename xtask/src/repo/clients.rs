@@ -7,8 +7,8 @@ use std::path::Path;
 use anyhow::Result;
 
 use super::files::FILE_MODE;
-use super::keys::RepoKey;
 use super::Settings;
+use crate::keys::RepoKey;
 
 /// Where the snippets tell apt hosts to install `kubedist.gpg`.
 pub const APT_KEYRING: &str = "/etc/apt/keyrings/kubedist.gpg";

@@ -14,7 +14,6 @@ use sha2::{Digest, Sha256};
 
 pub const FILE_MODE: u32 = 0o644;
 pub const DIR_MODE: u32 = 0o755;
-pub const SECRET_MODE: u32 = 0o600;
 
 /// The digests and size that indices list for a file.
 #[derive(Clone, Debug, PartialEq, Eq)]

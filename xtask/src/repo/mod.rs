@@ -22,9 +22,7 @@ mod apt;
 mod clients;
 mod debfile;
 mod files;
-mod gpg;
 mod inputs;
-mod keys;
 mod sysext;
 mod yum;
 
@@ -138,9 +136,9 @@ pub fn run(_root: &Path, args: &Args) -> Result<()> {
     // locked: a refused run leaves no trace. (A test key is generated later:
     // it must lie outside REPO_DIR, which is resolved only once it exists.)
     let given_key = if let Some(path) = &args.key {
-        Some(keys::RepoKey::load(path, passphrase(args)?)?)
+        Some(crate::keys::RepoKey::load(path, passphrase(args)?)?)
     } else if let Some(spec) = &args.gpg_key {
-        Some(keys::RepoKey::from_gpg(spec)?)
+        Some(crate::keys::RepoKey::from_gpg(spec)?)
     } else {
         None
     };
@@ -186,7 +184,7 @@ pub fn run(_root: &Path, args: &Args) -> Result<()> {
         (Some(key), _) => key,
         (None, Some(path)) => {
             refuse_inside(path, &out)?;
-            keys::RepoKey::generate_test_key(path)?
+            crate::keys::RepoKey::generate_test_key(path)?
         }
         (None, None) => {
             bail!("one of --key FILE, --gpg-key KEYID or --generate-test-key FILE is required")
@@ -228,7 +226,7 @@ pub fn run(_root: &Path, args: &Args) -> Result<()> {
 /// The passphrase for --key: --passphrase-file, else the environment.
 fn passphrase(args: &Args) -> Result<Option<String>> {
     let Some(path) = &args.passphrase_file else {
-        return Ok(std::env::var(keys::PASSPHRASE_ENV).ok());
+        return Ok(std::env::var(crate::keys::PASSPHRASE_ENV).ok());
     };
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("{}: cannot read passphrase", path.display()))?;

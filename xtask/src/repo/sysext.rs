@@ -29,8 +29,8 @@ use anyhow::{bail, Context, Result};
 use backhand::{FilesystemReader, InnerNode};
 
 use super::files::{self, Digests};
-use super::keys::RepoKey;
 use super::Settings;
+use crate::keys::RepoKey;
 
 /// Where the images go, below the repository root.
 pub const DIR: &str = "sysext";

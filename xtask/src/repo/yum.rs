@@ -21,8 +21,8 @@ use rpm::{Package, PackageMetadata};
 use sha2::{Digest, Sha256};
 
 use super::files;
-use super::keys::RepoKey;
 use super::Settings;
+use crate::keys::RepoKey;
 
 /// Top-level directories that are never rpm architectures.
 const NOT_ARCH_DIRS: &[&str] = &["pool", "dists", super::sysext::DIR];

@@ -1,4 +1,4 @@
-//! The repository signing key: an operator's OpenPGP key from a file or
+//! The signing key of `cargo xtask repo` and `cargo xtask dist --sign`: an operator's OpenPGP key from a file or
 //! from gpg's agent, or a generated test key; refusing expired or revoked
 //! keys; and the signature forms the clients read: cleartext (`InRelease`),
 //! detached armoured (`Release.gpg`, `repomd.xml.asc`), detached binary
@@ -24,8 +24,12 @@ use pgp::packet::{Signature, SignatureConfig, SignatureType, Subpacket, Subpacke
 use pgp::ser::Serialize;
 use pgp::types::{Fingerprint, KeyDetails, KeyVersion, Password, SigningKey, Tag, Timestamp};
 
-use super::files;
-use super::gpg::Gpg;
+mod gpg;
+
+use gpg::Gpg;
+
+/// A secret key file is written readable by its owner only.
+const SECRET_MODE: u32 = 0o600;
 
 /// Where a protected key file's passphrase comes from (or --passphrase-file).
 pub const PASSPHRASE_ENV: &str = "KUBEDIST_KEY_PASSPHRASE";
@@ -81,7 +85,7 @@ impl RepoKey {
     /// The secret key gpg (and its agent) holds for `spec`: a fingerprint,
     /// key ID or user ID that names exactly one key.
     pub fn from_gpg(spec: &str) -> Result<Self> {
-        let (fingerprint, export) = super::gpg::find_key(spec)?;
+        let (fingerprint, export) = gpg::find_key(spec)?;
         let source = format!("gpg key {fingerprint}");
         let public = SignedPublicKey::from_bytes(BufReader::new(&export[..]))
             .map_err(|e| anyhow!("{source}: gpg --export gave no usable public key: {e}"))?;
@@ -112,7 +116,7 @@ impl RepoKey {
         let armored = secret
             .to_armored_string(ArmorOptions::default())
             .map_err(|e| anyhow!("armouring the key: {e}"))?;
-        crate::util::write_bytes_atomic(path, armored.as_bytes(), files::SECRET_MODE)?;
+        crate::util::write_bytes_atomic(path, armored.as_bytes(), SECRET_MODE)?;
         eprintln!(
             "generated test signing key {} -> {}",
             upper_hex(secret.fingerprint().as_bytes()),
