@@ -93,6 +93,27 @@ kd_new_root() {
     printf '%s\n' "$root"
 }
 
+# kd_one PATH... : prints PATH when exactly one path is given and it exists
+# (what a glob of dist's output gives); otherwise the suite fails at once.
+kd_one() {
+    if [ $# -ne 1 ] || [ ! -e "$1" ]; then
+        echo "$KD_SUITE: FAIL: expected exactly one file, found: $*" >&2
+        echo "0 passed, 1 failed"
+        exit 1
+    fi
+    printf '%s\n' "$1"
+}
+
+# kd_own_mount_namespace "$0" "$@" : runs the suite again in a mount
+# namespace of its own, so that whatever it mounts vanishes with it.
+kd_own_mount_namespace() {
+    if [ "${KD_OWN_MOUNT_NS:-}" != "$KD_SUITE" ]; then
+        KD_OWN_MOUNT_NS=$KD_SUITE
+        export KD_OWN_MOUNT_NS
+        exec unshare --mount --propagation private -- sh "$@"
+    fi
+}
+
 # kd_remove_on_exit PATH : PATH is removed when the suite exits.
 kd_remove_on_exit() {
     printf '%s\n' "$1" >>"$kd_roots_file"

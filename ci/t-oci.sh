@@ -25,24 +25,12 @@ kd_require unshare mount tar sha256sum jq skopeo umoci podman runc nsenter shell
 kd_require_dist
 
 # The overlay roots are mounted in a mount namespace of this suite's own.
-if [ "${KD_OCI_NS:-}" != 1 ]; then
-	KD_OCI_NS=1
-	export KD_OCI_NS
-	exec unshare --mount --propagation private -- sh "$0" "$@"
-fi
+kd_own_mount_namespace "$0" "$@"
 
-one() { # GLOB-RESULT... : exactly one existing path
-	if [ $# -ne 1 ] || [ ! -e "$1" ]; then
-		echo "$KD_SUITE: FAIL: expected exactly one file, found: $*" >&2
-		echo "0 passed, 1 failed"
-		exit 1
-	fi
-	printf '%s\n' "$1"
-}
-ARCHIVE_PREV=$(one "$KD_DIST_PREV"/kubedist-installer-*.oci.tar)
-ARCHIVE_CUR=$(one "$KD_DIST"/kubedist-installer-*.oci.tar)
-LAYOUT_CUR=$(one "${ARCHIVE_CUR%.tar}")
-TARBALL_CUR=$(one "$KD_DIST"/kubedist-*-linux-amd64.tar.gz)
+ARCHIVE_PREV=$(kd_one "$KD_DIST_PREV"/kubedist-installer-*.oci.tar)
+ARCHIVE_CUR=$(kd_one "$KD_DIST"/kubedist-installer-*.oci.tar)
+LAYOUT_CUR=$(kd_one "${ARCHIVE_CUR%.tar}")
+TARBALL_CUR=$(kd_one "$KD_DIST"/kubedist-*-linux-amd64.tar.gz)
 tag_of() { t=${1##*/kubedist-installer-}; echo "${t%.oci.tar}"; }
 REF_PREV=localhost/kubedist/installer:$(tag_of "$ARCHIVE_PREV")
 REF_CUR=localhost/kubedist/installer:$(tag_of "$ARCHIVE_CUR")
@@ -217,6 +205,16 @@ bundle() {
 	mv "$1/config.json.new" "$1/config.json"
 }
 
+# runc_run BUNDLE NAME : runc runs the bundle as container kd-oci-NAME; its
+# output is in $OT/out (and shown), its status in $rc.
+runc_run() {
+	set +e
+	runc --root "$OT/runc" run -b "$1" "kd-oci-$2-$$" </dev/null >"$OT/out" 2>&1
+	rc=$?
+	set -e
+	cat "$OT/out"
+}
+
 test_umoci_and_runc_install_matches_tarball_install() {
 	new_root "$LOWER_SYSTEMD"
 	direct=$NEW_ROOT
@@ -226,7 +224,8 @@ test_umoci_and_runc_install_matches_tarball_install() {
 /srv/kd/cur/kubedist-*-linux-amd64/install.sh install --no-start
 EOF
 	bundle "$OT/bundle-runc" "$image"
-	runc --root "$OT/runc" run -b "$OT/bundle-runc" "kd-oci-$$" </dev/null
+	runc_run "$OT/bundle-runc" i
+	ok
 	listing "$direct" >"$OT/direct.list"
 	listing "$image" >"$OT/image.list"
 	diff -u "$OT/direct.list" "$OT/image.list"
@@ -262,11 +261,7 @@ test_tampered_payload_file_is_refused_before_any_write() {
 	bundle "$OT/bundle-payload" "$r"
 	k=$OT/bundle-payload/rootfs/kubedist/bundle/payload/any/usr/bin/kubectl
 	printf 'X' >>"$k"
-	set +e
-	runc --root "$OT/runc" run -b "$OT/bundle-payload" "kd-oci-p$$" </dev/null >"$OT/out" 2>&1
-	rc=$?
-	set -e
-	cat "$OT/out"
+	runc_run "$OT/bundle-payload" p
 	[ "$rc" != 0 ] || { echo "FAIL: a changed payload file was installed" >&2; return 1; }
 	said "checksum verification failed"
 	echo "== and a SHA256SUMS changed to match it: refused by the image's digest"
@@ -274,11 +269,7 @@ test_tampered_payload_file_is_refused_before_any_write() {
 	new=$(sha256sum <"$k" | cut -c1-64)
 	awk -v n="$new" '$2 == "payload/any/usr/bin/kubectl" { $1 = n; print $1 "  " $2; next } { print }' "$s" >"$s.new"
 	mv "$s.new" "$s"
-	set +e
-	runc --root "$OT/runc" run -b "$OT/bundle-payload" "kd-oci-q$$" </dev/null >"$OT/out" 2>&1
-	rc=$?
-	set -e
-	cat "$OT/out"
+	runc_run "$OT/bundle-payload" q
 	[ "$rc" != 0 ] || { echo "FAIL: a changed SHA256SUMS was accepted" >&2; return 1; }
 	said "not the one in the image's configuration"
 	listing "$r" >"$OT/after.list"

