@@ -16,10 +16,13 @@
 //! a higher revision), then rebuilds and re-signs all metadata from
 //! everything present, so older releases stay installable.
 //! Metadata is built in a directory beside its final place and swapped in
-//! with one rename.
+//! with one rename. Before any of it, the dependency-closure gate
+//! (closure.rs) refuses a run that would publish a channel whose packages
+//! cannot be installed.
 
 mod apt;
 mod clients;
+mod closure;
 mod debfile;
 mod files;
 mod inputs;
@@ -41,6 +44,13 @@ const LOCK_FILE: &str = ".kubedist-repo.lock";
 /// older ones installable; all metadata is rebuilt and re-signed on every run.
 /// Sysext images go to REPO_DIR/sysext/ with a signed SHA256SUMS and one
 /// systemd-sysupdate transfer file per Kubernetes minor.
+///
+/// Nothing uninstallable is published: before anything is written, every
+/// dependency of every package in each channel (the apt suite per
+/// architecture, each architecture's dnf directory) must be met by the
+/// channel or name a distribution package that pkg/families.toml declares
+/// (`distribution`); otherwise the run is refused with one line naming
+/// the package, the dependency and the channel, and REPO_DIR is left as it was.
 #[derive(clap::Args)]
 #[command(
     group(clap::ArgGroup::new("signing key").required(true).args(["key", "gpg_key", "generate_test_key"])),
@@ -130,8 +140,9 @@ pub struct Settings {
     pub timestamp: u64,
 }
 
-pub fn run(_root: &Path, args: &Args) -> Result<()> {
+pub fn run(root: &Path, args: &Args) -> Result<()> {
     let settings = settings(args)?;
+    let spec = crate::spec::Spec::load(root)?;
     // What can refuse the run is checked before REPO_DIR is created or
     // locked: a refused run leaves no trace. (A test key is generated later:
     // it must lie outside REPO_DIR, which is resolved only once it exists.)
@@ -163,8 +174,14 @@ pub fn run(_root: &Path, args: &Args) -> Result<()> {
             out.display()
         )
     };
-    if nothing_to_add && !args.out.exists() {
+    let existed = args.out.exists();
+    if nothing_to_add && !existed {
         no_repo(&args.out)?;
+    }
+    // A new repository is checked before it is created: a refused run
+    // leaves no trace.
+    if !existed {
+        check_closure(None, &debs, &rpms, &spec, &settings)?;
     }
 
     files::create_dir(&args.out)?;
@@ -179,6 +196,11 @@ pub fn run(_root: &Path, args: &Args) -> Result<()> {
         && !out.join(sysext::DIR).is_dir()
     {
         no_repo(&out)?;
+    }
+    // An existing one with what it already holds, under the lock and before
+    // anything is written.
+    if existed {
+        check_closure(Some(&out), &debs, &rpms, &spec, &settings)?;
     }
     let key = match (given_key, &args.generate_test_key) {
         (Some(key), _) => key,
@@ -221,6 +243,30 @@ pub fn run(_root: &Path, args: &Args) -> Result<()> {
     println!("signed by {} ({})", key.fingerprint(), key.user_id());
     println!("repository: {}", out.display());
     Ok(())
+}
+
+/// The dependency-closure gate (closure.rs) over every channel the run
+/// would publish: the packages already in `repo` and the new ones.
+fn check_closure(
+    repo: Option<&Path>,
+    new_debs: &[PathBuf],
+    new_rpms: &[PathBuf],
+    spec: &crate::spec::Spec,
+    settings: &Settings,
+) -> Result<()> {
+    let mut debs = new_debs.to_vec();
+    let mut rpms = new_rpms.to_vec();
+    if let Some(repo) = repo {
+        debs.extend(apt::pool_files(repo)?);
+        rpms.extend(yum::all_rpms(repo)?);
+    }
+    let debs = closure::read_all(crate::spec::Family::Deb, &debs)?;
+    let rpms = closure::read_all(crate::spec::Family::Rpm, &rpms)?;
+    let mut channels = closure::deb_channels(&settings.suite, &debs);
+    channels.extend(closure::rpm_channels(&rpms));
+    closure::check(&channels, &|family| {
+        spec.families.get(family).distribution.clone()
+    })
 }
 
 /// The passphrase for --key: --passphrase-file, else the environment.

@@ -262,6 +262,15 @@ fn require_createrepo() -> Result<()> {
 
 /// The architecture directories already in `repo`: top-level directories
 /// holding rpms or repodata.
+/// Every rpm in every architecture's directory.
+pub fn all_rpms(repo: &Path) -> Result<Vec<PathBuf>> {
+    let mut rpms = Vec::new();
+    for arch in arch_dirs(repo)? {
+        rpms.extend(files::find_files(&repo.join(arch), ".rpm")?);
+    }
+    Ok(rpms)
+}
+
 fn arch_dirs(repo: &Path) -> Result<BTreeSet<String>> {
     let mut arches = BTreeSet::new();
     let Ok(entries) = fs::read_dir(repo) else {
