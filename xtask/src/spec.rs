@@ -997,6 +997,19 @@ mod tests {
     }
 
     #[test]
+    fn an_undeclared_distribution_dependency_is_named() {
+        let toml = std::fs::read_to_string(repo_root().join("pkg/families.toml")).unwrap();
+        let without = toml.replacen("\"conntrack-tools\", ", "", 1);
+        assert_ne!(toml, without);
+        let dir = broken_root("families.toml", &without);
+        let err = format!("{:#}", Spec::load(dir.path()).unwrap_err());
+        assert_eq!(
+            err,
+            "pkg/kubeadm.toml: rpm depends on \"conntrack-tools\", which is none of our packages and not in pkg/families.toml's [rpm] distribution list"
+        );
+    }
+
+    #[test]
     fn completions_only_for_an_upstream_program_and_known_shell_paths() {
         let toml = std::fs::read_to_string(repo_root().join("pkg/kubelet.toml")).unwrap();
         let on_unit = toml.replacen(

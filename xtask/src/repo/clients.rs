@@ -75,11 +75,16 @@ fn apt_sources(s: &Settings) -> String {
     )
 }
 
+/// dnf and yum check every package's signature under `gpgcheck=1`;
+/// zypper (libzypp) checks a package's own signature only with
+/// `pkg_gpgcheck=1` once the repository metadata is signed, and would
+/// otherwise install an unsigned rpm that signed metadata lists. dnf
+/// ignores the option.
 fn yum_repo(s: &Settings) -> String {
     format!(
         "# /etc/yum.repos.d/kubedist.repo\n\
          [kubedist]\nname=kubedist: Kubernetes node components\nbaseurl={0}/$basearch\n\
-         enabled=1\ngpgcheck=1\nrepo_gpgcheck=1\ngpgkey={0}/kubedist.asc\n",
+         enabled=1\ngpgcheck=1\nrepo_gpgcheck=1\npkg_gpgcheck=1\ngpgkey={0}/kubedist.asc\n",
         s.base_url
     )
 }
@@ -110,6 +115,7 @@ mod tests {
             "baseurl=https://mirror.example/kubedist/$basearch\n",
             "gpgcheck=1\n",
             "repo_gpgcheck=1\n",
+            "pkg_gpgcheck=1\n",
             "gpgkey=https://mirror.example/kubedist/kubedist.asc\n",
         ] {
             assert!(repo.contains(line), "{line} missing from:\n{repo}");

@@ -68,7 +68,8 @@ Examples:
 
 Clients: copy REPO_DIR/kubedist.gpg to /etc/apt/keyrings/ and kubedist.sources (or
 kubedist.list) to /etc/apt/sources.list.d/; on dnf hosts kubedist.repo to
-/etc/yum.repos.d/; on sysext hosts kubedist.gpg to /etc/systemd/import-pubring.gpg
+/etc/yum.repos.d/; on zypper hosts `rpm --import kubedist.asc`, then
+`zypper addrepo BASE_URL/kubedist.repo`; on sysext hosts kubedist.gpg to /etc/systemd/import-pubring.gpg
 and sysext/kubernetes-vX.Y.conf to /etc/sysupdate.kubernetes.d/kubernetes.conf. A key that expires within 90 days gets a warning; an expired
 or revoked key is refused.
 
