@@ -22,6 +22,12 @@
 #   uncreated); a key expiring within 90 days signs with a warning (one
 #   expiring later gets none). Those keys are made with gpg in a throwaway GNUPGHOME
 #   (--faked-system-time for the expired one).
+# - the dependency-closure gate: release N without kubernetes-cni (both
+#   families, then the rpm alone) is refused with one line naming kubelet,
+#   the dependency and the channel, and creates nothing; a kubeadm .deb
+#   rebuilt to need a cri-tools no release has is refused and leaves an
+#   existing repository byte for byte as it was, while the same package
+#   needing a cri-tools the repository holds is published.
 # - adding release N to a repository holding N-1 keeps N-1 installable and
 #   re-signs the metadata; a client that installed N-1 upgrades to N.
 #
@@ -623,6 +629,94 @@ key_expiring_within_90_days_warns_but_signs() {
 
 kd_test expired_key_is_refused_and_repo_untouched
 kd_test key_expiring_within_90_days_warns_but_signs
+
+# --- the dependency-closure gate ---------------------------------------------
+
+# partial_dist DIR PATTERN... : KD_DIST's packages but the files matching a
+# PATTERN, with a SHA256SUMS of their own (a dist output someone trimmed).
+partial_dist() {
+    dir=$1
+    shift
+    rm -rf "$dir"
+    mkdir -p "$dir"
+    cp "$KD_DIST"/*.deb "$KD_DIST"/*.rpm "$dir/"
+    for pattern in "$@"; do
+        # shellcheck disable=SC2086 # a glob
+        rm -f "$dir"/$pattern
+    done
+    (cd "$dir" && sha256sum -- *.deb *.rpm >SHA256SUMS)
+}
+
+# refused NAME ARGS... : `cargo xtask repo ARGS` must fail; its stderr is
+# in $TMP/NAME.err.
+refused() {
+    name=$1
+    shift
+    if repo "$@" >"$TMP/$name.out" 2>"$TMP/$name.err"; then
+        cat "$TMP/$name.out" "$TMP/$name.err"
+        echo "assertion failed: cargo xtask repo published an incomplete channel" >&2
+        return 1
+    fi
+    cat "$TMP/$name.out" "$TMP/$name.err"
+    # One line says why.
+    assert_eq 1 "$(grep -c 'refusing to publish' "$TMP/$name.err")" "refusal lines"
+}
+
+closure_refuses_channels_missing_kubernetes_cni() {
+    # Both families' kubernetes-cni gone: apt's channel is checked first.
+    partial_dist "$SCRATCH/no-cni" 'kubernetes-cni[_-]*'
+    refused no-cni --from "$SCRATCH/no-cni" --out "$SCRATCH/gate-new" --generate-test-key "$SCRATCH/gate.key"
+    kubelet=$(deb_version "$KD_DIST" kubelet)
+    assert_grep "^error: refusing to publish: kubelet $kubelet (amd64) depends on kubernetes-cni (>= 1.2.0), which channel dists/stable (amd64) does not hold and pkg/families.toml does not declare as a deb distribution package\$" \
+        "$TMP/no-cni.err"
+    # Nothing was created, not even the key.
+    assert_no_file "$SCRATCH/gate-new"
+    assert_no_file "$SCRATCH/gate.key"
+    # Only the rpm gone: the dnf channel is refused.
+    partial_dist "$SCRATCH/no-cni-rpm" 'kubernetes-cni-*.rpm'
+    refused no-cni-rpm --from "$SCRATCH/no-cni-rpm" --out "$SCRATCH/gate-new" --generate-test-key "$SCRATCH/gate.key"
+    assert_grep "^error: refusing to publish: kubelet $(rpm_version "$KD_DIST" kubelet) (x86_64) depends on kubernetes-cni >= 1.2.0, which channel x86_64/ does not hold and pkg/families.toml does not declare as a rpm distribution package\$" \
+        "$TMP/no-cni-rpm.err"
+    assert_no_file "$SCRATCH/gate-new"
+}
+
+# kubeadm_needing DIR CONSTRAINT : a dist directory holding only KD_DIST's
+# kubeadm .deb rebuilt as version N+gate with `Depends: cri-tools (CONSTRAINT)`.
+kubeadm_needing() {
+    rm -rf "$1" "$TMP/kubeadm-deb"
+    mkdir -p "$1"
+    dpkg-deb -R "$KD_DIST"/kubeadm_*.deb "$TMP/kubeadm-deb"
+    control=$TMP/kubeadm-deb/DEBIAN/control
+    version=$(deb_version "$KD_DIST" kubeadm)+gate
+    sed -i -e "s/^Version: .*/Version: $version/" \
+        -e "s/^Depends: \(.*\)/Depends: \1, cri-tools ($2)/" "$control"
+    assert_grep "^Depends: .*, cri-tools ($2)\$" "$control"
+    dpkg-deb --root-owner-group -b "$TMP/kubeadm-deb" "$1/kubeadm_${version}_amd64.deb" >/dev/null
+    (cd "$1" && sha256sum -- *.deb >SHA256SUMS)
+}
+
+closure_refuses_missing_version_and_leaves_repo_as_it_was() {
+    tree=$SCRATCH/gate-existing
+    cp -a "$REPO" "$tree"
+    tree_listing "$tree" >"$TMP/gate.before"
+    # No release holds cri-tools 99.
+    kubeadm_needing "$SCRATCH/kubeadm-cri99" '>= 99'
+    refused cri99 --from "$SCRATCH/kubeadm-cri99" --out "$tree" --key "$TEST_KEY"
+    assert_grep "^error: refusing to publish: kubeadm $(deb_version "$KD_DIST" kubeadm)+gate (amd64) depends on cri-tools (>= 99), which channel dists/stable (amd64) does not hold " \
+        "$TMP/cri99.err"
+    tree_listing "$tree" >"$TMP/gate.after"
+    diff -u "$TMP/gate.before" "$TMP/gate.after"
+    # Control: the same package needing a cri-tools the repository holds
+    # is published, and apt sees it.
+    kubeadm_needing "$SCRATCH/kubeadm-cri1" ">= $(deb_version "$KD_DIST" cri-tools)"
+    repo --from "$SCRATCH/kubeadm-cri1" --out "$tree" --key "$TEST_KEY" >"$TMP/cri1.out" 2>"$TMP/cri1.err"
+    cat "$TMP/cri1.out" "$TMP/cri1.err"
+    assert_grep '^apt: 11 package(s) in dists/stable for amd64$' "$TMP/cri1.out"
+    assert_grep "^Version: $(deb_version "$KD_DIST" kubeadm)+gate\$" "$tree/dists/stable/main/binary-amd64/Packages"
+}
+
+kd_test closure_refuses_channels_missing_kubernetes_cni
+kd_test closure_refuses_missing_version_and_leaves_repo_as_it_was
 
 # --- adding a release --------------------------------------------------------
 
