@@ -28,6 +28,12 @@
 #   rebuilt to need a cri-tools no release has is refused and leaves an
 #   existing repository byte for byte as it was, while the same package
 #   needing a cri-tools the repository holds is published.
+# - --channels minor: releases N-1 and N and the next minor's first release
+#   (the fixtures relabelled by `dist --version`) make two channels, each
+#   with only paths inside itself and its own signatures and snippets; a
+#   host given one channel alone (as rsync would copy it) installs from it,
+#   and moves to the next minor by taking that channel's snippet; a flat
+#   run on the minor repository is refused.
 # - adding release N to a repository holding N-1 keeps N-1 installable and
 #   re-signs the metadata; a client that installed N-1 upgrades to N.
 #
@@ -717,6 +723,107 @@ closure_refuses_missing_version_and_leaves_repo_as_it_was() {
 
 kd_test closure_refuses_channels_missing_kubernetes_cni
 kd_test closure_refuses_missing_version_and_leaves_repo_as_it_was
+
+# --- minor channels -------------------------------------------------------------
+
+MINOR=$SCRATCH/minor
+NEXT_DIST=$SCRATCH/dist-next-minor
+
+# next_minor : the first release of the minor after KD_DIST's (1.34.2 ->
+# 1.35.0), as `dist --fixtures --version` labels the fixtures.
+next_minor() {
+    v=$(deb_version "$KD_DIST" kubelet)
+    major=${v%%.*}
+    rest=${v#*.}
+    echo "$major.$((${rest%%.*} + 1)).0"
+}
+channel_of() { echo "v$(echo "$1" | cut -d. -f1-2)"; }
+CUR_CHANNEL=$(channel_of "$(deb_version "$KD_DIST" kubelet)")
+NEXT_CHANNEL=$(channel_of "$(next_minor)")
+
+minor_channels_hold_relative_paths_only() {
+    (cd "$KD_REPO" && cargo xtask dist --fixtures --arch amd64 --version "$(next_minor)" \
+        --fast --formats deb,rpm --out "$NEXT_DIST") >"$TMP/next-dist.out" 2>&1 ||
+        { cat "$TMP/next-dist.out"; return 1; }
+    repo --channels minor --from "$KD_DIST_PREV" "$KD_DIST" "$NEXT_DIST" --out "$MINOR" --key "$TEST_KEY" \
+        --base-url file:///srv/kubedist >"$TMP/minor.out" 2>"$TMP/minor.err"
+    cat "$TMP/minor.out" "$TMP/minor.err"
+    # The repository holds copies: the next minor's dist output (and its
+    # space) is not needed any more, but for its versions.
+    expect_debs "$NEXT_DIST" >"$TMP/next.versions"
+    deb_version "$NEXT_DIST" kubelet >"$TMP/next.kubelet"
+    rm -rf "$NEXT_DIST"
+    # Releases N-1 and N are one minor; the next minor has its own channel.
+    assert_grep "^apt: 10 package(s) in $CUR_CHANNEL/deb/dists/stable for amd64\$" "$TMP/minor.out"
+    assert_grep "^dnf: 10 package(s) in $CUR_CHANNEL/rpm/x86_64/\$" "$TMP/minor.out"
+    assert_grep "^apt: 5 package(s) in $NEXT_CHANNEL/deb/dists/stable for amd64\$" "$TMP/minor.out"
+    assert_grep "^dnf: 5 package(s) in $NEXT_CHANNEL/rpm/x86_64/\$" "$TMP/minor.out"
+    for gone in pool dists x86_64 kubedist.sources kubedist.repo; do
+        assert_no_file "$MINOR/$gone"
+    done
+    for c in "$CUR_CHANNEL" "$NEXT_CHANNEL"; do
+        d=$MINOR/$c
+        # Every index entry names a file inside the channel's own tree.
+        grep '^Filename: ' "$d/deb/dists/stable/main/binary-amd64/Packages" | cut -d' ' -f2 >"$TMP/filenames"
+        [ -s "$TMP/filenames" ]
+        while read -r f; do
+            case $f in /* | *..*) echo "assertion failed: $c: Filename $f leaves the channel" >&2; return 1 ;; esac
+            assert_file "$d/deb/$f"
+        done <"$TMP/filenames"
+        zcat "$d"/rpm/x86_64/repodata/*-primary.xml.gz | grep -o '<location href="[^"]*"' | cut -d'"' -f2 >"$TMP/hrefs"
+        [ -s "$TMP/hrefs" ]
+        while read -r f; do
+            case $f in /* | *..* | *:*) echo "assertion failed: $c: location $f leaves the channel" >&2; return 1 ;; esac
+            assert_file "$d/rpm/x86_64/$f"
+        done <"$TMP/hrefs"
+        gpgv_ --keyring "$d/kubedist.gpg" "$d/deb/dists/stable/InRelease"
+        gpgv_ --keyring "$d/kubedist.gpg" "$d/rpm/x86_64/repodata/repomd.xml.asc" "$d/rpm/x86_64/repodata/repomd.xml"
+        assert_grep "^URIs: file:///srv/kubedist/$c/deb\$" "$d/kubedist.sources"
+        assert_grep "^baseurl=file:///srv/kubedist/$c/rpm/.basearch\$" "$d/kubedist.repo"
+        assert_grep "^gpgkey=file:///srv/kubedist/$c/kubedist.asc\$" "$d/kubedist.repo"
+    done
+    # One layout per repository.
+    if repo --from "$KD_DIST" --out "$MINOR" --key "$TEST_KEY" >"$TMP/mixed.out" 2>"$TMP/mixed.err"; then
+        echo "assertion failed: a flat run on a minor repository" >&2
+        return 1
+    fi
+    assert_grep "holds minor channels ($CUR_CHANNEL $NEXT_CHANNEL); run with --channels minor" "$TMP/mixed.err"
+}
+
+apt_host_moves_from_one_minor_channel_to_the_next() {
+    # A root of its own, made here and removed when done (roots take space).
+    new_apt_root
+    ROOT_M=$NEW_ROOT
+    # Only the channel is copied to the host's mirror, as rsync would.
+    mkdir -p "$ROOT_M/srv/kubedist"
+    cp -R "$MINOR/$CUR_CHANNEL" "$ROOT_M/srv/kubedist/$CUR_CHANNEL"
+    install -m 0644 "$MINOR/$CUR_CHANNEL/kubedist.gpg" "$ROOT_M/etc/apt/keyrings/kubedist.gpg"
+    install -m 0644 "$MINOR/$CUR_CHANNEL/kubedist.sources" "$ROOT_M/etc/apt/sources.list.d/kubedist.sources"
+    offline "$ROOT_M" "$TMP/M.first" <<'EOF'
+apt-get update
+apt-get install -y kubelet kubeadm kubectl
+apt-cache madison kubelet
+EOF
+    assert_clean_update "$TMP/M.first"
+    assert_eq "$(expect_debs "$KD_DIST")" "$(installed "$ROOT_M")" "versions from the $CUR_CHANNEL channel"
+    if grep "$(cat "$TMP/next.kubelet")" "$TMP/M.first"; then
+        echo "assertion failed: the $CUR_CHANNEL channel offers the next minor" >&2
+        return 1
+    fi
+    # The next minor: its channel mirrored, its snippet in place of the old.
+    cp -R "$MINOR/$NEXT_CHANNEL" "$ROOT_M/srv/kubedist/$NEXT_CHANNEL"
+    install -m 0644 "$MINOR/$NEXT_CHANNEL/kubedist.sources" "$ROOT_M/etc/apt/sources.list.d/kubedist.sources"
+    offline "$ROOT_M" "$TMP/M.next" <<'EOF'
+apt-get update
+apt-get install -y kubeadm kubelet kubectl
+EOF
+    assert_clean_update "$TMP/M.next"
+    assert_eq "$(cat "$TMP/next.versions")" "$(installed "$ROOT_M")" "versions after moving to $NEXT_CHANNEL"
+    rm -rf "$ROOT_M" "$MINOR"
+}
+
+kd_test minor_channels_hold_relative_paths_only
+kd_test apt_host_moves_from_one_minor_channel_to_the_next
 
 # --- adding a release --------------------------------------------------------
 

@@ -370,8 +370,9 @@ pub fn read_all(family: Family, paths: &[PathBuf]) -> Result<Vec<Pkg>> {
     Ok(pkgs)
 }
 
-/// The apt channels: one per architecture the suite covers.
-pub fn deb_channels<'a>(suite: &str, debs: &'a [Pkg]) -> Vec<Channel<'a>> {
+/// The apt channels: one per architecture the suite covers; `prefix` is
+/// where the tree lies in the repository (`v1.34/deb/`, or "").
+pub fn deb_channels<'a>(prefix: &str, suite: &str, debs: &'a [Pkg]) -> Vec<Channel<'a>> {
     let arches: BTreeSet<&str> = debs
         .iter()
         .map(|p| p.arch.as_str())
@@ -380,7 +381,7 @@ pub fn deb_channels<'a>(suite: &str, debs: &'a [Pkg]) -> Vec<Channel<'a>> {
     arches
         .into_iter()
         .map(|arch| Channel {
-            label: format!("dists/{suite} ({arch})"),
+            label: format!("{prefix}dists/{suite} ({arch})"),
             family: Family::Deb,
             packages: debs
                 .iter()
@@ -391,7 +392,7 @@ pub fn deb_channels<'a>(suite: &str, debs: &'a [Pkg]) -> Vec<Channel<'a>> {
 }
 
 /// The dnf/yum channels: one per architecture directory.
-pub fn rpm_channels(rpms: &[Pkg]) -> Vec<Channel<'_>> {
+pub fn rpm_channels<'a>(prefix: &str, rpms: &'a [Pkg]) -> Vec<Channel<'a>> {
     let arches: BTreeSet<&str> = rpms
         .iter()
         .map(|p| p.arch.as_str())
@@ -400,7 +401,7 @@ pub fn rpm_channels(rpms: &[Pkg]) -> Vec<Channel<'_>> {
     arches
         .into_iter()
         .map(|arch| Channel {
-            label: format!("{arch}/"),
+            label: format!("{prefix}{arch}/"),
             family: Family::Rpm,
             packages: rpms
                 .iter()

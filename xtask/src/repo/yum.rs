@@ -279,7 +279,10 @@ fn arch_dirs(repo: &Path) -> Result<BTreeSet<String>> {
     for entry in entries {
         let entry = entry.with_context(|| format!("{}: cannot list", repo.display()))?;
         let name = entry.file_name().to_string_lossy().into_owned();
-        if name.starts_with('.') || NOT_ARCH_DIRS.contains(&name.as_str()) || !entry.path().is_dir()
+        if name.starts_with('.')
+            || NOT_ARCH_DIRS.contains(&name.as_str())
+            || super::channels::is_channel_name(&name)
+            || !entry.path().is_dir()
         {
             continue;
         }
