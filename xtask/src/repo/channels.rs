@@ -42,13 +42,26 @@ pub fn minor_of(dir: &Path, debs: &[PathBuf], rpms: &[PathBuf]) -> Result<String
         if !KUBERNETES_PACKAGES.contains(&pkg.name.as_str()) {
             continue;
         }
-        let version = pkg.version.split_once(':').map_or(pkg.version.as_str(), |(_, v)| v);
+        let version = pkg
+            .version
+            .split_once(':')
+            .map_or(pkg.version.as_str(), |(_, v)| v);
         let mut parts = version.split(['.', '-', '~']);
         let (Some(major), Some(minor)) = (parts.next(), parts.next()) else {
-            bail!("{}: {} {}: not a Kubernetes version", dir.display(), pkg.name, pkg.version);
+            bail!(
+                "{}: {} {}: not a Kubernetes version",
+                dir.display(),
+                pkg.name,
+                pkg.version
+            );
         };
         if !(is_number(major) && is_number(minor)) {
-            bail!("{}: {} {}: not a Kubernetes version", dir.display(), pkg.name, pkg.version);
+            bail!(
+                "{}: {} {}: not a Kubernetes version",
+                dir.display(),
+                pkg.name,
+                pkg.version
+            );
         }
         minors.insert(format!("v{major}.{minor}"));
     }

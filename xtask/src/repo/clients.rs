@@ -67,7 +67,13 @@ impl Urls {
 
 /// Writes `kubedist.list`, `kubedist.sources` (apt) and `kubedist.repo`
 /// (dnf/yum) for the trees the repository holds.
-pub fn write_snippets(repo: &Path, settings: &Settings, urls: &Urls, apt: bool, yum: bool) -> Result<()> {
+pub fn write_snippets(
+    repo: &Path,
+    settings: &Settings,
+    urls: &Urls,
+    apt: bool,
+    yum: bool,
+) -> Result<()> {
     if apt {
         crate::util::write_bytes_atomic(
             &repo.join("kubedist.list"),
@@ -141,7 +147,9 @@ mod tests {
         assert!(apt_list(&s, &u).ends_with(
             "deb [signed-by=/etc/apt/keyrings/kubedist.gpg] https://mirror.example/kubedist stable main\n"
         ));
-        assert!(apt_sources(&s, &u).contains("URIs: https://mirror.example/kubedist\nSuites: stable\n"));
+        assert!(
+            apt_sources(&s, &u).contains("URIs: https://mirror.example/kubedist\nSuites: stable\n")
+        );
         let repo = yum_repo(&u);
         for line in [
             "baseurl=https://mirror.example/kubedist/$basearch\n",
@@ -160,7 +168,13 @@ mod tests {
         let u = Urls::channel(&s, "v1.35");
         assert!(apt_sources(&s, &u).contains("URIs: https://mirror.example/kubedist/v1.35/deb\n"));
         let repo = yum_repo(&u);
-        assert!(repo.contains("baseurl=https://mirror.example/kubedist/v1.35/rpm/$basearch\n"), "{repo}");
-        assert!(repo.contains("gpgkey=https://mirror.example/kubedist/v1.35/kubedist.asc\n"), "{repo}");
+        assert!(
+            repo.contains("baseurl=https://mirror.example/kubedist/v1.35/rpm/$basearch\n"),
+            "{repo}"
+        );
+        assert!(
+            repo.contains("gpgkey=https://mirror.example/kubedist/v1.35/kubedist.asc\n"),
+            "{repo}"
+        );
     }
 }

@@ -169,7 +169,8 @@ pub fn parse_deb_relations(field: &str) -> Result<Vec<Requirement>> {
         }
         let mut alternatives = Vec::new();
         for alt in group.split('|') {
-            alternatives.push(parse_deb_relation(alt.trim()).with_context(|| format!("{group:?}"))?);
+            alternatives
+                .push(parse_deb_relation(alt.trim()).with_context(|| format!("{group:?}"))?);
         }
         out.push(Requirement {
             raw: group,
@@ -230,10 +231,8 @@ fn rpm_requirement(dep: &rpm::Dependency) -> Result<Requirement> {
     } else {
         format!("{} {} {}", dep.name, rpm_op(dep.flags), dep.version)
     };
-    let alternatives = if let Some(inner) = dep
-        .name
-        .strip_prefix('(')
-        .and_then(|s| s.strip_suffix(')'))
+    let alternatives = if let Some(inner) =
+        dep.name.strip_prefix('(').and_then(|s| s.strip_suffix(')'))
     {
         let words: Vec<&str> = inner.split_whitespace().collect();
         let mut alts = Vec::new();
@@ -256,8 +255,8 @@ fn rpm_requirement(dep: &rpm::Dependency) -> Result<Requirement> {
         }
         alts
     } else {
-        let constraint = (!dep.version.is_empty())
-            .then(|| (rpm_op(dep.flags).to_string(), dep.version.clone()));
+        let constraint =
+            (!dep.version.is_empty()).then(|| (rpm_op(dep.flags).to_string(), dep.version.clone()));
         vec![Relation {
             name: dep.name.clone(),
             constraint,
@@ -441,8 +440,10 @@ mod tests {
 
     #[test]
     fn deb_relations_parse() {
-        let reqs =
-            parse_deb_relations("iptables (>= 1.4.21), kubernetes-cni (>> 1.2.0) | foo:any, bar [amd64],\n mount").unwrap();
+        let reqs = parse_deb_relations(
+            "iptables (>= 1.4.21), kubernetes-cni (>> 1.2.0) | foo:any, bar [amd64],\n mount",
+        )
+        .unwrap();
         assert_eq!(reqs.len(), 4);
         assert_eq!(reqs[0].raw, "iptables (>= 1.4.21)");
         assert_eq!(
@@ -466,9 +467,19 @@ mod tests {
     #[test]
     fn a_closed_channel_passes() {
         let pkgs = [
-            pkg("kubelet", "1.34.2-2", &[], "iptables (>= 1.4.21), kubernetes-cni (>= 1.2.0)"),
+            pkg(
+                "kubelet",
+                "1.34.2-2",
+                &[],
+                "iptables (>= 1.4.21), kubernetes-cni (>= 1.2.0)",
+            ),
             pkg("kubernetes-cni", "1.7.1-2", &[], ""),
-            pkg("kubeadm", "1.34.2-2", &[], "cri (>= 1.30) | cri-tools, conntrack"),
+            pkg(
+                "kubeadm",
+                "1.34.2-2",
+                &[],
+                "cri (>= 1.30) | cri-tools, conntrack",
+            ),
             pkg("crictl", "1.34.0-2", &[("cri", Some("1.34.0"))], ""),
         ];
         run(Family::Deb, &pkgs, &["iptables", "conntrack"]).unwrap();
@@ -482,7 +493,9 @@ mod tests {
             &[],
             "iptables (>= 1.4.21), kubernetes-cni (>= 1.2.0)",
         )];
-        let err = run(Family::Deb, &pkgs, &["iptables"]).unwrap_err().to_string();
+        let err = run(Family::Deb, &pkgs, &["iptables"])
+            .unwrap_err()
+            .to_string();
         assert_eq!(
             err,
             "refusing to publish: kubelet 1.34.2-2 (amd64) depends on kubernetes-cni (>= 1.2.0), which channel dists/stable (amd64) does not hold and pkg/families.toml does not declare as a deb distribution package"
@@ -496,7 +509,10 @@ mod tests {
             pkg("cri-tools", "1.34.0-2", &[], ""),
         ];
         let err = run(Family::Deb, &pkgs, &[]).unwrap_err().to_string();
-        assert!(err.contains("kubeadm 1.34.2-2 (amd64) depends on cri-tools (>= 1.35.0)"), "{err}");
+        assert!(
+            err.contains("kubeadm 1.34.2-2 (amd64) depends on cri-tools (>= 1.35.0)"),
+            "{err}"
+        );
         // dpkg's ordering, not a string's: 1.34.0~rc1 is below 1.34.0.
         let pkgs = [
             pkg("kubeadm", "1.34.2-2", &[], "cri-tools (>= 1.34.0)"),
@@ -527,10 +543,18 @@ mod tests {
         };
         // No release in the dependency: the provider's is not compared.
         assert!(version_ok(Family::Rpm, Some("1.2.0-2"), &rel("=", "1.2.0")));
-        assert!(version_ok(Family::Rpm, Some("1.7.1-2"), &rel(">=", "1.2.0")));
+        assert!(version_ok(
+            Family::Rpm,
+            Some("1.7.1-2"),
+            &rel(">=", "1.2.0")
+        ));
         assert!(!version_ok(Family::Rpm, Some("1.10.0-1"), &rel("<", "1.9")));
         assert!(version_ok(Family::Rpm, Some("1:0.1-1"), &rel(">", "2.0")));
-        assert!(!version_ok(Family::Rpm, Some("1.2.0-1"), &rel(">=", "1.2.0-2")));
+        assert!(!version_ok(
+            Family::Rpm,
+            Some("1.2.0-1"),
+            &rel(">=", "1.2.0-2")
+        ));
     }
 
     #[test]

@@ -11,6 +11,10 @@
 //! REPO/kubedist.{asc,gpg,list,sources,repo}     public key and client snippets
 //! ```
 //!
+//! With `--channels minor` (channels.rs) the apt and dnf trees move into
+//! one channel per Kubernetes minor, `REPO/vX.Y/deb/` and `REPO/vX.Y/rpm/`,
+//! each with its key copy and snippets in `REPO/vX.Y/`.
+//!
 //! The package files are the repository's state: a run adds the new ones
 //! (never replacing a file by different content, but for a sysext image of
 //! a higher revision), then rebuilds and re-signs all metadata from
@@ -324,7 +328,12 @@ fn publish_channel(
         );
     }
     for arch in &yum {
-        println!("dnf: {} package(s) in {}{}/", arch.packages, prefix("rpm"), arch.arch);
+        println!(
+            "dnf: {} package(s) in {}{}/",
+            arch.packages,
+            prefix("rpm"),
+            arch.arch
+        );
     }
     Ok(())
 }
@@ -364,8 +373,16 @@ fn check_closure(
         }
         let debs = closure::read_all(crate::spec::Family::Deb, &debs)?;
         let rpms = closure::read_all(crate::spec::Family::Rpm, &rpms)?;
-        let deb_prefix = if prefix.is_empty() { String::new() } else { format!("{prefix}deb/") };
-        let rpm_prefix = if prefix.is_empty() { String::new() } else { format!("{prefix}rpm/") };
+        let deb_prefix = if prefix.is_empty() {
+            String::new()
+        } else {
+            format!("{prefix}deb/")
+        };
+        let rpm_prefix = if prefix.is_empty() {
+            String::new()
+        } else {
+            format!("{prefix}rpm/")
+        };
         let mut list = closure::deb_channels(&deb_prefix, &settings.suite, &debs);
         list.extend(closure::rpm_channels(&rpm_prefix, &rpms));
         closure::check(&list, &|family| {
