@@ -32,8 +32,8 @@
 #   (the fixtures relabelled by `dist --version`) make two channels, each
 #   with only paths inside itself and its own signatures and snippets; a
 #   host given one channel alone (as rsync would copy it) installs from it,
-#   and moves to the next minor by taking that channel's snippet; a flat
-#   run on the minor repository is refused.
+#   and moves to the next minor by taking that channel's snippet (apt and
+#   dnf); a flat run on the minor repository is refused.
 # - adding release N to a repository holding N-1 keeps N-1 installable and
 #   re-signs the metadata; a client that installed N-1 upgrades to N.
 #
@@ -751,6 +751,7 @@ minor_channels_hold_relative_paths_only() {
     # The repository holds copies: the next minor's dist output (and its
     # space) is not needed any more, but for its versions.
     expect_debs "$NEXT_DIST" >"$TMP/next.versions"
+    expect_rpms "$NEXT_DIST" >"$TMP/next.rpm-versions"
     deb_version "$NEXT_DIST" kubelet >"$TMP/next.kubelet"
     rm -rf "$NEXT_DIST"
     # Releases N-1 and N are one minor; the next minor has its own channel.
@@ -819,11 +820,24 @@ apt-get install -y kubeadm kubelet kubectl
 EOF
     assert_clean_update "$TMP/M.next"
     assert_eq "$(cat "$TMP/next.versions")" "$(installed "$ROOT_M")" "versions after moving to $NEXT_CHANNEL"
-    rm -rf "$ROOT_M" "$MINOR"
+    rm -rf "$ROOT_M"
+}
+
+dnf_host_moves_from_one_minor_channel_to_the_next() {
+    new_dnf_root
+    root=$NEW_ROOT
+    cp "$MINOR/$CUR_CHANNEL/kubedist.repo" "$root/etc/yum.repos.d/kubedist.repo"
+    dnf_offline "$root" "$MINOR" "$TMP/MD.first" install kubelet kubeadm kubectl
+    assert_eq "$(expect_rpms "$KD_DIST")" "$(rpm_installed "$root")" "versions from the $CUR_CHANNEL channel"
+    cp "$MINOR/$NEXT_CHANNEL/kubedist.repo" "$root/etc/yum.repos.d/kubedist.repo"
+    dnf_offline "$root" "$MINOR" "$TMP/MD.next" upgrade
+    assert_eq "$(cat "$TMP/next.rpm-versions")" "$(rpm_installed "$root")" "versions after moving to $NEXT_CHANNEL"
+    rm -rf "$root" "$MINOR"
 }
 
 kd_test minor_channels_hold_relative_paths_only
 kd_test apt_host_moves_from_one_minor_channel_to_the_next
+kd_test dnf_host_moves_from_one_minor_channel_to_the_next
 
 # --- adding a release --------------------------------------------------------
 
