@@ -22,6 +22,18 @@
 #   uncreated); a key expiring within 90 days signs with a warning (one
 #   expiring later gets none). Those keys are made with gpg in a throwaway GNUPGHOME
 #   (--faked-system-time for the expired one).
+# - the dependency-closure gate: release N without kubernetes-cni (both
+#   families, then the rpm alone) is refused with one line naming kubelet,
+#   the dependency and the channel, and creates nothing; a kubeadm .deb
+#   rebuilt to need a cri-tools no release has is refused and leaves an
+#   existing repository byte for byte as it was, while the same package
+#   needing a cri-tools the repository holds is published.
+# - --channels minor: releases N-1 and N and the next minor's first release
+#   (the fixtures relabelled by `dist --version`) make two channels, each
+#   with only paths inside itself and its own signatures and snippets; a
+#   host given one channel alone (as rsync would copy it) installs from it,
+#   and moves to the next minor by taking that channel's snippet (apt and
+#   dnf); a flat run on the minor repository is refused.
 # - adding release N to a repository holding N-1 keeps N-1 installable and
 #   re-signs the metadata; a client that installed N-1 upgrades to N.
 #
@@ -623,6 +635,209 @@ key_expiring_within_90_days_warns_but_signs() {
 
 kd_test expired_key_is_refused_and_repo_untouched
 kd_test key_expiring_within_90_days_warns_but_signs
+
+# --- the dependency-closure gate ---------------------------------------------
+
+# partial_dist DIR PATTERN... : KD_DIST's packages but the files matching a
+# PATTERN, with a SHA256SUMS of their own (a dist output someone trimmed).
+partial_dist() {
+    dir=$1
+    shift
+    rm -rf "$dir"
+    mkdir -p "$dir"
+    cp "$KD_DIST"/*.deb "$KD_DIST"/*.rpm "$dir/"
+    for pattern in "$@"; do
+        # shellcheck disable=SC2086 # a glob
+        rm -f "$dir"/$pattern
+    done
+    (cd "$dir" && sha256sum -- *.deb *.rpm >SHA256SUMS)
+}
+
+# refused NAME ARGS... : `cargo xtask repo ARGS` must fail; its stderr is
+# in $TMP/NAME.err.
+refused() {
+    name=$1
+    shift
+    if repo "$@" >"$TMP/$name.out" 2>"$TMP/$name.err"; then
+        cat "$TMP/$name.out" "$TMP/$name.err"
+        echo "assertion failed: cargo xtask repo published an incomplete channel" >&2
+        return 1
+    fi
+    cat "$TMP/$name.out" "$TMP/$name.err"
+    # One line says why.
+    assert_eq 1 "$(grep -c 'refusing to publish' "$TMP/$name.err")" "refusal lines"
+}
+
+closure_refuses_channels_missing_kubernetes_cni() {
+    # Both families' kubernetes-cni gone: apt's channel is checked first.
+    partial_dist "$SCRATCH/no-cni" 'kubernetes-cni[_-]*'
+    refused no-cni --from "$SCRATCH/no-cni" --out "$SCRATCH/gate-new" --generate-test-key "$SCRATCH/gate.key"
+    kubelet=$(deb_version "$KD_DIST" kubelet)
+    assert_grep "^error: refusing to publish: kubelet $kubelet (amd64) depends on kubernetes-cni (>= 1.2.0), which channel dists/stable (amd64) does not hold and pkg/families.toml does not declare as a deb distribution package\$" \
+        "$TMP/no-cni.err"
+    # Nothing was created, not even the key.
+    assert_no_file "$SCRATCH/gate-new"
+    assert_no_file "$SCRATCH/gate.key"
+    # Only the rpm gone: the dnf channel is refused.
+    partial_dist "$SCRATCH/no-cni-rpm" 'kubernetes-cni-*.rpm'
+    refused no-cni-rpm --from "$SCRATCH/no-cni-rpm" --out "$SCRATCH/gate-new" --generate-test-key "$SCRATCH/gate.key"
+    assert_grep "^error: refusing to publish: kubelet $(rpm_version "$KD_DIST" kubelet) (x86_64) depends on kubernetes-cni >= 1.2.0, which channel x86_64/ does not hold and pkg/families.toml does not declare as a rpm distribution package\$" \
+        "$TMP/no-cni-rpm.err"
+    assert_no_file "$SCRATCH/gate-new"
+}
+
+# kubeadm_needing DIR CONSTRAINT : a dist directory holding only KD_DIST's
+# kubeadm .deb rebuilt as version N+gate with `Depends: cri-tools (CONSTRAINT)`.
+kubeadm_needing() {
+    rm -rf "$1" "$TMP/kubeadm-deb"
+    mkdir -p "$1"
+    dpkg-deb -R "$KD_DIST"/kubeadm_*.deb "$TMP/kubeadm-deb"
+    control=$TMP/kubeadm-deb/DEBIAN/control
+    version=$(deb_version "$KD_DIST" kubeadm)+gate
+    sed -i -e "s/^Version: .*/Version: $version/" \
+        -e "s/^Depends: \(.*\)/Depends: \1, cri-tools ($2)/" "$control"
+    assert_grep "^Depends: .*, cri-tools ($2)\$" "$control"
+    dpkg-deb --root-owner-group -b "$TMP/kubeadm-deb" "$1/kubeadm_${version}_amd64.deb" >/dev/null
+    (cd "$1" && sha256sum -- *.deb >SHA256SUMS)
+}
+
+closure_refuses_missing_version_and_leaves_repo_as_it_was() {
+    tree=$SCRATCH/gate-existing
+    cp -a "$REPO" "$tree"
+    tree_listing "$tree" >"$TMP/gate.before"
+    # No release holds cri-tools 99.
+    kubeadm_needing "$SCRATCH/kubeadm-cri99" '>= 99'
+    refused cri99 --from "$SCRATCH/kubeadm-cri99" --out "$tree" --key "$TEST_KEY"
+    assert_grep "^error: refusing to publish: kubeadm $(deb_version "$KD_DIST" kubeadm)+gate (amd64) depends on cri-tools (>= 99), which channel dists/stable (amd64) does not hold " \
+        "$TMP/cri99.err"
+    tree_listing "$tree" >"$TMP/gate.after"
+    diff -u "$TMP/gate.before" "$TMP/gate.after"
+    # Control: the same package needing a cri-tools the repository holds
+    # is published, and apt sees it.
+    kubeadm_needing "$SCRATCH/kubeadm-cri1" ">= $(deb_version "$KD_DIST" cri-tools)"
+    repo --from "$SCRATCH/kubeadm-cri1" --out "$tree" --key "$TEST_KEY" >"$TMP/cri1.out" 2>"$TMP/cri1.err"
+    cat "$TMP/cri1.out" "$TMP/cri1.err"
+    assert_grep '^apt: 11 package(s) in dists/stable for amd64$' "$TMP/cri1.out"
+    assert_grep "^Version: $(deb_version "$KD_DIST" kubeadm)+gate\$" "$tree/dists/stable/main/binary-amd64/Packages"
+}
+
+kd_test closure_refuses_channels_missing_kubernetes_cni
+kd_test closure_refuses_missing_version_and_leaves_repo_as_it_was
+
+# --- minor channels -------------------------------------------------------------
+
+MINOR=$SCRATCH/minor
+NEXT_DIST=$SCRATCH/dist-next-minor
+
+# next_minor : the first release of the minor after KD_DIST's (1.34.2 ->
+# 1.35.0), as `dist --fixtures --version` labels the fixtures.
+next_minor() {
+    v=$(deb_version "$KD_DIST" kubelet)
+    major=${v%%.*}
+    rest=${v#*.}
+    echo "$major.$((${rest%%.*} + 1)).0"
+}
+channel_of() { echo "v$(echo "$1" | cut -d. -f1-2)"; }
+CUR_CHANNEL=$(channel_of "$(deb_version "$KD_DIST" kubelet)")
+NEXT_CHANNEL=$(channel_of "$(next_minor)")
+
+minor_channels_hold_relative_paths_only() {
+    (cd "$KD_REPO" && cargo xtask dist --fixtures --arch amd64 --version "$(next_minor)" \
+        --fast --formats deb,rpm --out "$NEXT_DIST") >"$TMP/next-dist.out" 2>&1 ||
+        { cat "$TMP/next-dist.out"; return 1; }
+    repo --channels minor --from "$KD_DIST_PREV" "$KD_DIST" "$NEXT_DIST" --out "$MINOR" --key "$TEST_KEY" \
+        --base-url file:///srv/kubedist >"$TMP/minor.out" 2>"$TMP/minor.err"
+    cat "$TMP/minor.out" "$TMP/minor.err"
+    # The repository holds copies: the next minor's dist output (and its
+    # space) is not needed any more, but for its versions.
+    expect_debs "$NEXT_DIST" >"$TMP/next.versions"
+    expect_rpms "$NEXT_DIST" >"$TMP/next.rpm-versions"
+    deb_version "$NEXT_DIST" kubelet >"$TMP/next.kubelet"
+    rm -rf "$NEXT_DIST"
+    # Releases N-1 and N are one minor; the next minor has its own channel.
+    assert_grep "^apt: 10 package(s) in $CUR_CHANNEL/deb/dists/stable for amd64\$" "$TMP/minor.out"
+    assert_grep "^dnf: 10 package(s) in $CUR_CHANNEL/rpm/x86_64/\$" "$TMP/minor.out"
+    assert_grep "^apt: 5 package(s) in $NEXT_CHANNEL/deb/dists/stable for amd64\$" "$TMP/minor.out"
+    assert_grep "^dnf: 5 package(s) in $NEXT_CHANNEL/rpm/x86_64/\$" "$TMP/minor.out"
+    for gone in pool dists x86_64 kubedist.sources kubedist.repo; do
+        assert_no_file "$MINOR/$gone"
+    done
+    for c in "$CUR_CHANNEL" "$NEXT_CHANNEL"; do
+        d=$MINOR/$c
+        # Every index entry names a file inside the channel's own tree.
+        grep '^Filename: ' "$d/deb/dists/stable/main/binary-amd64/Packages" | cut -d' ' -f2 >"$TMP/filenames"
+        [ -s "$TMP/filenames" ]
+        while read -r f; do
+            case $f in /* | *..*) echo "assertion failed: $c: Filename $f leaves the channel" >&2; return 1 ;; esac
+            assert_file "$d/deb/$f"
+        done <"$TMP/filenames"
+        zcat "$d"/rpm/x86_64/repodata/*-primary.xml.gz | grep -o '<location href="[^"]*"' | cut -d'"' -f2 >"$TMP/hrefs"
+        [ -s "$TMP/hrefs" ]
+        while read -r f; do
+            case $f in /* | *..* | *:*) echo "assertion failed: $c: location $f leaves the channel" >&2; return 1 ;; esac
+            assert_file "$d/rpm/x86_64/$f"
+        done <"$TMP/hrefs"
+        gpgv_ --keyring "$d/kubedist.gpg" "$d/deb/dists/stable/InRelease"
+        gpgv_ --keyring "$d/kubedist.gpg" "$d/rpm/x86_64/repodata/repomd.xml.asc" "$d/rpm/x86_64/repodata/repomd.xml"
+        assert_grep "^URIs: file:///srv/kubedist/$c/deb\$" "$d/kubedist.sources"
+        assert_grep "^baseurl=file:///srv/kubedist/$c/rpm/.basearch\$" "$d/kubedist.repo"
+        assert_grep "^gpgkey=file:///srv/kubedist/$c/kubedist.asc\$" "$d/kubedist.repo"
+    done
+    # One layout per repository.
+    if repo --from "$KD_DIST" --out "$MINOR" --key "$TEST_KEY" >"$TMP/mixed.out" 2>"$TMP/mixed.err"; then
+        echo "assertion failed: a flat run on a minor repository" >&2
+        return 1
+    fi
+    assert_grep "holds minor channels ($CUR_CHANNEL $NEXT_CHANNEL); run with --channels minor" "$TMP/mixed.err"
+}
+
+apt_host_moves_from_one_minor_channel_to_the_next() {
+    # A root of its own, made here and removed when done (roots take space).
+    new_apt_root
+    ROOT_M=$NEW_ROOT
+    # Only the channel is copied to the host's mirror, as rsync would.
+    mkdir -p "$ROOT_M/srv/kubedist"
+    cp -R "$MINOR/$CUR_CHANNEL" "$ROOT_M/srv/kubedist/$CUR_CHANNEL"
+    install -m 0644 "$MINOR/$CUR_CHANNEL/kubedist.gpg" "$ROOT_M/etc/apt/keyrings/kubedist.gpg"
+    install -m 0644 "$MINOR/$CUR_CHANNEL/kubedist.sources" "$ROOT_M/etc/apt/sources.list.d/kubedist.sources"
+    offline "$ROOT_M" "$TMP/M.first" <<'EOF'
+apt-get update
+apt-get install -y kubelet kubeadm kubectl
+apt-cache madison kubelet
+EOF
+    assert_clean_update "$TMP/M.first"
+    assert_eq "$(expect_debs "$KD_DIST")" "$(installed "$ROOT_M")" "versions from the $CUR_CHANNEL channel"
+    if grep "$(cat "$TMP/next.kubelet")" "$TMP/M.first"; then
+        echo "assertion failed: the $CUR_CHANNEL channel offers the next minor" >&2
+        return 1
+    fi
+    # The next minor: its channel mirrored, its snippet in place of the old.
+    cp -R "$MINOR/$NEXT_CHANNEL" "$ROOT_M/srv/kubedist/$NEXT_CHANNEL"
+    install -m 0644 "$MINOR/$NEXT_CHANNEL/kubedist.sources" "$ROOT_M/etc/apt/sources.list.d/kubedist.sources"
+    offline "$ROOT_M" "$TMP/M.next" <<'EOF'
+apt-get update
+apt-get install -y kubeadm kubelet kubectl
+EOF
+    assert_clean_update "$TMP/M.next"
+    assert_eq "$(cat "$TMP/next.versions")" "$(installed "$ROOT_M")" "versions after moving to $NEXT_CHANNEL"
+    rm -rf "$ROOT_M"
+}
+
+dnf_host_moves_from_one_minor_channel_to_the_next() {
+    new_dnf_root
+    root=$NEW_ROOT
+    cp "$MINOR/$CUR_CHANNEL/kubedist.repo" "$root/etc/yum.repos.d/kubedist.repo"
+    dnf_offline "$root" "$MINOR" "$TMP/MD.first" install kubelet kubeadm kubectl
+    assert_eq "$(expect_rpms "$KD_DIST")" "$(rpm_installed "$root")" "versions from the $CUR_CHANNEL channel"
+    cp "$MINOR/$NEXT_CHANNEL/kubedist.repo" "$root/etc/yum.repos.d/kubedist.repo"
+    dnf_offline "$root" "$MINOR" "$TMP/MD.next" upgrade
+    assert_eq "$(cat "$TMP/next.rpm-versions")" "$(rpm_installed "$root")" "versions after moving to $NEXT_CHANNEL"
+    rm -rf "$root" "$MINOR"
+}
+
+kd_test minor_channels_hold_relative_paths_only
+kd_test apt_host_moves_from_one_minor_channel_to_the_next
+kd_test dnf_host_moves_from_one_minor_channel_to_the_next
 
 # --- adding a release --------------------------------------------------------
 

@@ -271,6 +271,9 @@ pub struct FamilyConf {
     /// Where each shell's completion file for a command goes, with `{name}`
     /// for the command's name (the family's vendor directories).
     pub completions: BTreeMap<Shell, String>,
+    /// The packages the host's own distribution supplies: a dependency on
+    /// one of them is met outside our repository (`repo`'s closure gate).
+    pub distribution: Vec<String>,
 }
 
 impl FamilyConf {
@@ -612,6 +615,34 @@ impl<'de> Deserialize<'de> for Dep {
     }
 }
 
+/// Every dependency of a package is another of our packages or a
+/// distribution package its family declares (families.toml's
+/// `distribution`): what `repo`'s closure gate accepts, checked here first.
+fn check_dependencies_declared(packages: &[Package], families: &Families) -> Result<()> {
+    for family in Family::ALL {
+        let declared = &families.get(family).distribution;
+        for package in packages {
+            let over = match family {
+                Family::Deb => &package.deb,
+                Family::Rpm => &package.rpm,
+            };
+            for dep in package.depends.iter().chain(&over.depends) {
+                let ours = packages.iter().any(|p| p.name == dep.name);
+                if !ours && !declared.contains(&dep.name) {
+                    bail!(
+                        "pkg/{}.toml: {} depends on {:?}, which is none of our packages and not in pkg/families.toml's [{}] distribution list",
+                        package.name,
+                        family.name(),
+                        dep.name,
+                        family.name()
+                    );
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 impl Spec {
     /// Reads and validates everything under `root/pkg`.
     pub fn load(root: &Path) -> Result<Spec> {
@@ -645,6 +676,7 @@ impl Spec {
             bail!("{}: no package descriptions (*.toml)", pkg.display());
         }
         packages.sort_by(|a, b| a.name.cmp(&b.name));
+        check_dependencies_declared(&packages, &families)?;
         let sysext_path = pkg.join("sysext.toml");
         let sysext: Sysext = read_toml(&sysext_path)?;
         validate_sysext(&sysext, &families, root).with_context(|| rel(root, &sysext_path))?;
@@ -961,6 +993,19 @@ mod tests {
         assert!(
             err.contains("kubectl.toml") && err.contains("sumary"),
             "{err}"
+        );
+    }
+
+    #[test]
+    fn an_undeclared_distribution_dependency_is_named() {
+        let toml = std::fs::read_to_string(repo_root().join("pkg/families.toml")).unwrap();
+        let without = toml.replacen("\"conntrack-tools\", ", "", 1);
+        assert_ne!(toml, without);
+        let dir = broken_root("families.toml", &without);
+        let err = format!("{:#}", Spec::load(dir.path()).unwrap_err());
+        assert_eq!(
+            err,
+            "pkg/kubeadm.toml: rpm depends on \"conntrack-tools\", which is none of our packages and not in pkg/families.toml's [rpm] distribution list"
         );
     }
 

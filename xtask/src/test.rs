@@ -24,6 +24,7 @@ const TOOLS: &[&str] = &[
     "rpm",
     "rpmbuild",
     "dnf",
+    "zypper",
     "createrepo_c",
     "lintian",
     "rpmlint",

@@ -139,6 +139,11 @@ fn plan_pool_file(repo: &Path, deb: &Path, component: &str) -> Result<Option<Pat
     Ok(None)
 }
 
+/// Every `.deb` in the pool.
+pub fn pool_files(repo: &Path) -> Result<Vec<PathBuf>> {
+    files::find_files(&repo.join("pool"), ".deb")
+}
+
 fn read_pool(repo: &Path) -> Result<Vec<PoolEntry>> {
     let mut entries = Vec::new();
     for path in files::find_files(&repo.join("pool"), ".deb")? {

@@ -11,25 +11,36 @@
 //! REPO/kubedist.{asc,gpg,list,sources,repo}     public key and client snippets
 //! ```
 //!
+//! With `--channels minor` (channels.rs) the apt and dnf trees move into
+//! one channel per Kubernetes minor, `REPO/vX.Y/deb/` and `REPO/vX.Y/rpm/`,
+//! each with its key copy and snippets in `REPO/vX.Y/`.
+//!
 //! The package files are the repository's state: a run adds the new ones
 //! (never replacing a file by different content, but for a sysext image of
 //! a higher revision), then rebuilds and re-signs all metadata from
 //! everything present, so older releases stay installable.
 //! Metadata is built in a directory beside its final place and swapped in
-//! with one rename.
+//! with one rename. Before any of it, the dependency-closure gate
+//! (closure.rs) refuses a run that would publish a channel whose packages
+//! cannot be installed.
 
 mod apt;
+mod channels;
 mod clients;
+mod closure;
 mod debfile;
 mod files;
 mod inputs;
 mod sysext;
 mod yum;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context, Result};
+
+use channels::Layout;
 
 /// The lock that keeps two runs from writing one repository at once.
 const LOCK_FILE: &str = ".kubedist-repo.lock";
@@ -41,6 +52,13 @@ const LOCK_FILE: &str = ".kubedist-repo.lock";
 /// older ones installable; all metadata is rebuilt and re-signed on every run.
 /// Sysext images go to REPO_DIR/sysext/ with a signed SHA256SUMS and one
 /// systemd-sysupdate transfer file per Kubernetes minor.
+///
+/// Nothing uninstallable is published: before anything is written, every
+/// dependency of every package in each channel (the apt suite per
+/// architecture, each architecture's dnf directory) must be met by the
+/// channel or name a distribution package that pkg/families.toml declares
+/// (`distribution`); otherwise the run is refused with one line naming
+/// the package, the dependency and the channel, and REPO_DIR is left as it was.
 #[derive(clap::Args)]
 #[command(
     group(clap::ArgGroup::new("signing key").required(true).args(["key", "gpg_key", "generate_test_key"])),
@@ -53,12 +71,16 @@ Examples:
       --passphrase-file /run/secrets/repo-key-pass --base-url https://mirror.example/kubedist
   # sign with a key that gpg's agent holds (smart card, cached passphrase)
   cargo xtask repo --from ../dist-1.34.3 --out /srv/kubedist --gpg-key 0123456789ABCDEF0123456789ABCDEF01234567
+  # one apt and one dnf repository per Kubernetes minor: REPO_DIR/v1.35/deb, v1.35/rpm
+  cargo xtask repo --channels minor --from target/dist/1.35.0 --out /srv/kubedist --key /root/repo-signing.asc
   # re-sign everything (e.g. after extending the key's expiry): no --from
   cargo xtask repo --out /srv/kubedist --key /root/repo-signing.asc
 
-Clients: copy REPO_DIR/kubedist.gpg to /etc/apt/keyrings/ and kubedist.sources (or
+Clients (with --channels minor, the files of REPO_DIR/vX.Y/ instead; a host moves to
+the next minor by taking that channel's snippet): copy REPO_DIR/kubedist.gpg to /etc/apt/keyrings/ and kubedist.sources (or
 kubedist.list) to /etc/apt/sources.list.d/; on dnf hosts kubedist.repo to
-/etc/yum.repos.d/; on sysext hosts kubedist.gpg to /etc/systemd/import-pubring.gpg
+/etc/yum.repos.d/; on zypper hosts `rpm --import kubedist.asc`, then
+`zypper addrepo BASE_URL/kubedist.repo`; on sysext hosts kubedist.gpg to /etc/systemd/import-pubring.gpg
 and sysext/kubernetes-vX.Y.conf to /etc/sysupdate.kubernetes.d/kubernetes.conf. A key that expires within 90 days gets a warning; an expired
 or revoked key is refused.
 
@@ -109,6 +131,15 @@ pub struct Args {
     #[arg(long, default_value = "main")]
     component: String,
 
+    /// The layout: `flat`, one apt suite and one dnf tree per architecture
+    /// for every release; or `minor`, one apt and one dnf repository per
+    /// Kubernetes minor (REPO_DIR/v1.34/deb/, REPO_DIR/v1.34/rpm/), each
+    /// with its own key copy and snippets in REPO_DIR/v1.34/ and only
+    /// relative paths inside, as upstream's pkgs.k8s.io is laid out. A
+    /// repository keeps the layout it was made with.
+    #[arg(long, value_enum, default_value = "flat")]
+    channels: Layout,
+
     /// Where clients will find REPO_DIR; used in the client snippets only.
     #[arg(long, value_name = "URL", default_value = "file:///srv/kubedist")]
     base_url: String,
@@ -130,8 +161,9 @@ pub struct Settings {
     pub timestamp: u64,
 }
 
-pub fn run(_root: &Path, args: &Args) -> Result<()> {
+pub fn run(root: &Path, args: &Args) -> Result<()> {
     let settings = settings(args)?;
+    let spec = crate::spec::Spec::load(root)?;
     // What can refuse the run is checked before REPO_DIR is created or
     // locked: a refused run leaves no trace. (A test key is generated later:
     // it must lie outside REPO_DIR, which is resolved only once it exists.)
@@ -147,24 +179,38 @@ pub fn run(_root: &Path, args: &Args) -> Result<()> {
             eprintln!("warning: {warning}");
         }
     }
-    let mut debs = Vec::new();
-    let mut rpms = Vec::new();
+    // The packages to add, by channel: "" is the flat layout's one channel.
+    let mut adds: BTreeMap<String, (Vec<PathBuf>, Vec<PathBuf>)> = BTreeMap::new();
     let mut raws = Vec::new();
     for dir in &args.from {
         let found = inputs::read_dist_dir(dir)?;
-        debs.extend(found.debs);
-        rpms.extend(found.rpms);
+        let channel = match args.channels {
+            Layout::Flat => String::new(),
+            Layout::Minor if found.debs.is_empty() && found.rpms.is_empty() => String::new(),
+            Layout::Minor => channels::minor_of(dir, &found.debs, &found.rpms)?,
+        };
+        if !found.debs.is_empty() || !found.rpms.is_empty() {
+            let entry = adds.entry(channel).or_default();
+            entry.0.extend(found.debs);
+            entry.1.extend(found.rpms);
+        }
         raws.extend(found.raws);
     }
-    let nothing_to_add = debs.is_empty() && rpms.is_empty() && raws.is_empty();
+    let nothing_to_add = adds.is_empty() && raws.is_empty();
     let no_repo = |out: &Path| -> Result<()> {
         bail!(
             "{}: no packages in the repository and none given: add a release with --from DIST_DIR",
             out.display()
         )
     };
-    if nothing_to_add && !args.out.exists() {
+    let existed = args.out.exists();
+    if nothing_to_add && !existed {
         no_repo(&args.out)?;
+    }
+    // A new repository is checked before it is created: a refused run
+    // leaves no trace.
+    if !existed {
+        check_closure(&args.out, args.channels, &adds, &spec, &settings)?;
     }
 
     files::create_dir(&args.out)?;
@@ -173,12 +219,19 @@ pub fn run(_root: &Path, args: &Args) -> Result<()> {
         .canonicalize()
         .with_context(|| format!("{}: cannot resolve", args.out.display()))?;
     let _lock = files::lock(&out.join(LOCK_FILE))?;
+    let flat_exists = apt::exists(&out) || yum::exists(&out)?;
+    channels::refuse_other_layout(&out, args.channels, flat_exists)?;
     if nothing_to_add
-        && !apt::exists(&out)
-        && !yum::exists(&out)?
+        && !flat_exists
+        && channels::existing(&out)?.is_empty()
         && !out.join(sysext::DIR).is_dir()
     {
         no_repo(&out)?;
+    }
+    // An existing one with what it already holds, under the lock and before
+    // anything is written.
+    if existed {
+        check_closure(&out, args.channels, &adds, &spec, &settings)?;
     }
     let key = match (given_key, &args.generate_test_key) {
         (Some(key), _) => key,
@@ -194,22 +247,36 @@ pub fn run(_root: &Path, args: &Args) -> Result<()> {
     // The key goes out first: metadata is never signed by a key the tree
     // does not publish.
     clients::write_public_key(&out, &key)?;
-    let apt = apt::publish(&out, &debs, &key, &settings)?;
-    let yum = yum::publish(&out, &rpms, &key, &settings)?;
+    match args.channels {
+        Layout::Flat => {
+            let (debs, rpms) = adds.remove("").unwrap_or_default();
+            publish_channel(&out, &out, &out, "", &debs, &rpms, &key, &settings)?;
+        }
+        Layout::Minor => {
+            let mut all = channels::existing(&out)?;
+            all.extend(adds.keys().filter(|c| !c.is_empty()).cloned());
+            all.sort();
+            all.dedup();
+            channels::sort(&mut all);
+            for channel in &all {
+                let (debs, rpms) = adds.remove(channel).unwrap_or_default();
+                let dir = out.join(channel);
+                files::create_dir(&dir)?;
+                clients::write_public_key(&dir, &key)?;
+                publish_channel(
+                    &dir,
+                    &channels::deb_root(&out, channel),
+                    &channels::rpm_root(&out, channel),
+                    channel,
+                    &debs,
+                    &rpms,
+                    &key,
+                    &settings,
+                )?;
+            }
+        }
+    }
     let sysext = sysext::publish(&out, &raws, &key, &settings)?;
-    clients::write_snippets(&out, &settings, apt.is_some(), !yum.is_empty())?;
-
-    if let Some(apt) = &apt {
-        println!(
-            "apt: {} package(s) in dists/{} for {}",
-            apt.packages,
-            settings.suite,
-            apt.architectures.join(" ")
-        );
-    }
-    for arch in &yum {
-        println!("dnf: {} package(s) in {}/", arch.packages, arch.arch);
-    }
     if let Some(sysext) = &sysext {
         println!(
             "sysext: {} image(s) in {}/, channels {}",
@@ -220,6 +287,108 @@ pub fn run(_root: &Path, args: &Args) -> Result<()> {
     }
     println!("signed by {} ({})", key.fingerprint(), key.user_id());
     println!("repository: {}", out.display());
+    Ok(())
+}
+
+/// Publishes one channel: its apt tree in `deb_root`, its dnf trees in
+/// `rpm_root`, its snippets in `dir`. `channel` is "" in the flat layout.
+#[allow(clippy::too_many_arguments)]
+fn publish_channel(
+    dir: &Path,
+    deb_root: &Path,
+    rpm_root: &Path,
+    channel: &str,
+    debs: &[PathBuf],
+    rpms: &[PathBuf],
+    key: &crate::keys::RepoKey,
+    settings: &Settings,
+) -> Result<()> {
+    let apt = apt::publish(deb_root, debs, key, settings)?;
+    let yum = yum::publish(rpm_root, rpms, key, settings)?;
+    let urls = if channel.is_empty() {
+        clients::Urls::flat(settings)
+    } else {
+        clients::Urls::channel(settings, channel)
+    };
+    clients::write_snippets(dir, settings, &urls, apt.is_some(), !yum.is_empty())?;
+    let prefix = |tree: &str| {
+        if channel.is_empty() {
+            String::new()
+        } else {
+            format!("{channel}/{tree}/")
+        }
+    };
+    if let Some(apt) = &apt {
+        println!(
+            "apt: {} package(s) in {}dists/{} for {}",
+            apt.packages,
+            prefix("deb"),
+            settings.suite,
+            apt.architectures.join(" ")
+        );
+    }
+    for arch in &yum {
+        println!(
+            "dnf: {} package(s) in {}{}/",
+            arch.packages,
+            prefix("rpm"),
+            arch.arch
+        );
+    }
+    Ok(())
+}
+
+/// The dependency-closure gate (closure.rs) over every channel the run
+/// would publish: the packages already in `repo` (which may not exist
+/// yet) and the new ones.
+fn check_closure(
+    repo: &Path,
+    layout: Layout,
+    adds: &BTreeMap<String, (Vec<PathBuf>, Vec<PathBuf>)>,
+    spec: &crate::spec::Spec,
+    settings: &Settings,
+) -> Result<()> {
+    let mut names: Vec<String> = adds.keys().cloned().collect();
+    if layout == Layout::Minor {
+        names.extend(channels::existing(repo)?);
+    } else {
+        names.push(String::new());
+    }
+    names.sort();
+    names.dedup();
+    for channel in names {
+        let (mut debs, mut rpms) = adds.get(&channel).cloned().unwrap_or_default();
+        let (deb_root, rpm_root, prefix) = if channel.is_empty() {
+            (repo.to_path_buf(), repo.to_path_buf(), String::new())
+        } else {
+            (
+                channels::deb_root(repo, &channel),
+                channels::rpm_root(repo, &channel),
+                format!("{channel}/"),
+            )
+        };
+        debs.extend(apt::pool_files(&deb_root)?);
+        if rpm_root.is_dir() {
+            rpms.extend(yum::all_rpms(&rpm_root)?);
+        }
+        let debs = closure::read_all(crate::spec::Family::Deb, &debs)?;
+        let rpms = closure::read_all(crate::spec::Family::Rpm, &rpms)?;
+        let deb_prefix = if prefix.is_empty() {
+            String::new()
+        } else {
+            format!("{prefix}deb/")
+        };
+        let rpm_prefix = if prefix.is_empty() {
+            String::new()
+        } else {
+            format!("{prefix}rpm/")
+        };
+        let mut list = closure::deb_channels(&deb_prefix, &settings.suite, &debs);
+        list.extend(closure::rpm_channels(&rpm_prefix, &rpms));
+        closure::check(&list, &|family| {
+            spec.families.get(family).distribution.clone()
+        })?;
+    }
     Ok(())
 }
 

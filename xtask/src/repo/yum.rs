@@ -262,6 +262,15 @@ fn require_createrepo() -> Result<()> {
 
 /// The architecture directories already in `repo`: top-level directories
 /// holding rpms or repodata.
+/// Every rpm in every architecture's directory.
+pub fn all_rpms(repo: &Path) -> Result<Vec<PathBuf>> {
+    let mut rpms = Vec::new();
+    for arch in arch_dirs(repo)? {
+        rpms.extend(files::find_files(&repo.join(arch), ".rpm")?);
+    }
+    Ok(rpms)
+}
+
 fn arch_dirs(repo: &Path) -> Result<BTreeSet<String>> {
     let mut arches = BTreeSet::new();
     let Ok(entries) = fs::read_dir(repo) else {
@@ -270,7 +279,10 @@ fn arch_dirs(repo: &Path) -> Result<BTreeSet<String>> {
     for entry in entries {
         let entry = entry.with_context(|| format!("{}: cannot list", repo.display()))?;
         let name = entry.file_name().to_string_lossy().into_owned();
-        if name.starts_with('.') || NOT_ARCH_DIRS.contains(&name.as_str()) || !entry.path().is_dir()
+        if name.starts_with('.')
+            || NOT_ARCH_DIRS.contains(&name.as_str())
+            || super::channels::is_channel_name(&name)
+            || !entry.path().is_dir()
         {
             continue;
         }

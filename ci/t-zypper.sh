@@ -1,0 +1,264 @@
+#!/bin/sh
+# openSUSE/SLES hosts: the rpms from the signed repository `cargo xtask repo`
+# writes, installed, upgraded and erased with the real zypper (Debian's
+# zypper 1.14, libzypp underneath) into an alternate root (`zypper --root`),
+# gpgcheck and repo_gpgcheck on, as the kubedist.repo snippet sets them.
+#
+# - The key: imported into the root's rpm database with `rpm --import`
+#   before the repository is added, as an operator imports a key whose
+#   fingerprint they checked. Not `--gpg-auto-import-keys`: that trusts
+#   whatever key the repository itself serves, so a forged mirror would be
+#   trusted with its own key. A root without the import refuses to refresh
+#   (the control that shows the imported key is the one used).
+# - The repository is added with the snippet verbatim
+#   (`zypper addrepo file://.../kubedist.repo`; zypper expands $basearch).
+# - Distribution dependencies (iptables, util-linux, conntrack-tools,
+#   /bin/sh) come from the TEST-ONLY ci/fixtures/kubedist-test-provides.spec,
+#   installed with rpm before zypper runs, as in t-rpm.sh. The names are the
+#   ones openSUSE uses too (pkg/families.toml says where that was checked).
+# - kubeadm does not depend on kubelet or cri-tools (pkg/kubeadm.toml says
+#   why), so the install names them; kubernetes-cni comes in as kubelet's
+#   dependency.
+# - Release N-1 alone, then N added to the same repository with the same
+#   key: `zypper update` takes the root to N. Erasing leaves no package and
+#   none of the packaged programs.
+# - A tampered rpm (bytes changed in its payload) in a repository whose
+#   metadata was regenerated and signed again with the repository's own
+#   key, as a compromised mirror would serve it: zypper refuses it. So it
+#   does an unsigned rpm behind such metadata, thanks to the snippet's
+#   pkg_gpgcheck=1 (libzypp checks a package's own signature only then,
+#   once the metadata is signed; without it zypper installs the rpm).
+#
+# The roots are bare directories with busybox as /bin/sh (t-rpm.sh's).
+#
+# Wall time: about 30-40 s on 2 cores with xtask built.
+
+# shellcheck source=ci/lib.sh
+. "$(dirname "$0")/lib.sh"
+
+kd_require zypper rpm rpmbuild createrepo_c busybox gpg gpgv gpgconf cargo sha256sum
+kd_require_dist
+
+TMP=$KD_WORK/t-zypper
+rm -rf "$TMP"
+mkdir -p "$TMP"
+kd_remove_on_exit "$TMP"
+
+# rpm, rpmbuild and libzypp read ~/.rpmmacros: the database goes where an
+# rpm host has it (Debian's rpm defaults to ~/.rpmdb). gpg gets a home of
+# its own. cargo keeps the caller's HOME (its toolchains live there).
+CALLER_HOME=$HOME
+HOME=$TMP/home
+export HOME
+mkdir -p "$HOME"
+printf '%%_dbpath /var/lib/rpm\n' >"$HOME/.rpmmacros"
+GPG_HOME=$TMP/gnupg
+mkdir -m 0700 "$GPG_HOME"
+gpg_() { gpg --homedir "$GPG_HOME" --batch "$@"; }
+trap 'gpgconf --homedir "$GPG_HOME" --kill gpg-agent >/dev/null 2>&1 || true; kd_cleanup' EXIT
+
+PACKAGES="kubelet kubeadm kubectl kubernetes-cni cri-tools"
+version_of() { rpm -qp --qf '%{VERSION}-%{RELEASE}' "$1/$2"-[0-9]*.rpm; }
+# shellcheck disable=SC2086 # one word per package
+kd_require_distinct_versions $PACKAGES
+
+# expect DIST : "name version-release" of our five packages as DIST has them.
+expect() {
+    for p in $PACKAGES; do echo "$p $(version_of "$1" "$p")"; done | LC_ALL=C sort
+}
+installed() {
+    # shellcheck disable=SC2086
+    rpm --root "$1" -q --qf '%{NAME} %{VERSION}-%{RELEASE}\n' $PACKAGES 2>/dev/null | grep -v 'not installed' | LC_ALL=C sort
+}
+
+repo() { (cd "$KD_REPO" && HOME=$CALLER_HOME cargo xtask repo "$@"); }
+
+# The test-only provides package (the same cache file as t-rpm.sh's).
+provides_rpm() {
+    spec=$KD_REPO/ci/fixtures/kubedist-test-provides.spec
+    out=$KD_CACHE/kubedist-test-provides-$(sha256sum "$spec" | cut -c1-12).noarch.rpm
+    if [ ! -f "$out" ]; then
+        mkdir -p "$KD_CACHE"
+        top=$(mktemp -d "$KD_WORK/rpmbuild.XXXXXX")
+        SOURCE_DATE_EPOCH=1700000000 rpmbuild -bb --quiet \
+            --define "_topdir $top" --define "_rpmdir $top/out" \
+            --define 'use_source_date_epoch_as_buildtime 1' \
+            --define '_buildhost kubedist.invalid' "$spec" >&2
+        mv "$top"/out/noarch/kubedist-test-provides-*.noarch.rpm "$out.tmp"
+        mv "$out.tmp" "$out"
+        rm -rf "$top"
+    fi
+    printf '%s\n' "$out"
+}
+PROVIDES_RPM=$(provides_rpm)
+
+# new_root import|noimport TREE : a bare rpm root with the provides package
+# and (import) TREE's key in its rpm database; its path in $NEW_ROOT.
+new_root() {
+    NEW_ROOT=$(mktemp -d "$TMP/root.XXXXXX")
+    kd_busybox_root "$NEW_ROOT" usr/share/licenses
+    rpm --root "$NEW_ROOT" --initdb
+    rpm --root "$NEW_ROOT" -i "$PROVIDES_RPM" 2>/dev/null
+    [ "${1:-}" = noimport ] || rpm --root "$NEW_ROOT" --import "$2/kubedist.asc"
+}
+
+# zyp ROOT OUT ARGS... : zypper non-interactive in ROOT; output in OUT and
+# in the test's log. Returns zypper's status.
+zyp() {
+    root=$1
+    out=$2
+    shift 2
+    status=0
+    zypper --non-interactive --root "$root" "$@" </dev/null >"$out" 2>&1 || status=$?
+    sed 's/^/  | /' "$out" >&2
+    return "$status"
+}
+
+# add_repo ROOT TREE : the snippet TREE's build wrote, added verbatim.
+add_repo() {
+    zyp "$1" "$TMP/addrepo.out" addrepo "file://$2/kubedist.repo"
+    repofile=$1/etc/zypp/repos.d/kubedist.repo
+    assert_grep '^gpgcheck=1$' "$repofile"
+    assert_grep '^repo_gpgcheck=1$' "$repofile"
+}
+
+# No zypper configuration on this host may turn the checks off, or every
+# test below proves nothing.
+if grep -Ehs '^[[:space:]]*(gpgcheck|repo_gpgcheck|pkg_gpgcheck)[[:space:]]*=[[:space:]]*(0|off|no|false)' \
+    /etc/zypp/zypp.conf; then
+    echo "$KD_SUITE: FAIL: /etc/zypp/zypp.conf turns signature checks off" >&2
+    echo "0 passed, 1 failed"
+    exit 1
+fi
+
+TREE=$TMP/repo
+KEY=$TMP/repo.key
+
+# resign_metadata TREE : TREE (a copy of $TREE) with its x86_64 repodata
+# regenerated as the tree now is and repomd.xml signed with the repository's
+# own key, as a compromised mirror holding the key would serve it; its
+# snippet pointed at TREE.
+resign_metadata() {
+    rm -rf "$1/x86_64/repodata"
+    createrepo_c --quiet --no-database "$1/x86_64" >&2
+    gpg_ --quiet --import "$KEY"
+    fpr=$(sed -n 's/^signed by \([0-9A-F]\{40\}\) .*/\1/p' "$TMP/build.out")
+    gpg_ --yes --armor --local-user "$fpr!" --detach-sign \
+        -o "$1/x86_64/repodata/repomd.xml.asc" "$1/x86_64/repodata/repomd.xml"
+    GNUPGHOME=$GPG_HOME gpgv --keyring "$1/kubedist.gpg" \
+        "$1/x86_64/repodata/repomd.xml.asc" "$1/x86_64/repodata/repomd.xml"
+    sed -i "s|file://$TREE|file://$1|g" "$1/kubedist.repo"
+}
+ROOT=
+
+zypper_refreshes_signed_repo_with_imported_key() {
+    repo --from "$KD_DIST_PREV" --out "$TREE" --generate-test-key "$KEY" \
+        --base-url "file://$TREE" >"$TMP/build.out" 2>"$TMP/build.err"
+    cat "$TMP/build.out" "$TMP/build.err"
+    new_root import "$TREE"
+    ROOT=$NEW_ROOT
+    echo "$ROOT" >"$TMP/root"
+    add_repo "$ROOT" "$TREE"
+    zyp "$ROOT" "$TMP/refresh.out" refresh
+    if grep -Ei 'unsigned|insecure|not signed|ignore|untrusted|trust' "$TMP/refresh.out"; then
+        echo "assertion failed: zypper refresh reported the problems above" >&2
+        return 1
+    fi
+    # Control: without the key, repo_gpgcheck stops the refresh.
+    new_root noimport "$TREE"
+    add_repo "$NEW_ROOT" "$TREE"
+    if zyp "$NEW_ROOT" "$TMP/refresh-nokey.out" refresh; then
+        echo "assertion failed: zypper refreshed without the repository key" >&2
+        return 1
+    fi
+    assert_grep "File 'repomd.xml' from repository .* is signed with an unknown key" "$TMP/refresh-nokey.out"
+    assert_grep 'Signature verification failed for repomd.xml' "$TMP/refresh-nokey.out"
+}
+
+zypper_installs_release_n_minus_1() {
+    ROOT=$(cat "$TMP/root")
+    zyp "$ROOT" "$TMP/install.out" install kubelet kubeadm kubectl cri-tools
+    assert_eq "$(expect "$KD_DIST_PREV")" "$(installed "$ROOT")" "installed versions"
+    # kubernetes-cni was pulled in as kubelet's dependency.
+    assert_grep 'kubernetes-cni' "$TMP/install.out"
+    assert_file "$ROOT/usr/bin/kubeadm"
+    # Signed by the repository's key: rpm checks what was installed.
+    rpm --root "$ROOT" -K "$TREE"/x86_64/kubeadm-*.rpm | grep ': digests signatures OK$'
+}
+
+zypper_upgrades_to_release_n() {
+    ROOT=$(cat "$TMP/root")
+    repo --from "$KD_DIST" --out "$TREE" --key "$KEY" --base-url "file://$TREE" >"$TMP/add.out" 2>"$TMP/add.err"
+    cat "$TMP/add.out" "$TMP/add.err"
+    zyp "$ROOT" "$TMP/refresh2.out" refresh
+    zyp "$ROOT" "$TMP/update.out" update
+    assert_eq "$(expect "$KD_DIST")" "$(installed "$ROOT")" "versions after zypper update"
+}
+
+zypper_erases_everything_it_installed() {
+    ROOT=$(cat "$TMP/root")
+    # shellcheck disable=SC2086
+    zyp "$ROOT" "$TMP/remove.out" remove $PACKAGES
+    assert_eq "" "$(installed "$ROOT")" "installed after remove"
+    for f in kubelet kubeadm kubectl crictl kubelet-wrapper; do
+        assert_no_file "$ROOT/usr/bin/$f"
+    done
+    assert_no_file "$ROOT/opt/cni/bin/bandwidth"
+}
+
+zypper_refuses_tampered_rpm() {
+    tree=$TMP/tampered
+    cp -a "$TREE" "$tree"
+    f=$tree/x86_64/kubectl-$(version_of "$KD_DIST" kubectl).x86_64.rpm
+    printf 'kubedist-tamper!' | dd of="$f" bs=1 seek=$(($(stat -c %s "$f") / 2)) conv=notrunc 2>/dev/null
+    # The mirror's metadata matches the tampered file and is signed with the
+    # repository's own key: only the package's signature can tell.
+    resign_metadata "$tree"
+    new_root import "$tree"
+    add_repo "$NEW_ROOT" "$tree"
+    zyp "$NEW_ROOT" "$TMP/tampered-refresh.out" refresh
+    if zyp "$NEW_ROOT" "$TMP/tampered.out" install kubectl; then
+        echo "assertion failed: zypper installed the tampered rpm" >&2
+        return 1
+    fi
+    # zypper checks the package's signature (pkg_gpgcheck=1) and finds the
+    # payload digest the signed header holds broken.
+    assert_grep 'Payload SHA256 digest: BAD' "$TMP/tampered.out"
+    assert_grep 'kubectl-.*: Signature verification failed \[2-Signature does not verify\]' "$TMP/tampered.out"
+    if rpm --root "$NEW_ROOT" -q kubectl; then
+        echo "assertion failed: kubectl is installed" >&2
+        return 1
+    fi
+}
+
+zypper_refuses_unsigned_rpm_behind_signed_metadata() {
+    tree=$TMP/unsigned
+    cp -a "$TREE" "$tree"
+    # An unsigned rpm, untouched otherwise (dist's own), listed by metadata
+    # signed with the repository's key: without pkg_gpgcheck=1 in the
+    # snippet zypper installs it.
+    cp "$KD_DIST"/kubectl-[0-9]*.rpm "$tree/x86_64/kubectl-$(version_of "$KD_DIST" kubectl).x86_64.rpm"
+    resign_metadata "$tree"
+    assert_grep '^pkg_gpgcheck=1$' "$tree/kubedist.repo"
+    new_root import "$tree"
+    add_repo "$NEW_ROOT" "$tree"
+    zyp "$NEW_ROOT" "$TMP/unsigned-refresh.out" refresh
+    if zyp "$NEW_ROOT" "$TMP/unsigned.out" install kubectl && rpm --root "$NEW_ROOT" -q kubectl; then
+        echo "assertion failed: zypper installed the unsigned rpm" >&2
+        return 1
+    fi
+    assert_grep 'Signature verification failed \[6-File is unsigned\]' "$TMP/unsigned.out"
+    if rpm --root "$NEW_ROOT" -q kubectl; then
+        echo "assertion failed: kubectl is installed" >&2
+        return 1
+    fi
+}
+
+kd_test zypper_refreshes_signed_repo_with_imported_key
+kd_test zypper_installs_release_n_minus_1
+kd_test zypper_upgrades_to_release_n
+kd_test zypper_erases_everything_it_installed
+kd_test zypper_refuses_tampered_rpm
+kd_test zypper_refuses_unsigned_rpm_behind_signed_metadata
+
+kd_summary
