@@ -114,6 +114,26 @@ kd_own_mount_namespace() {
     fi
 }
 
+# kd_provides_rpm : prints the path of the test-only package that provides
+# the distribution packages our rpms require (ci/fixtures/), built once per
+# version of its spec into the cache.
+kd_provides_rpm() {
+    spec=$KD_REPO/ci/fixtures/kubedist-test-provides.spec
+    out=$KD_CACHE/kubedist-test-provides-$(sha256sum "$spec" | cut -c1-12).noarch.rpm
+    if [ ! -f "$out" ]; then
+        mkdir -p "$KD_CACHE"
+        top=$(mktemp -d "$KD_WORK/rpmbuild.XXXXXX")
+        SOURCE_DATE_EPOCH=1700000000 rpmbuild -bb --quiet \
+            --define "_topdir $top" --define "_rpmdir $top/out" \
+            --define 'use_source_date_epoch_as_buildtime 1' \
+            --define '_buildhost kubedist.invalid' "$spec" >&2
+        mv "$top"/out/noarch/kubedist-test-provides-*.noarch.rpm "$out.tmp"
+        mv "$out.tmp" "$out"
+        rm -rf "$top"
+    fi
+    printf '%s\n' "$out"
+}
+
 # kd_remove_on_exit PATH : PATH is removed when the suite exits.
 kd_remove_on_exit() {
     printf '%s\n' "$1" >>"$kd_roots_file"

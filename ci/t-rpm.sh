@@ -85,22 +85,7 @@ file_of "$(rpm_of "$KD_DIST_PREV" kubelet)" "$ENV_FILE" "$DEFAULT_PREV"
 file_of "$(rpm_of "$KD_DIST" kubelet)" "$ENV_FILE" "$DEFAULT_CUR"
 
 # The test-only provides package, built once per version of its spec.
-provides_rpm() {
-    spec=$KD_REPO/ci/fixtures/kubedist-test-provides.spec
-    out=$KD_CACHE/kubedist-test-provides-$(sha256sum "$spec" | cut -c1-12).noarch.rpm
-    if [ ! -f "$out" ]; then
-        top=$(mktemp -d "$KD_WORK/rpmbuild.XXXXXX")
-        SOURCE_DATE_EPOCH=1700000000 rpmbuild -bb --quiet \
-            --define "_topdir $top" --define "_rpmdir $top/out" \
-            --define 'use_source_date_epoch_as_buildtime 1' \
-            --define '_buildhost kubedist.invalid' "$spec" >&2
-        mv "$top"/out/noarch/kubedist-test-provides-*.noarch.rpm "$out.tmp"
-        mv "$out.tmp" "$out"
-        rm -rf "$top"
-    fi
-    printf '%s\n' "$out"
-}
-PROVIDES_RPM=$(provides_rpm)
+PROVIDES_RPM=$(kd_provides_rpm)
 
 # make_repo NAME DIST... : a createrepo_c repository of the DISTs' rpms plus
 # the test-only provides package; prints its path.

@@ -74,23 +74,7 @@ installed() {
 repo() { (cd "$KD_REPO" && HOME=$CALLER_HOME cargo xtask repo "$@"); }
 
 # The test-only provides package (the same cache file as t-rpm.sh's).
-provides_rpm() {
-    spec=$KD_REPO/ci/fixtures/kubedist-test-provides.spec
-    out=$KD_CACHE/kubedist-test-provides-$(sha256sum "$spec" | cut -c1-12).noarch.rpm
-    if [ ! -f "$out" ]; then
-        mkdir -p "$KD_CACHE"
-        top=$(mktemp -d "$KD_WORK/rpmbuild.XXXXXX")
-        SOURCE_DATE_EPOCH=1700000000 rpmbuild -bb --quiet \
-            --define "_topdir $top" --define "_rpmdir $top/out" \
-            --define 'use_source_date_epoch_as_buildtime 1' \
-            --define '_buildhost kubedist.invalid' "$spec" >&2
-        mv "$top"/out/noarch/kubedist-test-provides-*.noarch.rpm "$out.tmp"
-        mv "$out.tmp" "$out"
-        rm -rf "$top"
-    fi
-    printf '%s\n' "$out"
-}
-PROVIDES_RPM=$(provides_rpm)
+PROVIDES_RPM=$(kd_provides_rpm)
 
 # new_root import|noimport TREE : a bare rpm root with the provides package
 # and (import) TREE's key in its rpm database; its path in $NEW_ROOT.
