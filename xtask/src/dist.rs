@@ -396,7 +396,11 @@ fn oci_base(spec: &Spec, arch: Arch, epoch: u64, stage_dir: &Path) -> Result<sta
     let debarch = spec.families.deb.arch_name(arch)?;
     eprintln!("==> {arch}: {} for the installer image", base.package);
     debian::require_arch(debarch, crate::util::is_root())?;
-    let deb = debian::download(&base.package, debarch, &spec.root.join("target/debian-debs"))?;
+    let deb = debian::download(
+        &base.package,
+        debarch,
+        &spec.root.join("target/debian-debs"),
+    )?;
     let member = |rel: &str| -> Result<Vec<u8>> {
         let (dir, name) = rel.rsplit_once('/').unwrap_or(("", rel));
         debian::files_in(&deb.path, dir)?
@@ -582,7 +586,10 @@ fn unpack(archive: &Path, dir: &Path) -> Result<()> {
     let file = fs::File::open(archive).with_context(|| format!("reading {}", archive.display()))?;
     fs::create_dir(dir).with_context(|| format!("creating {}", dir.display()))?;
     let mut tar = tar::Archive::new(std::io::BufReader::new(file));
-    for entry in tar.entries().with_context(|| archive.display().to_string())? {
+    for entry in tar
+        .entries()
+        .with_context(|| archive.display().to_string())?
+    {
         let mut entry = entry.with_context(|| archive.display().to_string())?;
         let kind = entry.header().entry_type();
         if !(kind.is_file() || kind.is_dir()) {
@@ -939,8 +946,14 @@ fn layout_sums(path: &Path, dir: &str) -> Result<Vec<(String, u64, String)>> {
     for rel in ["oci-layout", "index.json", "manifest.json"] {
         let file = path.join(rel);
         if file.is_file() {
-            let size = fs::metadata(&file).with_context(|| file.display().to_string())?.len();
-            rows.push((format!("{dir}/{rel}"), size, crate::digest::sha256_file(&file)?));
+            let size = fs::metadata(&file)
+                .with_context(|| file.display().to_string())?
+                .len();
+            rows.push((
+                format!("{dir}/{rel}"),
+                size,
+                crate::digest::sha256_file(&file)?,
+            ));
         }
     }
     let blobs = path.join("blobs/sha256");
@@ -952,7 +965,10 @@ fn layout_sums(path: &Path, dir: &str) -> Result<Vec<(String, u64, String)>> {
         if sha != name {
             bail!("{}: its content does not match its name", file.display());
         }
-        let size = entry.metadata().with_context(|| file.display().to_string())?.len();
+        let size = entry
+            .metadata()
+            .with_context(|| file.display().to_string())?
+            .len();
         rows.push((format!("{dir}/blobs/sha256/{name}"), size, sha));
     }
     Ok(rows)

@@ -117,35 +117,36 @@ pub fn run(spec: &Spec, args: &Args) -> Result<()> {
     let _ = fs::remove_dir_all(&cache);
     // The packages and the tarball, which the native tools and the codec
     // floor also make; the sysext image is measured on its own (below).
-    let dist_with = |out: &Path, formats: &str, compression: &str, cached: bool, log: &str| -> Result<Sample> {
-        let mut cmd = Command::new(&exe);
-        cmd.arg("dist")
-            .arg("--from")
-            .arg(&payload.dir)
-            .args([
-                "--arch",
-                arch.go_name(),
-                "--formats",
-                formats,
-                "--compression",
-                compression,
-            ])
-            .arg("--out")
-            .arg(out)
-            .env("SOURCE_DATE_EPOCH", EPOCH.to_string());
-        if cached {
-            cmd.arg("--cache-dir").arg(&cache);
-        } else {
-            cmd.arg("--no-cache");
-        }
-        let load = measure::load();
-        let s = measure::run(&mut cmd, &logs.join(log))?;
-        eprintln!(
-            "    {log}: {:.1} s wall, {:.1} s CPU (load {load:.2})",
-            s.wall, s.cpu
-        );
-        Ok(s)
-    };
+    let dist_with =
+        |out: &Path, formats: &str, compression: &str, cached: bool, log: &str| -> Result<Sample> {
+            let mut cmd = Command::new(&exe);
+            cmd.arg("dist")
+                .arg("--from")
+                .arg(&payload.dir)
+                .args([
+                    "--arch",
+                    arch.go_name(),
+                    "--formats",
+                    formats,
+                    "--compression",
+                    compression,
+                ])
+                .arg("--out")
+                .arg(out)
+                .env("SOURCE_DATE_EPOCH", EPOCH.to_string());
+            if cached {
+                cmd.arg("--cache-dir").arg(&cache);
+            } else {
+                cmd.arg("--no-cache");
+            }
+            let load = measure::load();
+            let s = measure::run(&mut cmd, &logs.join(log))?;
+            eprintln!(
+                "    {log}: {:.1} s wall, {:.1} s CPU (load {load:.2})",
+                s.wall, s.cpu
+            );
+            Ok(s)
+        };
     let all_codecs = codecs.to_string();
     let dist_formats = |out: &Path, formats: &str, cached: bool, log: &str| {
         dist_with(out, formats, &all_codecs, cached, log)
@@ -211,7 +212,10 @@ pub fn run(spec: &Spec, args: &Args) -> Result<()> {
             nfpm::SETTINGS,
             args.runs
         );
-        let bin = nfpm::ensure(&spec.root.join("target/bench-tools"), &logs.join("nfpm-install.log"))?;
+        let bin = nfpm::ensure(
+            &spec.root.join("target/bench-tools"),
+            &logs.join("nfpm-install.log"),
+        )?;
         let mut best_nfpm: Option<nfpm::Peer> = None;
         let mut levels: Vec<(String, Sample, u64)> = Vec::new();
         for i in 0..args.runs {
@@ -221,13 +225,22 @@ pub fn run(spec: &Spec, args: &Args) -> Result<()> {
                 "    nfpm {i}: {:.1} s wall, {:.1} s CPU, {} packages (load {load:.2})",
                 p.sample.wall, p.sample.cpu, p.count
             );
-            if best_nfpm.as_ref().is_none_or(|b| p.sample.wall < b.sample.wall) {
+            if best_nfpm
+                .as_ref()
+                .is_none_or(|b| p.sample.wall < b.sample.wall)
+            {
                 best_nfpm = Some(p);
             }
             for level in PEER_LEVELS {
                 let out = work.join("dist-levels");
                 let _ = fs::remove_dir_all(&out);
-                let s = dist_with(&out, "deb,rpm", level, false, &format!("dist-{level}-{i}.log"))?;
+                let s = dist_with(
+                    &out,
+                    "deb,rpm",
+                    level,
+                    false,
+                    &format!("dist-{level}-{i}.log"),
+                )?;
                 let bytes = packages_size(&out)?;
                 match levels.iter_mut().find(|l| l.0 == *level) {
                     Some(l) if s.wall < l.1.wall => *l = (level.to_string(), s, bytes),
@@ -632,7 +645,10 @@ impl Report {
                 );
             }
             None => {
-                let _ = writeln!(t, "\nNo dist level measured writes output as small as nfpm's.");
+                let _ = writeln!(
+                    t,
+                    "\nNo dist level measured writes output as small as nfpm's."
+                );
             }
         }
         if let Some((_, _, default)) = levels.first() {

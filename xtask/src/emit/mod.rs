@@ -55,7 +55,12 @@ fn add_parent_dirs(items: &mut BTreeMap<String, Item>) {
 /// Appends `item` to a tar stream as `path`: root-owned by number, mtime
 /// `mtime`, nothing else (no names, no extended headers), so that the same
 /// items give the same bytes.
-fn append_tar<W: Write>(tar: &mut tar::Builder<W>, path: &str, item: &Item, mtime: u64) -> Result<()> {
+fn append_tar<W: Write>(
+    tar: &mut tar::Builder<W>,
+    path: &str,
+    item: &Item,
+    mtime: u64,
+) -> Result<()> {
     let mut header = tar::Header::new_gnu();
     header.set_uid(0);
     header.set_gid(0);

@@ -74,18 +74,22 @@ pub fn write(
     for arch in arches {
         images.push(image(arch, oci, k8s_version, options, &mut blobs)?);
     }
-    let top = match images.as_slice() {
+    let mut top = match images.as_slice() {
         [one] => one.manifest.clone(),
         _ => {
             let index = ImageIndexBuilder::default()
                 .schema_version(2u32)
                 .media_type(MediaType::ImageIndex)
-                .manifests(images.iter().map(|i| i.manifest.clone()).collect::<Vec<_>>())
+                .manifests(
+                    images
+                        .iter()
+                        .map(|i| i.manifest.clone())
+                        .collect::<Vec<_>>(),
+                )
                 .build()?;
             blobs.add(MediaType::ImageIndex, canonical_json(&index)?)?
         }
     };
-    let mut top = top;
     top.set_platform(None);
     top.set_annotations(Some(HashMap::from([
         (REF_NAME.to_string(), reference.clone()),
@@ -219,7 +223,12 @@ fn image(
         .packages
         .iter()
         .filter_map(|p| p.deb.as_ref().or(p.rpm.as_ref()))
-        .map(|s| (s.name.as_str(), s.upstream_version == k8s_version.replace('-', "~")))
+        .map(|s| {
+            (
+                s.name.as_str(),
+                s.upstream_version == k8s_version.replace('-', "~"),
+            )
+        })
         .collect();
     let mut by_package: BTreeMap<String, BTreeMap<String, Item>> = BTreeMap::new();
     let mut release = BTreeMap::new();
@@ -280,8 +289,8 @@ fn image(
         }
         let tar = tar.into_inner().context("finishing a layer")?;
         diff_ids.push(format!("sha256:{}", sha256_bytes(&tar)));
-        let compressed = codec::compress(gzip, options.threads, &tar)
-            .context("compressing a layer")?;
+        let compressed =
+            codec::compress(gzip, options.threads, &tar).context("compressing a layer")?;
         layer_descriptors.push(blobs.add(MediaType::ImageLayerGzip, compressed)?);
         history.push(
             HistoryBuilder::default()
@@ -292,9 +301,18 @@ fn image(
     }
 
     let labels = HashMap::from([
-        ("org.opencontainers.image.title".to_string(), "kubedist-installer".to_string()),
-        ("org.opencontainers.image.version".to_string(), oci.tag.clone()),
-        ("org.opencontainers.image.source".to_string(), options.homepage.clone()),
+        (
+            "org.opencontainers.image.title".to_string(),
+            "kubedist-installer".to_string(),
+        ),
+        (
+            "org.opencontainers.image.version".to_string(),
+            oci.tag.clone(),
+        ),
+        (
+            "org.opencontainers.image.source".to_string(),
+            options.homepage.clone(),
+        ),
         (
             "org.opencontainers.image.licenses".to_string(),
             format!("Apache-2.0 AND {}", base.licence),
@@ -322,7 +340,10 @@ fn image(
     let config = config
         .config(
             ConfigBuilder::default()
-                .entrypoint(vec!["/bin/sh".to_string(), "/kubedist/entrypoint.sh".to_string()])
+                .entrypoint(vec![
+                    "/bin/sh".to_string(),
+                    "/kubedist/entrypoint.sh".to_string(),
+                ])
                 .cmd(vec!["install".to_string()])
                 .env(vec![
                     "PATH=/bin".to_string(),
@@ -349,10 +370,14 @@ fn image(
         .layers(layer_descriptors.clone())
         .annotations(HashMap::from([
             ("org.opencontainers.image.created".to_string(), created),
-            ("org.opencontainers.image.version".to_string(), oci.tag.clone()),
+            (
+                "org.opencontainers.image.version".to_string(),
+                oci.tag.clone(),
+            ),
         ]))
         .build()?;
-    let mut manifest_descriptor = blobs.add(MediaType::ImageManifest, canonical_json(&manifest)?)?;
+    let mut manifest_descriptor =
+        blobs.add(MediaType::ImageManifest, canonical_json(&manifest)?)?;
     manifest_descriptor.set_platform(Some(platform.build()?));
     Ok(Image {
         arch: goarch.to_string(),

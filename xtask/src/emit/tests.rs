@@ -645,7 +645,10 @@ fn the_installer_image_is_a_layout_whose_blobs_match_their_names() {
     assert_eq!(config["architecture"], "amd64");
     assert_eq!(config["created"], "2023-11-14T22:13:20Z");
     let docker = json("manifest.json");
-    assert_eq!(docker[0]["RepoTags"][0], "localhost/kubedist/installer:1.34.2-1");
+    assert_eq!(
+        docker[0]["RepoTags"][0],
+        "localhost/kubedist/installer:1.34.2-1"
+    );
 
     // Each layer's diff_id is the digest of its uncompressed tar; every
     // file the tarball carries is in one of them, at /kubedist/bundle.
@@ -657,18 +660,29 @@ fn the_installer_image_is_a_layout_whose_blobs_match_their_names() {
     for (layer, diff_id) in layers.iter().zip(diff_ids) {
         let gz = blob(layer["digest"].as_str().unwrap());
         let mut tar = Vec::new();
-        flate2::read::GzDecoder::new(gz).read_to_end(&mut tar).unwrap();
+        flate2::read::GzDecoder::new(gz)
+            .read_to_end(&mut tar)
+            .unwrap();
         assert_eq!(
             diff_id.as_str().unwrap(),
             format!("sha256:{}", crate::digest::sha256_bytes(&tar))
         );
         let members = layer_members(gz);
-        mtimes.push(members.values().map(|(h, _)| h.mtime().unwrap()).max().unwrap());
+        mtimes.push(
+            members
+                .values()
+                .map(|(h, _)| h.mtime().unwrap())
+                .max()
+                .unwrap(),
+        );
         files.extend(members);
     }
     // The shared layers first (mtime 0), the release's last.
     assert_eq!(mtimes.last(), Some(&EPOCH));
-    assert!(mtimes[..mtimes.len() - 1].iter().all(|&m| m == 0), "{mtimes:?}");
+    assert!(
+        mtimes[..mtimes.len() - 1].iter().all(|&m| m == 0),
+        "{mtimes:?}"
+    );
     let sums = String::from_utf8(files["kubedist/bundle/SHA256SUMS"].1.clone()).unwrap();
     for line in sums.lines() {
         let (sha, path) = line.split_once("  ").unwrap();
@@ -680,8 +694,15 @@ fn the_installer_image_is_a_layout_whose_blobs_match_their_names() {
         "KUBEDIST_SHA256SUMS={}",
         crate::digest::sha256_bytes(sums.as_bytes())
     );
-    assert!(env.iter().any(|e| e == &serde_json::Value::from(want.clone())), "{env:?}");
-    assert_eq!(files["bin/sh"].0.link_name().unwrap().unwrap().to_str(), Some("busybox"));
+    assert!(
+        env.iter()
+            .any(|e| e == &serde_json::Value::from(want.clone())),
+        "{env:?}"
+    );
+    assert_eq!(
+        files["bin/sh"].0.link_name().unwrap().unwrap().to_str(),
+        Some("busybox")
+    );
     assert_eq!(files["tmp/"].0.mode().unwrap(), 0o1777);
     assert_eq!(files["kubedist/entrypoint.sh"].0.mode().unwrap(), 0o755);
     assert!(String::from_utf8_lossy(&files["kubedist/release"].1)
