@@ -194,26 +194,11 @@ ROOT_I=$NEW_ROOT
 
 # --- dnf clients ------------------------------------------------------------
 
-# The test-only provides package, built once per version of its spec (the
-# same cache file as t-rpm.sh's).
-provides_rpm() {
-    spec=$KD_REPO/ci/fixtures/kubedist-test-provides.spec
-    out=$KD_CACHE/kubedist-test-provides-$(sha256sum "$spec" | cut -c1-12).noarch.rpm
-    if [ ! -f "$out" ]; then
-        top=$(mktemp -d "$KD_WORK/rpmbuild.XXXXXX")
-        HOME=$RPM_HOME SOURCE_DATE_EPOCH=1700000000 rpmbuild -bb --quiet \
-            --define "_topdir $top" --define "_rpmdir $top/out" \
-            --define 'use_source_date_epoch_as_buildtime 1' \
-            --define '_buildhost kubedist.invalid' "$spec" >&2
-        mv "$top"/out/noarch/kubedist-test-provides-*.noarch.rpm "$out.tmp"
-        mv "$out.tmp" "$out"
-        rm -rf "$top"
-    fi
-    printf '%s\n' "$out"
-}
+# The test-only provides package (kd_provides_rpm; rpmbuild with the
+# suite's own HOME, as every rpm command here).
 PROVIDES_REPO=$TMP/provides
 mkdir -p "$PROVIDES_REPO"
-cp "$(provides_rpm)" "$PROVIDES_REPO/"
+cp "$(HOME=$RPM_HOME kd_provides_rpm)" "$PROVIDES_REPO/"
 createrepo_c --quiet "$PROVIDES_REPO" >&2
 
 # new_dnf_root : in $NEW_ROOT, a bare root with busybox as /bin/sh (as in
