@@ -4,7 +4,8 @@
 #
 # - the same inputs and SOURCE_DATE_EPOCH give byte-identical artifacts when
 #   built from another checkout directory at another time;
-# - arm64 artifacts carry arm64 names and binaries that run (under qemu);
+# - arm64, ppc64le and s390x artifacts carry their architecture's names and
+#   binaries that run (under qemu);
 # - a tampered, missing or wrongly summed input fails with one line naming
 #   the file, and leaves the output directory exactly as it was;
 # - SHA256SUMS verifies and names every artifact, with upstream's file names.
@@ -15,7 +16,8 @@
 # shellcheck source=ci/lib.sh
 . "$(dirname "$0")/lib.sh"
 
-kd_require cargo git sha256sum dpkg-deb rpm tar qemu-aarch64-static readelf skopeo umoci jq
+kd_require cargo git sha256sum dpkg-deb rpm rpm2cpio cpio tar qemu-aarch64-static qemu-ppc64le-static \
+    qemu-s390x-static readelf skopeo umoci jq
 kd_require_dist
 
 # The epoch of KD_DIST (`cargo xtask test` passes it to the suites). cargo
@@ -144,6 +146,77 @@ test_arm64_artifacts_run_under_qemu() {
     assert_eq ok "$(qemu-aarch64-static "$TMP/arm64-image/rootfs/bin/busybox" sh -c 'echo ok')" "arm64 busybox"
 }
 
+# elf_machines DIR : "Machine/Data" of every ELF file under DIR, one line
+# per distinct pair (the Data line says the byte order).
+elf_machines() {
+    find "$1" -type f | while read -r f; do
+        [ "$(head -c 4 "$f" | od -An -c | tr -d ' ')" = 177ELF ] || continue
+        readelf -h "$f" | sed -n 's/^ *Machine: *//p; s/^ *Data: *//p' | tr '\n' / | sed 's|/$|\n|'
+    done | sort -u
+}
+
+# ppc64le (little-endian) and s390x (big-endian), the two architectures no
+# developer machine runs: every package's fields and every ELF file inside
+# it name the architecture, and the programs run under qemu-user.
+test_ppc64le_and_s390x_artifacts_run_under_qemu() {
+    dist --fixtures --arch ppc64le,s390x --fast --out "$TMP/other"
+    out=$TMP/other
+    for spec in "ppc64le ppc64el ppc64le ppc64-le PowerPC64 little qemu-ppc64le-static" \
+        "s390x s390x s390x s390x IBM_S/390 big qemu-s390x-static"; do
+        # shellcheck disable=SC2086 # one word per field
+        set -- $spec
+        arch=$1 debarch=$2 rpmarch=$3 sdarch=$4 machine=$(echo "$5" | tr _ ' ') order=$6 qemu=$7
+        x=$TMP/other-$arch
+        mkdir -p "$x/deb" "$x/rpm"
+        for p in kubelet kubeadm kubectl kubernetes-cni cri-tools; do
+            deb=$(echo "$out/${p}"_*_"$debarch".deb)
+            rpm=$(echo "$out/${p}"-*."$rpmarch".rpm)
+            assert_eq "$debarch" "$(dpkg-deb -f "$deb" Architecture)" "$p deb Architecture"
+            assert_eq "$rpmarch" "$(rpm -qp --qf '%{ARCH}' "$rpm")" "$p rpm arch"
+            dpkg-deb -x "$deb" "$x/deb"
+            (cd "$x/rpm" && rpm2cpio "$rpm" | cpio -idm --quiet)
+        done
+        for tree in deb rpm; do
+            assert_eq "2's complement, $order endian/$machine" "$(elf_machines "$x/$tree")" "$arch $tree ELF files"
+        done
+        assert_file "$out/kubedist-1.34.2-linux-$arch.tar.gz"
+        assert_file "$out/kubernetes-v1.34.2-$sdarch.raw"
+        w=$x/deb/usr/bin/kubelet-wrapper
+        if readelf -l "$w" | grep -q INTERP; then
+            echo "$arch kubelet-wrapper is dynamically linked" >&2
+            return 1
+        fi
+        mkdir -p "$x/deb/etc/default" "$x/deb/var/lib/kubelet"
+        echo 'KUBELET_EXTRA_ARGS="--node-ip=192.0.2.7"' >"$x/deb/etc/default/kubelet"
+        "$qemu" "$w" --root "$x/deb" --family deb --print >"$TMP/print-$arch.json"
+        grep -q '"--node-ip=192.0.2.7"' "$TMP/print-$arch.json"
+    done
+    # Debian's real s390x kubectl; Debian builds none for ppc64el, so that
+    # one is a stand-in and its packages say so.
+    qemu-s390x-static "$TMP/other-s390x/deb/usr/bin/kubectl" version --client 2>&1 | grep -q 'Client Version'
+    case $(dpkg-deb -f "$out"/kubectl_*_ppc64el.deb Description) in
+    *"TEST BUILD"*) ;;
+    *) echo "the ppc64el kubectl package does not say it is a test build" >&2; return 1 ;;
+    esac
+    # One image index with both architectures, each with its own busybox.
+    image=${out}/$(cd "$out" && echo kubedist-installer-*.oci)
+    blob() { echo "$image/blobs/sha256/${1#sha256:}"; }
+    index=$(blob "$(jq -r '.manifests[0].digest' "$image/index.json")")
+    assert_eq "ppc64le s390x" "$(jq -r '[.manifests[].platform.architecture] | sort | join(" ")' "$index")" "image index"
+    for spec in "ppc64le PowerPC64 qemu-ppc64le-static" "s390x IBM_S/390 qemu-s390x-static"; do
+        # shellcheck disable=SC2086 # one word per field
+        set -- $spec
+        manifest=$(blob "$(jq -r --arg a "$1" '.manifests[] | select(.platform.architecture == $a) | .digest' "$index")")
+        # The first layer is the shell.
+        shell=$TMP/other-shell-$1
+        mkdir -p "$shell"
+        tar -xzf "$(blob "$(jq -r '.layers[0].digest' "$manifest")")" -C "$shell" bin/busybox
+        readelf -h "$shell/bin/busybox" | grep -q "Machine: *$(echo "$2" | tr _ ' ')"
+        assert_eq ok "$("$3" "$shell/bin/busybox" sh -c 'echo ok')" "$1 busybox"
+    done
+
+}
+
 # bad_input NAME HOW : a copy of the fixtures broken by HOW (a shell
 # function), then dist into an output directory holding an earlier release.
 # dist must fail with one `error:` line naming NAME and leave the directory
@@ -194,5 +267,6 @@ kd_test test_tampered_input_is_refused_and_output_untouched
 kd_test test_missing_input_is_refused_and_output_untouched
 kd_test test_wrong_checksum_is_refused_and_output_untouched
 kd_test test_arm64_artifacts_run_under_qemu
+kd_test test_ppc64le_and_s390x_artifacts_run_under_qemu
 kd_test test_reproducible_from_another_checkout
 kd_summary

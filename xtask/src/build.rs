@@ -17,31 +17,42 @@ pub fn target_dir(root: &Path) -> PathBuf {
     root.join("target/static")
 }
 
-/// Builds binary `bin` of workspace package `package` as a static musl
-/// executable for `arch`, reproducibly (paths remapped), and returns its path.
+/// Builds binary `bin` of workspace package `package` as a static
+/// executable for `arch` (`Arch::static_target`), reproducibly (paths
+/// remapped), and returns its path.
 pub fn static_binary(root: &Path, package: &str, bin: &str, arch: Arch) -> Result<PathBuf> {
-    let target = arch.musl_target();
+    let target = arch.static_target();
     let sh = Shell::new().context("starting a shell for cargo")?;
     sh.change_dir(root);
     require_target(&sh, target)?;
 
     let target_dir = target_dir(root);
-    let flags = remap_flags(root, &cargo_home()?);
+    let mut flags = remap_flags(root, &cargo_home()?);
+    let mut build = cmd!(
+        sh,
+        "cargo build --release -p {package} --bin {bin} --target {target} --target-dir {target_dir}"
+    );
+    if let Some((linker, _)) = arch.cross_linker() {
+        // A glibc target: static only when asked, linked by the cross gcc.
+        flags.push("-Ctarget-feature=+crt-static".into());
+        let var = format!(
+            "CARGO_TARGET_{}_LINKER",
+            target.to_uppercase().replace('-', "_")
+        );
+        build = build.env(var, linker);
+    }
     eprintln!("build: {package} ({bin}) for {arch} ({target})");
     // CARGO_ENCODED_RUSTFLAGS (0x1f-separated) keeps paths with spaces intact;
     // RUSTFLAGS from the caller's environment would make the output depend on
     // it, so it is dropped.
-    cmd!(
-        sh,
-        "cargo build --release -p {package} --bin {bin} --target {target} --target-dir {target_dir}"
-    )
-    .env("CARGO_ENCODED_RUSTFLAGS", flags.join("\x1f"))
-    .env_remove("RUSTFLAGS")
-    // Compilers never need the epoch, and cargo would rebuild C build
-    // scripts whenever it changes (see xtask/launch).
-    .env_remove("SOURCE_DATE_EPOCH")
-    .run()
-    .with_context(|| format!("building {bin} for {target}"))?;
+    build
+        .env("CARGO_ENCODED_RUSTFLAGS", flags.join("\x1f"))
+        .env_remove("RUSTFLAGS")
+        // Compilers never need the epoch, and cargo would rebuild C build
+        // scripts whenever it changes (see xtask/launch).
+        .env_remove("SOURCE_DATE_EPOCH")
+        .run()
+        .with_context(|| format!("building {bin} for {target}"))?;
 
     let out = target_dir.join(target).join("release").join(bin);
     if !out.is_file() {
@@ -50,12 +61,20 @@ pub fn static_binary(root: &Path, package: &str, bin: &str, arch: Arch) -> Resul
     Ok(out)
 }
 
-/// Makes sure the musl targets of `arches` are installed, adding the missing
-/// ones with `rustup target add` (a fresh toolchain has only the host's).
+/// Makes sure the static targets of `arches` and their cross linkers are
+/// installed, adding missing targets with `rustup target add` (a fresh
+/// toolchain has only the host's).
 /// dist calls it before any long step: a machine that cannot build the static
 /// binaries fails in its first second, with the command that fixes it.
 pub fn ensure_targets(arches: &[Arch]) -> Result<()> {
-    let targets: Vec<&str> = arches.iter().map(|a| a.musl_target()).collect();
+    for arch in arches {
+        if let Some((linker, packages)) = arch.cross_linker() {
+            if !crate::util::on_path(linker) {
+                bail!("static builds for {arch} are linked by {linker}, which is not on PATH: install it (Debian: apt-get install {packages})");
+            }
+        }
+    }
+    let targets: Vec<&str> = arches.iter().map(|a| a.static_target()).collect();
     ensure_targets_with("rustup", &targets)
 }
 

@@ -53,7 +53,8 @@ pub struct OriginArgs {
     /// every path of pkg/release.toml, each with a DIR/<source>/<path>.sha256
     /// beside it (`hex` or `hex  name`). A DIR/STANDINS file lists
     /// `<source>/<member>` names that are test stand-ins, not the real
-    /// program. `cargo xtask fixtures DIR` writes such a directory.
+    /// program (followed by architectures when only theirs are).
+    /// `cargo xtask fixtures DIR` writes such a directory.
     #[arg(long, value_name = "DIR", conflicts_with = "mirror")]
     pub from: Option<PathBuf>,
     /// Download from a mirror instead of each source's official URL: files
@@ -208,7 +209,7 @@ pub fn ensure(spec: &Spec, arch: Arch, origin: &Origin, cache: &Path) -> Result<
                     files.push(verify_in_dir(dir, name, &path)?);
                 }
             }
-            (files, read_standins(dir, spec)?)
+            (files, read_standins(dir, spec, arch)?)
         }
         Origin::Official | Origin::Mirror(_) => {
             let mut lock = Lock::load(&lock_path(spec))?;
@@ -372,7 +373,7 @@ fn verify_in_dir(dir: &Path, source: &str, path: &str) -> Result<Verified> {
 
 /// The STANDINS file of a `--from` directory: one `<source>/<member>` a line,
 /// `#` comments. No file means every input is the real program.
-fn read_standins(dir: &Path, spec: &Spec) -> Result<Vec<String>> {
+fn read_standins(dir: &Path, spec: &Spec, arch: Arch) -> Result<Vec<String>> {
     let path = dir.join("STANDINS");
     let text = match std::fs::read_to_string(&path) {
         Ok(t) => t,
@@ -385,16 +386,25 @@ fn read_standins(dir: &Path, spec: &Spec) -> Result<Vec<String>> {
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
-        match line.split_once('/') {
+        let at = || format!("{}:{}", path.display(), i + 1);
+        // `<source>/<member> [ARCH...]`: without architectures, every one.
+        let mut words = line.split_whitespace();
+        let name = words.next().unwrap_or_default();
+        match name.split_once('/') {
             Some((source, member))
                 if spec.release.sources.contains_key(source) && !member.is_empty() => {}
             _ => bail!(
-                "{}:{}: {line:?} is not <source>/<member> with a source of pkg/release.toml",
-                path.display(),
-                i + 1
+                "{}: {line:?} is not <source>/<member> with a source of pkg/release.toml",
+                at()
             ),
         }
-        out.push(line.to_string());
+        let arches = words
+            .map(str::parse)
+            .collect::<Result<Vec<Arch>>>()
+            .with_context(at)?;
+        if arches.is_empty() || arches.contains(&arch) {
+            out.push(name.to_string());
+        }
     }
     Ok(out)
 }

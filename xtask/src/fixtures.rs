@@ -3,7 +3,8 @@
 //! of `pkg/release.toml`. What Debian ships is real (kubectl from
 //! `kubernetes-client`, the CNI plugins from `containernetworking-plugins`);
 //! kubelet, kubeadm and crictl, which Debian does not ship, are the
-//! `kubedist-standin` recorder, listed in `DIR/STANDINS`.
+//! `kubedist-standin` recorder, listed in `DIR/STANDINS`, and so is kubectl
+//! on an architecture Debian builds no `kubernetes-client` for (ppc64le).
 pub mod debian;
 
 use std::io::Write;
@@ -30,14 +31,16 @@ Examples:
   cargo xtask fixtures target/fixtures --arch amd64,arm64
   cargo xtask dist --from target/fixtures --arch amd64
 
-arm64 fixtures need Debian's arm64 packages on an amd64 host:
+Other architectures need Debian's packages of theirs (added as root when
+missing), e.g. on an amd64 host:
   dpkg --add-architecture arm64 && apt-get update")]
 pub struct Args {
     /// The directory to write. An existing fixtures directory there is
     /// replaced; any other existing, non-empty directory is refused.
     pub dir: PathBuf,
-    /// Architectures, comma-separated: amd64, arm64 (Debian ships the real
-    /// binaries for these). Default: this host's architecture.
+    /// Architectures, comma-separated: amd64, arm64, ppc64le, s390x
+    /// (Debian's real binaries, where it builds them). Default: this
+    /// host's architecture.
     #[arg(long, value_name = "ARCH[,ARCH...]", value_delimiter = ',')]
     pub arch: Vec<Arch>,
     /// Where downloaded Debian packages are kept.
@@ -104,20 +107,44 @@ pub fn write(spec: &Spec, dir: &Path, arches: &[Arch], debs: &Path) -> Result<()
     mkdir(&temp.0)?;
 
     let mut notes = Vec::new();
+    let mut arch_standins = Vec::new();
     for &arch in arches {
-        notes.extend(write_arch(spec, &temp.0, arch, debs, epoch)?);
+        let written = write_arch(spec, &temp.0, arch, debs, epoch)?;
+        notes.extend(written.notes);
+        arch_standins.extend(written.standins.into_iter().map(|s| (s, arch)));
     }
-    put(&temp.0, "STANDINS", standins_file().as_bytes(), 0o644)?;
+    put(
+        &temp.0,
+        "STANDINS",
+        standins_file(&arch_standins).as_bytes(),
+        0o644,
+    )?;
     put(&temp.0, "README", readme(arches, &notes).as_bytes(), 0o644)?;
     crate::util::replace_dir(&temp.0, &dir)
 }
 
-/// What went into one architecture's files, for the README.
-fn write_arch(spec: &Spec, top: &Path, arch: Arch, debs: &Path, epoch: u64) -> Result<Vec<String>> {
+/// What went into one architecture's files.
+struct Written {
+    /// One README line per file.
+    notes: Vec<String>,
+    /// `<source>/<member>` stand-ins of this architecture only, beyond
+    /// [`STANDINS`].
+    standins: Vec<String>,
+}
+
+fn write_arch(spec: &Spec, top: &Path, arch: Arch, debs: &Path, epoch: u64) -> Result<Written> {
     let debarch = spec.families.deb.arch_name(arch)?;
     debian::require_arch(debarch, crate::util::is_root())?;
     eprintln!("fixtures: {arch}: Debian packages");
-    let client = debian::download("kubernetes-client", debarch, debs)?;
+    // Debian builds kubernetes-client for some architectures only (bookworm:
+    // none for ppc64el); where it has none, kubectl is a stand-in too.
+    let client = match debian::candidate("kubernetes-client", debarch)? {
+        Some(_) => Some(debian::download("kubernetes-client", debarch, debs)?),
+        None => {
+            eprintln!("fixtures: {arch}: Debian has no kubernetes-client for {debarch}; kubectl is a stand-in");
+            None
+        }
+    };
     let plugins = debian::download("containernetworking-plugins", debarch, debs)?;
     eprintln!("fixtures: {arch}: kubedist-standin (static)");
     let standin_path =
@@ -126,12 +153,21 @@ fn write_arch(spec: &Spec, top: &Path, arch: Arch, debs: &Path, epoch: u64) -> R
         .with_context(|| format!("reading {}", standin_path.display()))?;
 
     let mut notes = Vec::new();
+    let mut standins = Vec::new();
     for (source_name, source) in &spec.release.sources {
         for path in source.paths(arch) {
             let file_name = path.rsplit('/').next().unwrap_or(&path);
             let rel = format!("{source_name}/{path}");
             let (bytes, mode, note) = match fixture_for(source_name, file_name) {
+                Some(Fixture::DebianKubectl) if client.is_none() => {
+                    standins.push(format!("{source_name}/{file_name}"));
+                    let note = format!(
+                        "STAND-IN: kubedist-standin (Debian builds no kubernetes-client for {debarch})"
+                    );
+                    (standin.clone(), 0o755, note)
+                }
                 Some(Fixture::DebianKubectl) => {
+                    let client = client.as_ref().context("kubernetes-client")?;
                     let bin = only(debian::files_in(&client.path, "usr/bin")?, "kubectl")
                         .with_context(|| client.path.display().to_string())?;
                     let note = format!(
@@ -176,7 +212,7 @@ fn write_arch(spec: &Spec, top: &Path, arch: Arch, debs: &Path, epoch: u64) -> R
             notes.push(format!("  {rel}\n      {note}"));
         }
     }
-    Ok(notes)
+    Ok(Written { notes, standins })
 }
 
 /// What a file of the release is made of.
@@ -250,13 +286,27 @@ fn tar_header(name: &str, kind: tar::EntryType, size: u64, mtime: u64) -> Result
     Ok(h)
 }
 
-fn standins_file() -> String {
+/// STANDINS: every architecture's stand-ins, then those of some
+/// architectures only (`<source>/<member> ARCH...`).
+fn standins_file(arch_standins: &[(String, Arch)]) -> String {
     let mut s = String::from(
         "# Inputs of this directory that are kubedist-standin, a recorder that\n\
-         # logs how it was started; not the real program.\n",
+         # logs how it was started; not the real program. Architectures after\n\
+         # a name: a stand-in for those only.\n",
     );
     for name in STANDINS {
         s.push_str(name);
+        s.push('\n');
+    }
+    let mut names: Vec<&String> = arch_standins.iter().map(|(n, _)| n).collect();
+    names.sort();
+    names.dedup();
+    for name in names {
+        s.push_str(name);
+        for (_, arch) in arch_standins.iter().filter(|(n, _)| n == name) {
+            s.push(' ');
+            s.push_str(arch.go_name());
+        }
         s.push('\n');
     }
     s

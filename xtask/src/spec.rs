@@ -338,13 +338,36 @@ impl Arch {
         }
     }
 
-    /// The Rust target that builds our static binaries for this architecture.
-    pub fn musl_target(self) -> &'static str {
+    /// The Rust target that builds our static binaries for this
+    /// architecture: musl where Rust ships a prebuilt standard library for
+    /// it. ppc64le and s390x have none in stable Rust (1.95's channel
+    /// manifest marks powerpc64le-unknown-linux-musl not available;
+    /// s390x-unknown-linux-musl is tier 3, built only by a nightly
+    /// `-Zbuild-std` against a musl libc for the target), so there glibc
+    /// is linked in statically (`+crt-static`), by Debian's cross gcc.
+    pub fn static_target(self) -> &'static str {
         match self {
             Arch::Amd64 => "x86_64-unknown-linux-musl",
             Arch::Arm64 => "aarch64-unknown-linux-musl",
-            Arch::Ppc64le => "powerpc64le-unknown-linux-musl",
-            Arch::S390x => "s390x-unknown-linux-musl",
+            Arch::Ppc64le => "powerpc64le-unknown-linux-gnu",
+            Arch::S390x => "s390x-unknown-linux-gnu",
+        }
+    }
+
+    /// The cross linker of a glibc static target and the Debian packages
+    /// that provide it (and the target's `libc.a`); None where Rust links
+    /// the musl target itself.
+    pub fn cross_linker(self) -> Option<(&'static str, &'static str)> {
+        match self {
+            Arch::Amd64 | Arch::Arm64 => None,
+            Arch::Ppc64le => Some((
+                "powerpc64le-linux-gnu-gcc",
+                "gcc-powerpc64le-linux-gnu libc6-dev-ppc64el-cross",
+            )),
+            Arch::S390x => Some((
+                "s390x-linux-gnu-gcc",
+                "gcc-s390x-linux-gnu libc6-dev-s390x-cross",
+            )),
         }
     }
 

@@ -32,6 +32,8 @@ const TOOLS: &[&str] = &[
     "systemd-analyze",
     "busybox",
     "qemu-aarch64-static",
+    "powerpc64le-linux-gnu-gcc",
+    "s390x-linux-gnu-gcc",
     "unshare",
     "unsquashfs",
     "systemd-dissect",

@@ -447,6 +447,30 @@ fn a_from_dir_is_used_in_place_with_its_standins() {
         err.contains("STANDINS:1") && err.contains("kubelet"),
         "{err}"
     );
+
+    // A line with architectures names a stand-in of those only.
+    std::fs::write(
+        dir.join("STANDINS"),
+        "tools/tool ppc64le s390x
+",
+    )
+    .unwrap();
+    let of = |arch| {
+        ensure(&spec, arch, &Origin::Dir(dir.clone()), &cache)
+            .unwrap()
+            .standins()
+            .to_vec()
+    };
+    assert!(of(Arch::Amd64).is_empty());
+    assert_eq!(of(Arch::S390x), ["tools/tool"]);
+    std::fs::write(
+        dir.join("STANDINS"),
+        "tools/tool sparc
+",
+    )
+    .unwrap();
+    let err = err_of(ensure(&spec, Arch::Amd64, &Origin::Dir(dir), &cache));
+    assert!(err.contains("STANDINS:1") && err.contains("sparc"), "{err}");
 }
 
 #[test]
