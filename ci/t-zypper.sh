@@ -28,6 +28,9 @@
 #   does an unsigned rpm behind such metadata, thanks to the snippet's
 #   pkg_gpgcheck=1 (libzypp checks a package's own signature only then,
 #   once the metadata is signed; without it zypper installs the rpm).
+# - `--channels minor`: a host installs from release N's channel and moves
+#   to the next minor's channel (`dist --version` relabels the fixtures) by
+#   taking that channel's snippet.
 #
 # The roots are bare directories with busybox as /bin/sh (t-rpm.sh's).
 #
@@ -238,11 +241,52 @@ zypper_refuses_unsigned_rpm_behind_signed_metadata() {
     fi
 }
 
+# The next minor's first release (1.34.2 -> 1.35.0), the fixtures
+# relabelled by `dist --version`, beside release N in a `--channels minor`
+# repository: a host installs from N's channel snippet, then moves to the
+# next minor by replacing the repository with that channel's snippet.
+zypper_host_moves_from_one_minor_channel_to_the_next() {
+    v=$(rpm -qp --qf '%{VERSION}' "$KD_DIST"/kubelet-[0-9]*.rpm)
+    cur=v${v%.*}
+    minor=${v#*.}
+    minor=${minor%%.*}
+    next_version=${v%%.*}.$((minor + 1)).0
+    next=v${next_version%.*}
+    (cd "$KD_REPO" && HOME=$CALLER_HOME cargo xtask dist --fixtures --arch amd64 \
+        --version "$next_version" --fast --formats rpm --out "$TMP/next-dist") >"$TMP/next-dist.out" 2>&1 ||
+        { cat "$TMP/next-dist.out"; return 1; }
+    minor_tree=$TMP/minor
+    rm -f "$TMP/minor.key"
+    repo --channels minor --from "$KD_DIST" "$TMP/next-dist" --out "$minor_tree" --generate-test-key "$TMP/minor.key" \
+        --base-url "file://$minor_tree" >"$TMP/minor.out" 2>"$TMP/minor.err"
+    cat "$TMP/minor.out" "$TMP/minor.err"
+    new_root import "$minor_tree/$cur"
+    root=$NEW_ROOT
+    add_repo "$root" "$minor_tree/$cur"
+    zyp "$root" "$TMP/minor-install.out" install kubelet kubeadm kubectl cri-tools
+    assert_eq "$(expect "$KD_DIST")" "$(installed "$root")" "versions from the $cur channel"
+    zyp "$root" "$TMP/minor-update.out" update
+    assert_eq "$(expect "$KD_DIST")" "$(installed "$root")" "versions after update within $cur"
+    # The move: the next channel's snippet instead of this one's.
+    zyp "$root" "$TMP/removerepo.out" removerepo kubedist
+    add_repo "$root" "$minor_tree/$next"
+    zyp "$root" "$TMP/minor-refresh.out" refresh
+    zyp "$root" "$TMP/minor-move.out" update
+    # The Kubernetes packages move to the next minor; kubernetes-cni and
+    # cri-tools carry the same upstream versions there at revision 1, below
+    # N's revision 2, and an update never downgrades.
+    want=$( (expect "$TMP/next-dist" | grep -E '^kube(let|adm|ctl) '
+        expect "$KD_DIST" | grep -E '^(kubernetes-cni|cri-tools) ') | LC_ALL=C sort)
+    assert_eq "$want" "$(installed "$root")" "versions after moving to $next"
+    rm -rf "$root" "$minor_tree" "$TMP/next-dist"
+}
+
 kd_test zypper_refreshes_signed_repo_with_imported_key
 kd_test zypper_installs_release_n_minus_1
 kd_test zypper_upgrades_to_release_n
 kd_test zypper_erases_everything_it_installed
 kd_test zypper_refuses_tampered_rpm
 kd_test zypper_refuses_unsigned_rpm_behind_signed_metadata
+kd_test zypper_host_moves_from_one_minor_channel_to_the_next
 
 kd_summary
