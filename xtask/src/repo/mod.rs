@@ -31,6 +31,8 @@ mod closure;
 mod debfile;
 mod files;
 mod inputs;
+mod state;
+pub mod synth;
 mod sysext;
 mod yum;
 
@@ -41,6 +43,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use anyhow::{bail, Context, Result};
 
 use channels::Layout;
+
+/// The repository's record of its package files (state.rs).
+pub use state::FILE as STATE_FILE;
 
 /// The lock that keeps two runs from writing one repository at once.
 const LOCK_FILE: &str = ".kubedist-repo.lock";
@@ -162,7 +167,10 @@ pub struct Settings {
 }
 
 pub fn run(root: &Path, args: &Args) -> Result<()> {
-    let settings = settings(args)?;
+    publish(root, args, &settings(args)?)
+}
+
+fn publish(root: &Path, args: &Args, settings: &Settings) -> Result<()> {
     let spec = crate::spec::Spec::load(root)?;
     // What can refuse the run is checked before REPO_DIR is created or
     // locked: a refused run leaves no trace. (A test key is generated later:
@@ -210,7 +218,8 @@ pub fn run(root: &Path, args: &Args) -> Result<()> {
     // A new repository is checked before it is created: a refused run
     // leaves no trace.
     if !existed {
-        check_closure(&args.out, args.channels, &adds, &spec, &settings)?;
+        let mut none = state::State::load(&args.out)?;
+        check_closure(&args.out, args.channels, &adds, &spec, settings, &mut none)?;
     }
 
     files::create_dir(&args.out)?;
@@ -219,6 +228,7 @@ pub fn run(root: &Path, args: &Args) -> Result<()> {
         .canonicalize()
         .with_context(|| format!("{}: cannot resolve", args.out.display()))?;
     let _lock = files::lock(&out.join(LOCK_FILE))?;
+    let mut state = state::State::load(&out)?;
     let flat_exists = apt::exists(&out) || yum::exists(&out)?;
     channels::refuse_other_layout(&out, args.channels, flat_exists)?;
     if nothing_to_add
@@ -231,7 +241,7 @@ pub fn run(root: &Path, args: &Args) -> Result<()> {
     // An existing one with what it already holds, under the lock and before
     // anything is written.
     if existed {
-        check_closure(&out, args.channels, &adds, &spec, &settings)?;
+        check_closure(&out, args.channels, &adds, &spec, settings, &mut state)?;
     }
     let key = match (given_key, &args.generate_test_key) {
         (Some(key), _) => key,
@@ -250,7 +260,9 @@ pub fn run(root: &Path, args: &Args) -> Result<()> {
     match args.channels {
         Layout::Flat => {
             let (debs, rpms) = adds.remove("").unwrap_or_default();
-            publish_channel(&out, &out, &out, "", &debs, &rpms, &key, &settings)?;
+            publish_channel(
+                &out, &out, &out, "", &debs, &rpms, &key, &settings, &mut state,
+            )?;
         }
         Layout::Minor => {
             let mut all = channels::existing(&out)?;
@@ -272,11 +284,13 @@ pub fn run(root: &Path, args: &Args) -> Result<()> {
                     &rpms,
                     &key,
                     &settings,
+                    &mut state,
                 )?;
             }
         }
     }
     let sysext = sysext::publish(&out, &raws, &key, &settings)?;
+    state.save()?;
     if let Some(sysext) = &sysext {
         println!(
             "sysext: {} image(s) in {}/, channels {}",
@@ -302,9 +316,10 @@ fn publish_channel(
     rpms: &[PathBuf],
     key: &crate::keys::RepoKey,
     settings: &Settings,
+    state: &mut state::State,
 ) -> Result<()> {
-    let apt = apt::publish(deb_root, debs, key, settings)?;
-    let yum = yum::publish(rpm_root, rpms, key, settings)?;
+    let apt = apt::publish(deb_root, debs, key, settings, state)?;
+    let yum = yum::publish(rpm_root, rpms, key, settings, state)?;
     let urls = if channel.is_empty() {
         clients::Urls::flat(settings)
     } else {
@@ -347,6 +362,7 @@ fn check_closure(
     adds: &BTreeMap<String, (Vec<PathBuf>, Vec<PathBuf>)>,
     spec: &crate::spec::Spec,
     settings: &Settings,
+    state: &mut state::State,
 ) -> Result<()> {
     let mut names: Vec<String> = adds.keys().cloned().collect();
     if layout == Layout::Minor {
@@ -371,8 +387,12 @@ fn check_closure(
         if rpm_root.is_dir() {
             rpms.extend(yum::all_rpms(&rpm_root)?);
         }
-        let debs = closure::read_all(crate::spec::Family::Deb, &debs)?;
-        let rpms = closure::read_all(crate::spec::Family::Rpm, &rpms)?;
+        let read = |family, paths: &[PathBuf], state: &mut state::State| -> Result<_> {
+            let pkgs = paths.iter().map(|p| state.pkg(family, p));
+            Ok(closure::dedup(pkgs.collect::<Result<_>>()?))
+        };
+        let debs = read(crate::spec::Family::Deb, &debs, state)?;
+        let rpms = read(crate::spec::Family::Rpm, &rpms, state)?;
         let deb_prefix = if prefix.is_empty() {
             String::new()
         } else {
@@ -459,4 +479,145 @@ fn refuse_inside(key_path: &Path, repo: &Path) -> Result<()> {
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+
+    const EPOCH: u64 = 1_700_000_000;
+
+    /// Releases 1.30.1..=1.30.n for amd64, and where a test key goes.
+    fn releases(tmp: &Path, n: u32) -> Vec<PathBuf> {
+        (1..=n)
+            .map(|patch| {
+                let dir = tmp.join(format!("dist-{patch}"));
+                synth::release(&dir, 30, patch, &[0], EPOCH).unwrap();
+                dir
+            })
+            .collect()
+    }
+
+    /// `cargo xtask repo --from FROM --out OUT` with the test key `key`
+    /// (generated when missing), at a fixed time.
+    fn repo(from: &[PathBuf], out: &Path, key: &Path) -> Result<()> {
+        let generate = !key.exists();
+        let args = Args {
+            from: from.to_vec(),
+            out: out.to_path_buf(),
+            key: (!generate).then(|| key.to_path_buf()),
+            passphrase_file: None,
+            gpg_key: None,
+            generate_test_key: generate.then(|| key.to_path_buf()),
+            suite: "stable".into(),
+            component: "main".into(),
+            channels: Layout::Flat,
+            base_url: "file:///srv/kubedist".into(),
+            valid_days: None,
+        };
+        let settings = Settings {
+            suite: args.suite.clone(),
+            component: args.component.clone(),
+            base_url: args.base_url.clone(),
+            valid_days: None,
+            timestamp: EPOCH,
+        };
+        publish(&crate::util::repo_root(), &args, &settings)
+    }
+
+    /// Every file below `dir` but the lock and the state, with its bytes.
+    fn tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+        let mut out = BTreeMap::new();
+        let mut todo = vec![dir.to_path_buf()];
+        while let Some(d) = todo.pop() {
+            for entry in fs::read_dir(&d).unwrap() {
+                let path = entry.unwrap().path();
+                let rel = path
+                    .strip_prefix(dir)
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned();
+                if path.is_dir() {
+                    todo.push(path);
+                } else if rel != LOCK_FILE && rel != STATE_FILE {
+                    out.insert(rel, fs::read(&path).unwrap());
+                }
+            }
+        }
+        out
+    }
+
+    fn createrepo_missing() -> bool {
+        let missing = std::process::Command::new("createrepo_c")
+            .arg("--version")
+            .output()
+            .is_err();
+        if missing {
+            eprintln!("skipped: createrepo_c is not installed");
+        }
+        missing
+    }
+
+    #[test]
+    fn adding_with_the_state_or_rebuilding_it_gives_the_bytes_of_one_full_run() {
+        if createrepo_missing() {
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let dists = releases(tmp.path(), 2);
+        let key = tmp.path().join("test.key");
+        let (kept, lost, once) = (
+            tmp.path().join("kept"),
+            tmp.path().join("lost"),
+            tmp.path().join("once"),
+        );
+        repo(&dists[..1], &kept, &key).unwrap();
+        repo(&dists[1..], &kept, &key).unwrap();
+        repo(&dists[..1], &lost, &key).unwrap();
+        fs::remove_file(lost.join(STATE_FILE)).unwrap();
+        repo(&dists[1..], &lost, &key).unwrap();
+        assert!(lost.join(STATE_FILE).is_file(), "state not rebuilt");
+        repo(&dists, &once, &key).unwrap();
+        let once = tree(&once);
+        assert!(once.contains_key("x86_64/repodata/repomd.xml"));
+        assert!(once.contains_key("dists/stable/InRelease"));
+        assert_eq!(tree(&kept), once);
+        assert_eq!(tree(&lost), once);
+    }
+
+    #[test]
+    fn published_packages_are_not_read_again_unless_their_size_or_mtime_changed() {
+        if createrepo_missing() {
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let dists = releases(tmp.path(), 2);
+        let key = tmp.path().join("test.key");
+        let out = tmp.path().join("repo");
+        repo(&dists[..1], &out, &key).unwrap();
+        let deb = out.join("pool/main/k/kubectl/kubectl_1.30.1-1_amd64.deb");
+        let rpm = out.join("x86_64/kubectl-1.30.1-1.x86_64.rpm");
+        let sha256 = files::Digests::of_file(&deb).unwrap().sha256;
+        // Garbage of the same size and mtime, written in place: only a run
+        // that reads the files could tell.
+        for path in [&deb, &rpm] {
+            let meta = fs::metadata(path).unwrap();
+            fs::write(path, vec![b'x'; meta.len() as usize]).unwrap();
+            let file = fs::File::options().write(true).open(path).unwrap();
+            file.set_modified(meta.modified().unwrap()).unwrap();
+        }
+        repo(&dists[1..], &out, &key).unwrap();
+        let packages =
+            fs::read_to_string(out.join("dists/stable/main/binary-amd64/Packages")).unwrap();
+        assert!(packages.contains(&sha256), "{packages}");
+        // A different size is seen, and the file read (and refused).
+        fs::write(&deb, b"not a deb").unwrap();
+        let err = repo(&[], &out, &key).unwrap_err();
+        let err = format!("{err:#}");
+        assert!(
+            err.contains("kubectl_1.30.1-1_amd64.deb: not a readable .deb"),
+            "{err}"
+        );
+    }
 }
