@@ -84,7 +84,6 @@ pub fn run(exe: &Path, releases: usize, epoch: u64, work: &Path, logs: &Path) ->
         releases + 1,
         flat_no_state.wall
     );
-    let _ = fs::remove_dir_all(work);
     Ok(Scale {
         per_release,
         flat,

@@ -20,7 +20,7 @@
 //! unchecked rather than waved through.
 
 use std::cmp::Ordering;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
@@ -73,14 +73,28 @@ pub struct Channel<'a> {
 pub fn check(channels: &[Channel], distribution: &dyn Fn(Family) -> Vec<String>) -> Result<()> {
     for channel in channels {
         let declared: BTreeSet<String> = distribution(channel.family).into_iter().collect();
+        // Candidates by the names they answer to, and every file shipped:
+        // a channel of a few hundred releases is checked in linear time.
+        let mut by_name: BTreeMap<&str, Vec<&Pkg>> = BTreeMap::new();
+        let mut files: BTreeSet<&str> = BTreeSet::new();
+        for p in &channel.packages {
+            by_name.entry(&p.name).or_default().push(p);
+            for (name, _) in &p.provides {
+                by_name.entry(name).or_default().push(p);
+            }
+            files.extend(p.files.iter().map(String::as_str));
+        }
         for pkg in &channel.packages {
             for req in &pkg.depends {
                 let met = req.alternatives.iter().any(|rel| {
                     declared.contains(&rel.name)
-                        || channel
-                            .packages
-                            .iter()
-                            .any(|p| satisfies(channel.family, p, rel))
+                        || if channel.family == Family::Rpm && rel.name.starts_with('/') {
+                            files.contains(rel.name.as_str())
+                        } else {
+                            by_name.get(rel.name.as_str()).is_some_and(|candidates| {
+                                candidates.iter().any(|p| satisfies(channel.family, p, rel))
+                            })
+                        }
                 });
                 if !met {
                     bail!(

@@ -18,7 +18,10 @@
 //! The package files are the repository's state: a run adds the new ones
 //! (never replacing a file by different content, but for a sysext image of
 //! a higher revision), then rebuilds and re-signs all metadata from
-//! everything present, so older releases stay installable.
+//! everything present, so older releases stay installable. What the
+//! metadata needs of a file already published comes from
+//! `REPO/.kubedist-repo-state.json` (state.rs) while the file's size and
+//! mtime match its record, so adding a release reads only the new files.
 //! Metadata is built in a directory beside its final place and swapped in
 //! with one rename. Before any of it, the dependency-closure gate
 //! (closure.rs) refuses a run that would publish a channel whose packages
@@ -54,7 +57,11 @@ const LOCK_FILE: &str = ".kubedist-repo.lock";
 /// directory of systemd-sysext images.
 ///
 /// Packages already in REPO_DIR are kept, so adding a release leaves the
-/// older ones installable; all metadata is rebuilt and re-signed on every run.
+/// older ones installable; all metadata is rebuilt and re-signed on every run
+/// (but for --channels minor channels a run adds nothing to, left as they
+/// are while their files, key and settings are unchanged). Packages already
+/// published are not read again: REPO_DIR/.kubedist-repo-state.json keeps
+/// what the metadata needs of each while its size and mtime match.
 /// Sysext images go to REPO_DIR/sysext/ with a signed SHA256SUMS and one
 /// systemd-sysupdate transfer file per Kubernetes minor.
 ///
@@ -240,9 +247,11 @@ fn publish(root: &Path, args: &Args, settings: &Settings) -> Result<()> {
     }
     // An existing one with what it already holds, under the lock and before
     // anything is written.
-    if existed {
-        check_closure(&out, args.channels, &adds, &spec, settings, &mut state)?;
-    }
+    let unchanged = if existed {
+        check_closure(&out, args.channels, &adds, &spec, settings, &mut state)?
+    } else {
+        BTreeMap::new()
+    };
     let key = match (given_key, &args.generate_test_key) {
         (Some(key), _) => key,
         (None, Some(path)) => {
@@ -272,6 +281,27 @@ fn publish(root: &Path, args: &Args, settings: &Settings) -> Result<()> {
             channels::sort(&mut all);
             for channel in &all {
                 let (debs, rpms) = adds.remove(channel).unwrap_or_default();
+                // A run adding releases leaves a channel it adds nothing to
+                // as it is when its files and what it was signed with are
+                // those of its last publication (no Valid-Until to renew).
+                let done = format!(
+                    "{} {} {} {}",
+                    crate::util::hex(key.signing_fingerprint().as_bytes()),
+                    settings.suite,
+                    settings.component,
+                    settings.base_url
+                );
+                let same = |files: usize| Some(format!("{done} {files}"));
+                if !args.from.is_empty()
+                    && debs.is_empty()
+                    && rpms.is_empty()
+                    && settings.valid_days.is_none()
+                    && unchanged
+                        .get(channel)
+                        .is_some_and(|files| state.published(channel) == same(*files))
+                {
+                    continue;
+                }
                 let dir = out.join(channel);
                 files::create_dir(&dir)?;
                 clients::write_public_key(&dir, &key)?;
@@ -286,10 +316,12 @@ fn publish(root: &Path, args: &Args, settings: &Settings) -> Result<()> {
                     &settings,
                     &mut state,
                 )?;
+                let files = channel_files(&out, channel)?;
+                state.set_published(channel, same(files));
             }
         }
     }
-    let sysext = sysext::publish(&out, &raws, &key, &settings)?;
+    let sysext = sysext::publish(&out, &raws, &key, settings, &mut state)?;
     state.save()?;
     if let Some(sysext) = &sysext {
         println!(
@@ -353,9 +385,22 @@ fn publish_channel(
     Ok(())
 }
 
+/// How many package files a channel of the minor layout holds.
+fn channel_files(repo: &Path, channel: &str) -> Result<usize> {
+    let rpm_root = channels::rpm_root(repo, channel);
+    let rpms = if rpm_root.is_dir() {
+        yum::all_rpms(&rpm_root)?.len()
+    } else {
+        0
+    };
+    Ok(apt::pool_files(&channels::deb_root(repo, channel))?.len() + rpms)
+}
+
 /// The dependency-closure gate (closure.rs) over every channel the run
 /// would publish: the packages already in `repo` (which may not exist
-/// yet) and the new ones.
+/// yet) and the new ones. Returns, for each channel of the minor layout
+/// to which nothing is added and whose files all matched their records,
+/// how many files it holds.
 fn check_closure(
     repo: &Path,
     layout: Layout,
@@ -363,7 +408,8 @@ fn check_closure(
     spec: &crate::spec::Spec,
     settings: &Settings,
     state: &mut state::State,
-) -> Result<()> {
+) -> Result<BTreeMap<String, usize>> {
+    let mut unchanged = BTreeMap::new();
     let mut names: Vec<String> = adds.keys().cloned().collect();
     if layout == Layout::Minor {
         names.extend(channels::existing(repo)?);
@@ -374,6 +420,7 @@ fn check_closure(
     names.dedup();
     for channel in names {
         let (mut debs, mut rpms) = adds.get(&channel).cloned().unwrap_or_default();
+        let (added, reads) = (debs.len() + rpms.len(), state.reads);
         let (deb_root, rpm_root, prefix) = if channel.is_empty() {
             (repo.to_path_buf(), repo.to_path_buf(), String::new())
         } else {
@@ -391,6 +438,7 @@ fn check_closure(
             let pkgs = paths.iter().map(|p| state.pkg(family, p));
             Ok(closure::dedup(pkgs.collect::<Result<_>>()?))
         };
+        let files = debs.len() + rpms.len();
         let debs = read(crate::spec::Family::Deb, &debs, state)?;
         let rpms = read(crate::spec::Family::Rpm, &rpms, state)?;
         let deb_prefix = if prefix.is_empty() {
@@ -408,8 +456,11 @@ fn check_closure(
         closure::check(&list, &|family| {
             spec.families.get(family).distribution.clone()
         })?;
+        if !channel.is_empty() && added == 0 && state.reads == reads {
+            unchanged.insert(channel, files);
+        }
     }
-    Ok(())
+    Ok(unchanged)
 }
 
 /// The passphrase for --key: --passphrase-file, else the environment.
@@ -502,6 +553,10 @@ mod tests {
     /// `cargo xtask repo --from FROM --out OUT` with the test key `key`
     /// (generated when missing), at a fixed time.
     fn repo(from: &[PathBuf], out: &Path, key: &Path) -> Result<()> {
+        repo_in(Layout::Flat, from, out, key)
+    }
+
+    fn repo_in(channels: Layout, from: &[PathBuf], out: &Path, key: &Path) -> Result<()> {
         let generate = !key.exists();
         let args = Args {
             from: from.to_vec(),
@@ -512,7 +567,7 @@ mod tests {
             generate_test_key: generate.then(|| key.to_path_buf()),
             suite: "stable".into(),
             component: "main".into(),
-            channels: Layout::Flat,
+            channels,
             base_url: "file:///srv/kubedist".into(),
             valid_days: None,
         };
@@ -618,6 +673,33 @@ mod tests {
         assert!(
             err.contains("kubectl_1.30.1-1_amd64.deb: not a readable .deb"),
             "{err}"
+        );
+    }
+
+    #[test]
+    fn a_minor_channel_nothing_is_added_to_is_left_as_it_is_until_a_re_sign() {
+        if createrepo_missing() {
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let old = releases(tmp.path(), 1);
+        let new = tmp.path().join("dist-1.31");
+        synth::release(&new, 31, 0, &[0], EPOCH).unwrap();
+        let key = tmp.path().join("test.key");
+        let (out, once) = (tmp.path().join("repo"), tmp.path().join("once"));
+        repo_in(Layout::Minor, &old, &out, &key).unwrap();
+        let in_release = out.join("v1.30/deb/dists/stable/InRelease");
+        let mtime = || fs::metadata(&in_release).unwrap().modified().unwrap();
+        let before = mtime();
+        repo_in(Layout::Minor, &[new.clone()], &out, &key).unwrap();
+        assert_eq!(mtime(), before, "v1.30 was published again");
+        repo_in(Layout::Minor, &[old[0].clone(), new], &once, &key).unwrap();
+        assert_eq!(tree(&out), tree(&once));
+        repo_in(Layout::Minor, &[], &out, &key).unwrap();
+        assert_ne!(
+            mtime(),
+            before,
+            "a run without --from re-signs every channel"
         );
     }
 }
