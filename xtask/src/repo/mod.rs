@@ -270,7 +270,7 @@ fn publish(root: &Path, args: &Args, settings: &Settings) -> Result<()> {
         Layout::Flat => {
             let (debs, rpms) = adds.remove("").unwrap_or_default();
             publish_channel(
-                &out, &out, &out, "", &debs, &rpms, &key, &settings, &mut state,
+                &out, &out, &out, "", &debs, &rpms, &key, settings, &mut state,
             )?;
         }
         Layout::Minor => {
@@ -313,7 +313,7 @@ fn publish(root: &Path, args: &Args, settings: &Settings) -> Result<()> {
                     &debs,
                     &rpms,
                     &key,
-                    &settings,
+                    settings,
                     &mut state,
                 )?;
                 let files = channel_files(&out, channel)?;
