@@ -15,7 +15,9 @@
 //! 3. kubelet-wrapper's start-to-exec overhead (`wrapper`);
 //! 4. reproducibility: the cold runs' and the re-run's SHA256SUMS compared;
 //! 5. what a newcomer waits for: a cold compile of the xtask, and a fresh
-//!    clone to its first artifacts (`compile`).
+//!    clone to its first artifacts (`compile`);
+//! 6. `cargo xtask repo` at scale: generated releases added one at a time,
+//!    each add timed against the releases already there (`repo`).
 //!
 //! Benchmarks report; they do not pass or fail. The targets are printed next
 //! to the figures.
@@ -26,6 +28,7 @@ mod measure;
 mod native;
 mod nfpm;
 mod payload;
+mod repo;
 mod sysext;
 mod wrapper;
 
@@ -52,7 +55,8 @@ use measure::Sample;
 Examples:
   cargo xtask bench                      # the table of docs/performance.md
   cargo xtask bench --quick              # 25 MiB payload, about a minute
-  cargo xtask bench --compression fast   # the same at --fast levels")]
+  cargo xtask bench --compression fast   # the same at --fast levels
+  cargo xtask bench --repo-only --repo-releases 200   # cargo xtask repo at scale only")]
 pub struct Args {
     /// A 25 MiB payload instead of 250 MiB.
     #[arg(long)]
@@ -76,6 +80,14 @@ pub struct Args {
     /// 5 minutes on 2 CPUs).
     #[arg(long)]
     pub no_compile: bool,
+    /// Releases the repository part adds one at a time (5 packages × deb
+    /// and rpm × 4 architectures each); 0 leaves it out. Default: 48 (a
+    /// year of 12 minors × 4 patches), 12 with --quick.
+    #[arg(long, value_name = "N")]
+    pub repo_releases: Option<usize>,
+    /// Run the repository part only.
+    #[arg(long)]
+    pub repo_only: bool,
     /// Where inputs, outputs and logs go (replaced). Default: target/bench.
     #[arg(long, value_name = "DIR")]
     pub work: Option<PathBuf>,
@@ -102,6 +114,23 @@ pub fn run(spec: &Spec, args: &Args) -> Result<()> {
     let arch = crate::fetch::host_arch()?;
     let started = std::time::Instant::now();
     let mut report = Report::new(codecs);
+    let exe = std::env::current_exe().context("finding the xtask executable")?;
+    let repo_releases = args
+        .repo_releases
+        .unwrap_or(if args.quick { 12 } else { 48 });
+    let repo_part = |report: &mut Report| -> Result<()> {
+        if repo_releases == 0 {
+            return Ok(());
+        }
+        eprintln!("==> bench: cargo xtask repo, {repo_releases} releases added one at a time");
+        let scale = repo::run(&exe, repo_releases, EPOCH, &work.join("repo"), &logs)?;
+        report.repo(&scale);
+        Ok(())
+    };
+    if args.repo_only {
+        repo_part(&mut report)?;
+        return finish(report, &work, &logs, started);
+    }
 
     eprintln!("==> bench: payload");
     let fixtures = crate::fixtures::ensure(spec, &work.join("fixtures"), &[arch])?;
@@ -112,7 +141,6 @@ pub fn run(spec: &Spec, args: &Args) -> Result<()> {
     };
     let payload = payload::write(spec, &fixtures, arch, &sizes, &work.join("inputs"))?;
 
-    let exe = std::env::current_exe().context("finding the xtask executable")?;
     let cache = work.join("cache");
     let _ = fs::remove_dir_all(&cache);
     // The packages and the tarball, which the native tools and the codec
@@ -359,6 +387,12 @@ pub fn run(spec: &Spec, args: &Args) -> Result<()> {
         report.compile(c);
     }
     report.reproducible(&repro, first_sums.len());
+    repo_part(&mut report)?;
+    finish(report, &work, &logs, started)
+}
+
+/// Prints the report and writes it to `<work>/report.md`.
+fn finish(mut report: Report, work: &Path, logs: &Path, started: std::time::Instant) -> Result<()> {
     writeln!(
         report.text,
         "\nBench run time: {:.0} s. Logs: `{}`.",
@@ -782,6 +816,56 @@ impl Report {
             both.wall,
             both.cpu
         );
+    }
+
+    fn repo(&mut self, r: &repo::Scale) {
+        let n = r.flat.len();
+        let t = &mut self.text;
+        let _ = writeln!(
+            t,
+            "\n`cargo xtask repo` at scale: {n} generated releases ({} packages each: 5 × deb + rpm × 4 architectures, 16 KiB payloads) added one at a time; wall time of one add:\n",
+            r.per_release
+        );
+        let _ = writeln!(
+            t,
+            "| releases already there | packages already there | flat | `--channels minor` |\n|---:|---:|---:|---:|"
+        );
+        let mut rows: Vec<usize> = [0, 1, 3, 11, 23, 47, 99, 149, 199]
+            .into_iter()
+            .filter(|k| *k < n)
+            .collect();
+        if rows.last() != Some(&(n - 1)) {
+            rows.push(n - 1);
+        }
+        for k in rows {
+            let _ = writeln!(
+                t,
+                "| {k} | {} | {:.2} s | {:.2} s |",
+                k * r.per_release,
+                r.flat[k].wall,
+                r.minor[k].wall
+            );
+        }
+        let _ = writeln!(
+            t,
+            "| {n}, without the state file | {} | {:.2} s | |\n",
+            n * r.per_release,
+            r.flat_no_state.wall
+        );
+        // Medians of three adds on each side: one add is a short, noisy run.
+        let median =
+            |s: &[Sample]| measure::min_median(&s.iter().map(|x| x.wall).collect::<Vec<_>>()).1;
+        let k = 3.min(n);
+        for (name, adds) in [("flat", &r.flat), ("minor", &r.minor)] {
+            let (empty, full) = (median(&adds[..k]), median(&adds[n - k..]));
+            let ratio = full / empty;
+            let _ = writeln!(
+                t,
+                "- {name}: adding to a full repository ({} releases) {full:.2} s against {empty:.2} s to an empty one (medians of {k} adds): {ratio:.2}× (target ≤ 2×: {})",
+                n - 1,
+                verdict(ratio <= 2.0)
+            );
+        }
     }
 
     fn reproducible(&mut self, checks: &[(String, Vec<String>)], count: usize) {

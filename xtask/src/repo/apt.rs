@@ -12,6 +12,7 @@ use anyhow::{bail, Context, Result};
 
 use super::debfile::{self, Control};
 use super::files::{self, Digests};
+use super::state::State;
 use super::Settings;
 use crate::keys::RepoKey;
 
@@ -49,11 +50,12 @@ pub fn publish(
     new_debs: &[PathBuf],
     key: &RepoKey,
     settings: &Settings,
+    state: &mut State,
 ) -> Result<Option<AptSummary>> {
     // Every new file is checked before the first one is copied.
     let mut planned = Vec::new();
     for deb in new_debs {
-        if let Some(dest) = plan_pool_file(repo, deb, &settings.component)? {
+        if let Some(dest) = plan_pool_file(repo, deb, &settings.component, state)? {
             planned.push((deb, dest));
         }
     }
@@ -61,7 +63,7 @@ pub fn publish(
         files::create_dir(dest.parent().context("pool path has no parent")?)?;
         files::copy_atomic(deb, &dest, files::FILE_MODE)?;
     }
-    let entries = read_pool(repo)?;
+    let entries = read_pool(repo, state)?;
     if entries.is_empty() {
         return Ok(None);
     }
@@ -121,7 +123,12 @@ fn canonical_name(control: &Control) -> String {
 /// Where `deb` goes in the pool; `None` when it is there already. A file
 /// already there must be identical: replacing it would break every client
 /// that has the old index.
-fn plan_pool_file(repo: &Path, deb: &Path, component: &str) -> Result<Option<PathBuf>> {
+fn plan_pool_file(
+    repo: &Path,
+    deb: &Path,
+    component: &str,
+    state: &mut State,
+) -> Result<Option<PathBuf>> {
     let control = debfile::read_control(deb)?;
     let dest = repo
         .join(pool_dir(component, &control))
@@ -129,7 +136,7 @@ fn plan_pool_file(repo: &Path, deb: &Path, component: &str) -> Result<Option<Pat
     if !dest.exists() {
         return Ok(Some(dest));
     }
-    if Digests::of_file(&dest)?.sha256 != Digests::of_file(deb)?.sha256 {
+    if state.deb(&dest)?.1.sha256 != Digests::of_file(deb)?.sha256 {
         bail!(
             "{}: {} is already in the repository with different content; publish a rebuilt package under a new version (revision)",
             deb.display(),
@@ -144,17 +151,18 @@ pub fn pool_files(repo: &Path) -> Result<Vec<PathBuf>> {
     files::find_files(&repo.join("pool"), ".deb")
 }
 
-fn read_pool(repo: &Path) -> Result<Vec<PoolEntry>> {
+/// Every `.deb` in the pool, from the state's records where they still
+/// match the files.
+fn read_pool(repo: &Path, state: &mut State) -> Result<Vec<PoolEntry>> {
     let mut entries = Vec::new();
     for path in files::find_files(&repo.join("pool"), ".deb")? {
-        let control = debfile::read_control(&path)?;
+        let (control, digests) = state.deb(&path)?;
         let filename = path
             .strip_prefix(repo)
             .with_context(|| format!("{}: outside the repository", path.display()))?
             .to_str()
             .with_context(|| format!("{}: file name is not UTF-8", path.display()))?
             .to_string();
-        let digests = Digests::of_file(&path)?;
         entries.push(PoolEntry {
             control,
             filename,

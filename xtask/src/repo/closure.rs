@@ -20,17 +20,18 @@
 //! unchecked rather than waved through.
 
 use std::cmp::Ordering;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use rpm::{DependencyFlags, PackageMetadata};
+use serde::{Deserialize, Serialize};
 
 use super::debfile;
 use crate::spec::Family;
 
 /// One package as the gate sees it.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Pkg {
     pub name: String,
     pub version: String,
@@ -45,7 +46,7 @@ pub struct Pkg {
 }
 
 /// A dependency as written (`raw`, for messages) and its alternatives.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Requirement {
     pub raw: String,
     pub alternatives: Vec<Relation>,
@@ -53,7 +54,7 @@ pub struct Requirement {
 
 /// `name` with an optional `(operator, version)`; operators are written
 /// `<`, `<=`, `=`, `>=`, `>` for both families.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Relation {
     pub name: String,
     pub constraint: Option<(String, String)>,
@@ -72,14 +73,28 @@ pub struct Channel<'a> {
 pub fn check(channels: &[Channel], distribution: &dyn Fn(Family) -> Vec<String>) -> Result<()> {
     for channel in channels {
         let declared: BTreeSet<String> = distribution(channel.family).into_iter().collect();
+        // Candidates by the names they answer to, and every file shipped:
+        // a channel of a few hundred releases is checked in linear time.
+        let mut by_name: BTreeMap<&str, Vec<&Pkg>> = BTreeMap::new();
+        let mut files: BTreeSet<&str> = BTreeSet::new();
+        for p in &channel.packages {
+            by_name.entry(&p.name).or_default().push(p);
+            for (name, _) in &p.provides {
+                by_name.entry(name).or_default().push(p);
+            }
+            files.extend(p.files.iter().map(String::as_str));
+        }
         for pkg in &channel.packages {
             for req in &pkg.depends {
                 let met = req.alternatives.iter().any(|rel| {
                     declared.contains(&rel.name)
-                        || channel
-                            .packages
-                            .iter()
-                            .any(|p| satisfies(channel.family, p, rel))
+                        || if channel.family == Family::Rpm && rel.name.starts_with('/') {
+                            files.contains(rel.name.as_str())
+                        } else {
+                            by_name.get(rel.name.as_str()).is_some_and(|candidates| {
+                                candidates.iter().any(|p| satisfies(channel.family, p, rel))
+                            })
+                        }
                 });
                 if !met {
                     bail!(
@@ -281,7 +296,11 @@ fn rpm_op(flags: DependencyFlags) -> &'static str {
 /// A `.deb`'s name, version, provides and Depends/Pre-Depends (Recommends
 /// and Suggests never stop an install).
 pub fn read_deb(path: &Path) -> Result<Pkg> {
-    let control = debfile::read_control(path)?;
+    deb_pkg(path, &debfile::read_control(path)?)
+}
+
+/// [`read_deb`] from a control paragraph already read.
+pub fn deb_pkg(path: &Path, control: &debfile::Control) -> Result<Pkg> {
     let field = |name| control.get(name).unwrap_or_default();
     let mut depends = parse_deb_relations(field("Pre-Depends"))
         .with_context(|| format!("{}: Pre-Depends", path.display()))?;
@@ -310,8 +329,14 @@ pub fn read_deb(path: &Path) -> Result<Pkg> {
 /// An rpm's name, EVR, provides, files and Requires (but `rpmlib(...)`,
 /// which rpm itself meets).
 pub fn read_rpm(path: &Path) -> Result<Pkg> {
+    let meta = PackageMetadata::open(path)
+        .with_context(|| format!("{}: not a readable rpm", path.display()))?;
+    rpm_pkg(path, &meta)
+}
+
+/// [`read_rpm`] from a header already read.
+pub fn rpm_pkg(path: &Path, meta: &PackageMetadata) -> Result<Pkg> {
     let what = || format!("{}: not a readable rpm", path.display());
-    let meta = PackageMetadata::open(path).with_context(what)?;
     let epoch = meta.get_epoch().unwrap_or(0);
     let version = format!(
         "{}{}-{}",
@@ -364,9 +389,14 @@ pub fn read_all(family: Family, paths: &[PathBuf]) -> Result<Vec<Pkg>> {
             Family::Rpm => read_rpm(path)?,
         });
     }
+    Ok(dedup(pkgs))
+}
+
+/// One entry per (name, version, arch), sorted.
+pub fn dedup(mut pkgs: Vec<Pkg>) -> Vec<Pkg> {
     pkgs.sort();
     pkgs.dedup_by(|a, b| (&a.name, &a.version, &a.arch) == (&b.name, &b.version, &b.arch));
-    Ok(pkgs)
+    pkgs
 }
 
 /// The apt channels: one per architecture the suite covers; `prefix` is

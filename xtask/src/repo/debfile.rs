@@ -9,7 +9,7 @@ use anyhow::{bail, Context, Result};
 
 /// One deb822 paragraph, fields in their original order. A value keeps its
 /// continuation lines (each starting with a space) verbatim.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Control {
     pub fields: Vec<(String, String)>,
 }

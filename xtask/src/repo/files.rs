@@ -16,7 +16,7 @@ pub const FILE_MODE: u32 = 0o644;
 pub const DIR_MODE: u32 = 0o755;
 
 /// The digests and size that indices list for a file.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Digests {
     pub size: u64,
     pub md5: String,

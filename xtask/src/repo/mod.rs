@@ -18,7 +18,10 @@
 //! The package files are the repository's state: a run adds the new ones
 //! (never replacing a file by different content, but for a sysext image of
 //! a higher revision), then rebuilds and re-signs all metadata from
-//! everything present, so older releases stay installable.
+//! everything present, so older releases stay installable. What the
+//! metadata needs of a file already published comes from
+//! `REPO/.kubedist-repo-state.json` (state.rs) while the file's size and
+//! mtime match its record, so adding a release reads only the new files.
 //! Metadata is built in a directory beside its final place and swapped in
 //! with one rename. Before any of it, the dependency-closure gate
 //! (closure.rs) refuses a run that would publish a channel whose packages
@@ -31,6 +34,8 @@ mod closure;
 mod debfile;
 mod files;
 mod inputs;
+mod state;
+pub mod synth;
 mod sysext;
 mod yum;
 
@@ -42,6 +47,9 @@ use anyhow::{bail, Context, Result};
 
 use channels::Layout;
 
+/// The repository's record of its package files (state.rs).
+pub use state::FILE as STATE_FILE;
+
 /// The lock that keeps two runs from writing one repository at once.
 const LOCK_FILE: &str = ".kubedist-repo.lock";
 
@@ -49,7 +57,11 @@ const LOCK_FILE: &str = ".kubedist-repo.lock";
 /// directory of systemd-sysext images.
 ///
 /// Packages already in REPO_DIR are kept, so adding a release leaves the
-/// older ones installable; all metadata is rebuilt and re-signed on every run.
+/// older ones installable; all metadata is rebuilt and re-signed on every run
+/// (but for --channels minor channels a run adds nothing to, left as they
+/// are while their files, key and settings are unchanged). Packages already
+/// published are not read again: REPO_DIR/.kubedist-repo-state.json keeps
+/// what the metadata needs of each while its size and mtime match.
 /// Sysext images go to REPO_DIR/sysext/ with a signed SHA256SUMS and one
 /// systemd-sysupdate transfer file per Kubernetes minor.
 ///
@@ -162,7 +174,10 @@ pub struct Settings {
 }
 
 pub fn run(root: &Path, args: &Args) -> Result<()> {
-    let settings = settings(args)?;
+    publish(root, args, &settings(args)?)
+}
+
+fn publish(root: &Path, args: &Args, settings: &Settings) -> Result<()> {
     let spec = crate::spec::Spec::load(root)?;
     // What can refuse the run is checked before REPO_DIR is created or
     // locked: a refused run leaves no trace. (A test key is generated later:
@@ -210,7 +225,8 @@ pub fn run(root: &Path, args: &Args) -> Result<()> {
     // A new repository is checked before it is created: a refused run
     // leaves no trace.
     if !existed {
-        check_closure(&args.out, args.channels, &adds, &spec, &settings)?;
+        let mut none = state::State::load(&args.out)?;
+        check_closure(&args.out, args.channels, &adds, &spec, settings, &mut none)?;
     }
 
     files::create_dir(&args.out)?;
@@ -219,6 +235,7 @@ pub fn run(root: &Path, args: &Args) -> Result<()> {
         .canonicalize()
         .with_context(|| format!("{}: cannot resolve", args.out.display()))?;
     let _lock = files::lock(&out.join(LOCK_FILE))?;
+    let mut state = state::State::load(&out)?;
     let flat_exists = apt::exists(&out) || yum::exists(&out)?;
     channels::refuse_other_layout(&out, args.channels, flat_exists)?;
     if nothing_to_add
@@ -230,9 +247,11 @@ pub fn run(root: &Path, args: &Args) -> Result<()> {
     }
     // An existing one with what it already holds, under the lock and before
     // anything is written.
-    if existed {
-        check_closure(&out, args.channels, &adds, &spec, &settings)?;
-    }
+    let unchanged = if existed {
+        check_closure(&out, args.channels, &adds, &spec, settings, &mut state)?
+    } else {
+        BTreeMap::new()
+    };
     let key = match (given_key, &args.generate_test_key) {
         (Some(key), _) => key,
         (None, Some(path)) => {
@@ -250,7 +269,9 @@ pub fn run(root: &Path, args: &Args) -> Result<()> {
     match args.channels {
         Layout::Flat => {
             let (debs, rpms) = adds.remove("").unwrap_or_default();
-            publish_channel(&out, &out, &out, "", &debs, &rpms, &key, &settings)?;
+            publish_channel(
+                &out, &out, &out, "", &debs, &rpms, &key, settings, &mut state,
+            )?;
         }
         Layout::Minor => {
             let mut all = channels::existing(&out)?;
@@ -260,6 +281,27 @@ pub fn run(root: &Path, args: &Args) -> Result<()> {
             channels::sort(&mut all);
             for channel in &all {
                 let (debs, rpms) = adds.remove(channel).unwrap_or_default();
+                // A run adding releases leaves a channel it adds nothing to
+                // as it is when its files and what it was signed with are
+                // those of its last publication (no Valid-Until to renew).
+                let done = format!(
+                    "{} {} {} {}",
+                    crate::util::hex(key.signing_fingerprint().as_bytes()),
+                    settings.suite,
+                    settings.component,
+                    settings.base_url
+                );
+                let same = |files: usize| Some(format!("{done} {files}"));
+                if !args.from.is_empty()
+                    && debs.is_empty()
+                    && rpms.is_empty()
+                    && settings.valid_days.is_none()
+                    && unchanged
+                        .get(channel)
+                        .is_some_and(|files| state.published(channel) == same(*files))
+                {
+                    continue;
+                }
                 let dir = out.join(channel);
                 files::create_dir(&dir)?;
                 clients::write_public_key(&dir, &key)?;
@@ -271,12 +313,16 @@ pub fn run(root: &Path, args: &Args) -> Result<()> {
                     &debs,
                     &rpms,
                     &key,
-                    &settings,
+                    settings,
+                    &mut state,
                 )?;
+                let files = channel_files(&out, channel)?;
+                state.set_published(channel, same(files));
             }
         }
     }
-    let sysext = sysext::publish(&out, &raws, &key, &settings)?;
+    let sysext = sysext::publish(&out, &raws, &key, settings, &mut state)?;
+    state.save()?;
     if let Some(sysext) = &sysext {
         println!(
             "sysext: {} image(s) in {}/, channels {}",
@@ -302,9 +348,10 @@ fn publish_channel(
     rpms: &[PathBuf],
     key: &crate::keys::RepoKey,
     settings: &Settings,
+    state: &mut state::State,
 ) -> Result<()> {
-    let apt = apt::publish(deb_root, debs, key, settings)?;
-    let yum = yum::publish(rpm_root, rpms, key, settings)?;
+    let apt = apt::publish(deb_root, debs, key, settings, state)?;
+    let yum = yum::publish(rpm_root, rpms, key, settings, state)?;
     let urls = if channel.is_empty() {
         clients::Urls::flat(settings)
     } else {
@@ -338,16 +385,31 @@ fn publish_channel(
     Ok(())
 }
 
+/// How many package files a channel of the minor layout holds.
+fn channel_files(repo: &Path, channel: &str) -> Result<usize> {
+    let rpm_root = channels::rpm_root(repo, channel);
+    let rpms = if rpm_root.is_dir() {
+        yum::all_rpms(&rpm_root)?.len()
+    } else {
+        0
+    };
+    Ok(apt::pool_files(&channels::deb_root(repo, channel))?.len() + rpms)
+}
+
 /// The dependency-closure gate (closure.rs) over every channel the run
 /// would publish: the packages already in `repo` (which may not exist
-/// yet) and the new ones.
+/// yet) and the new ones. Returns, for each channel of the minor layout
+/// to which nothing is added and whose files all matched their records,
+/// how many files it holds.
 fn check_closure(
     repo: &Path,
     layout: Layout,
     adds: &BTreeMap<String, (Vec<PathBuf>, Vec<PathBuf>)>,
     spec: &crate::spec::Spec,
     settings: &Settings,
-) -> Result<()> {
+    state: &mut state::State,
+) -> Result<BTreeMap<String, usize>> {
+    let mut unchanged = BTreeMap::new();
     let mut names: Vec<String> = adds.keys().cloned().collect();
     if layout == Layout::Minor {
         names.extend(channels::existing(repo)?);
@@ -358,6 +420,7 @@ fn check_closure(
     names.dedup();
     for channel in names {
         let (mut debs, mut rpms) = adds.get(&channel).cloned().unwrap_or_default();
+        let (added, reads) = (debs.len() + rpms.len(), state.reads);
         let (deb_root, rpm_root, prefix) = if channel.is_empty() {
             (repo.to_path_buf(), repo.to_path_buf(), String::new())
         } else {
@@ -371,8 +434,13 @@ fn check_closure(
         if rpm_root.is_dir() {
             rpms.extend(yum::all_rpms(&rpm_root)?);
         }
-        let debs = closure::read_all(crate::spec::Family::Deb, &debs)?;
-        let rpms = closure::read_all(crate::spec::Family::Rpm, &rpms)?;
+        let read = |family, paths: &[PathBuf], state: &mut state::State| -> Result<_> {
+            let pkgs = paths.iter().map(|p| state.pkg(family, p));
+            Ok(closure::dedup(pkgs.collect::<Result<_>>()?))
+        };
+        let files = debs.len() + rpms.len();
+        let debs = read(crate::spec::Family::Deb, &debs, state)?;
+        let rpms = read(crate::spec::Family::Rpm, &rpms, state)?;
         let deb_prefix = if prefix.is_empty() {
             String::new()
         } else {
@@ -388,8 +456,11 @@ fn check_closure(
         closure::check(&list, &|family| {
             spec.families.get(family).distribution.clone()
         })?;
+        if !channel.is_empty() && added == 0 && state.reads == reads {
+            unchanged.insert(channel, files);
+        }
     }
-    Ok(())
+    Ok(unchanged)
 }
 
 /// The passphrase for --key: --passphrase-file, else the environment.
@@ -459,4 +530,176 @@ fn refuse_inside(key_path: &Path, repo: &Path) -> Result<()> {
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+
+    const EPOCH: u64 = 1_700_000_000;
+
+    /// Releases 1.30.1..=1.30.n for amd64, and where a test key goes.
+    fn releases(tmp: &Path, n: u32) -> Vec<PathBuf> {
+        (1..=n)
+            .map(|patch| {
+                let dir = tmp.join(format!("dist-{patch}"));
+                synth::release(&dir, 30, patch, &[0], EPOCH).unwrap();
+                dir
+            })
+            .collect()
+    }
+
+    /// `cargo xtask repo --from FROM --out OUT` with the test key `key`
+    /// (generated when missing), at a fixed time.
+    fn repo(from: &[PathBuf], out: &Path, key: &Path) -> Result<()> {
+        repo_in(Layout::Flat, from, out, key)
+    }
+
+    fn repo_in(channels: Layout, from: &[PathBuf], out: &Path, key: &Path) -> Result<()> {
+        let generate = !key.exists();
+        let args = Args {
+            from: from.to_vec(),
+            out: out.to_path_buf(),
+            key: (!generate).then(|| key.to_path_buf()),
+            passphrase_file: None,
+            gpg_key: None,
+            generate_test_key: generate.then(|| key.to_path_buf()),
+            suite: "stable".into(),
+            component: "main".into(),
+            channels,
+            base_url: "file:///srv/kubedist".into(),
+            valid_days: None,
+        };
+        let settings = Settings {
+            suite: args.suite.clone(),
+            component: args.component.clone(),
+            base_url: args.base_url.clone(),
+            valid_days: None,
+            timestamp: EPOCH,
+        };
+        publish(&crate::util::repo_root(), &args, &settings)
+    }
+
+    /// Every file below `dir` but the lock and the state, with its bytes.
+    fn tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+        let mut out = BTreeMap::new();
+        let mut todo = vec![dir.to_path_buf()];
+        while let Some(d) = todo.pop() {
+            for entry in fs::read_dir(&d).unwrap() {
+                let path = entry.unwrap().path();
+                let rel = path
+                    .strip_prefix(dir)
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned();
+                if path.is_dir() {
+                    todo.push(path);
+                } else if rel != LOCK_FILE && rel != STATE_FILE {
+                    out.insert(rel, fs::read(&path).unwrap());
+                }
+            }
+        }
+        out
+    }
+
+    fn createrepo_missing() -> bool {
+        let missing = std::process::Command::new("createrepo_c")
+            .arg("--version")
+            .output()
+            .is_err();
+        if missing {
+            eprintln!("skipped: createrepo_c is not installed");
+        }
+        missing
+    }
+
+    #[test]
+    fn adding_with_the_state_or_rebuilding_it_gives_the_bytes_of_one_full_run() {
+        if createrepo_missing() {
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let dists = releases(tmp.path(), 2);
+        let key = tmp.path().join("test.key");
+        let (kept, lost, once) = (
+            tmp.path().join("kept"),
+            tmp.path().join("lost"),
+            tmp.path().join("once"),
+        );
+        repo(&dists[..1], &kept, &key).unwrap();
+        repo(&dists[1..], &kept, &key).unwrap();
+        repo(&dists[..1], &lost, &key).unwrap();
+        fs::remove_file(lost.join(STATE_FILE)).unwrap();
+        repo(&dists[1..], &lost, &key).unwrap();
+        assert!(lost.join(STATE_FILE).is_file(), "state not rebuilt");
+        repo(&dists, &once, &key).unwrap();
+        let once = tree(&once);
+        assert!(once.contains_key("x86_64/repodata/repomd.xml"));
+        assert!(once.contains_key("dists/stable/InRelease"));
+        assert_eq!(tree(&kept), once);
+        assert_eq!(tree(&lost), once);
+    }
+
+    #[test]
+    fn published_packages_are_not_read_again_unless_their_size_or_mtime_changed() {
+        if createrepo_missing() {
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let dists = releases(tmp.path(), 2);
+        let key = tmp.path().join("test.key");
+        let out = tmp.path().join("repo");
+        repo(&dists[..1], &out, &key).unwrap();
+        let deb = out.join("pool/main/k/kubectl/kubectl_1.30.1-1_amd64.deb");
+        let rpm = out.join("x86_64/kubectl-1.30.1-1.x86_64.rpm");
+        let sha256 = files::Digests::of_file(&deb).unwrap().sha256;
+        // Garbage of the same size and mtime, written in place: only a run
+        // that reads the files could tell.
+        for path in [&deb, &rpm] {
+            let meta = fs::metadata(path).unwrap();
+            fs::write(path, vec![b'x'; meta.len() as usize]).unwrap();
+            let file = fs::File::options().write(true).open(path).unwrap();
+            file.set_modified(meta.modified().unwrap()).unwrap();
+        }
+        repo(&dists[1..], &out, &key).unwrap();
+        let packages =
+            fs::read_to_string(out.join("dists/stable/main/binary-amd64/Packages")).unwrap();
+        assert!(packages.contains(&sha256), "{packages}");
+        // A different size is seen, and the file read (and refused).
+        fs::write(&deb, b"not a deb").unwrap();
+        let err = repo(&[], &out, &key).unwrap_err();
+        let err = format!("{err:#}");
+        assert!(
+            err.contains("kubectl_1.30.1-1_amd64.deb: not a readable .deb"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_minor_channel_nothing_is_added_to_is_left_as_it_is_until_a_re_sign() {
+        if createrepo_missing() {
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let old = releases(tmp.path(), 1);
+        let new = tmp.path().join("dist-1.31");
+        synth::release(&new, 31, 0, &[0], EPOCH).unwrap();
+        let key = tmp.path().join("test.key");
+        let (out, once) = (tmp.path().join("repo"), tmp.path().join("once"));
+        repo_in(Layout::Minor, &old, &out, &key).unwrap();
+        let in_release = out.join("v1.30/deb/dists/stable/InRelease");
+        let mtime = || fs::metadata(&in_release).unwrap().modified().unwrap();
+        let before = mtime();
+        repo_in(Layout::Minor, &[new.clone()], &out, &key).unwrap();
+        assert_eq!(mtime(), before, "v1.30 was published again");
+        repo_in(Layout::Minor, &[old[0].clone(), new], &once, &key).unwrap();
+        assert_eq!(tree(&out), tree(&once));
+        repo_in(Layout::Minor, &[], &out, &key).unwrap();
+        assert_ne!(
+            mtime(),
+            before,
+            "a run without --from re-signs every channel"
+        );
+    }
 }

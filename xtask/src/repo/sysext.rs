@@ -29,6 +29,7 @@ use anyhow::{bail, Context, Result};
 use backhand::{FilesystemReader, InnerNode};
 
 use super::files::{self, Digests};
+use super::state::State;
 use super::Settings;
 use crate::keys::RepoKey;
 
@@ -45,8 +46,8 @@ pub struct SysextSummary {
 }
 
 /// What an image says about itself.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Image {
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Image {
     /// The extension's name (`extension-release.<name>`).
     name: String,
     /// The Kubernetes version in the file name, `X.Y.Z`.
@@ -73,19 +74,22 @@ pub fn publish(
     new_images: &[PathBuf],
     key: &RepoKey,
     settings: &Settings,
+    state: &mut State,
 ) -> Result<Option<SysextSummary>> {
     let target = repo.join(DIR);
-    let mut images: BTreeMap<String, (PathBuf, Image)> = BTreeMap::new();
+    // Served images from the state's records: not read nor hashed again.
+    let mut images: BTreeMap<String, (PathBuf, Image, String)> = BTreeMap::new();
     for path in files::find_files(&target, ".raw")? {
-        let image = read_image(&path)?;
-        images.insert(file_name(&path)?, (path, image));
+        let (image, sha256) = state.raw(&path)?;
+        images.insert(file_name(&path)?, (path, image, sha256));
     }
     // Every new image is read and checked before anything is written.
     for path in new_images {
         let image = read_image(path)?;
         let name = file_name(path)?;
-        if let Some((old_path, old)) = images.get(&name) {
-            if Digests::of_file(old_path)?.sha256 == Digests::of_file(path)?.sha256 {
+        let sha256 = Digests::of_file(path)?.sha256;
+        if let Some((_, old, old_sha256)) = images.get(&name) {
+            if *old_sha256 == sha256 {
                 continue;
             }
             if image.revision == old.revision {
@@ -111,7 +115,7 @@ pub fn publish(
                 image.revision, old.revision, image.version
             );
         }
-        images.insert(name, (path.clone(), image));
+        images.insert(name, (path.clone(), image, sha256));
     }
     if images.is_empty() {
         return Ok(None);
@@ -121,7 +125,7 @@ pub fn publish(
     let result = (|| -> Result<SysextSummary> {
         let mut sums = String::new();
         let mut channels = BTreeSet::new();
-        for (name, (source, image)) in &images {
+        for (name, (source, image, sha256)) in &images {
             let dest = staging.join(name);
             // Images already served are linked, not copied again; new ones
             // are copied (never linked to a dist output).
@@ -129,7 +133,7 @@ pub fn publish(
             if !served || fs::hard_link(source, &dest).is_err() {
                 files::copy_atomic(source, &dest, files::FILE_MODE)?;
             }
-            sums.push_str(&format!("{}  {name}\n", Digests::of_file(&dest)?.sha256));
+            sums.push_str(&format!("{sha256}  {name}\n"));
             channels.insert((image.name.clone(), image.minor().to_string()));
         }
         crate::util::write_bytes_atomic(
@@ -206,7 +210,7 @@ fn file_name(path: &Path) -> Result<String> {
 
 /// Reads an image's extension-release file and checks the image's file
 /// name against it: `<name>-v<X.Y.Z>-<ARCHITECTURE>.raw`.
-fn read_image(path: &Path) -> Result<Image> {
+pub fn read_image(path: &Path) -> Result<Image> {
     let (name, release) = extension_release(path)?;
     let field = |key: &str| {
         release
