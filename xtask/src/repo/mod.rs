@@ -608,6 +608,11 @@ mod tests {
             .arg("--version")
             .output()
             .is_err();
+        // Under CI a missing tool is a failure, never a skip.
+        assert!(
+            !(missing && std::env::var("CI").as_deref() == Ok("true")),
+            "createrepo_c is not installed (CI=true)"
+        );
         if missing {
             eprintln!("skipped: createrepo_c is not installed");
         }
