@@ -60,7 +60,7 @@ pub fn write(
     let control = with_md5sums(&control, md5s)
         .map_err(|e| CargoDebError::IoFile("can't add md5sums", e, out_path.into()))?;
     // Small: one thread, xz -9 (what lintian expects of a control archive).
-    let control = xz9(&control).map_err(|e| {
+    let control = codec::xz_small(9, &control).map_err(|e| {
         CargoDebError::IoFile("can't compress the control archive", e, out_path.into())
     })?;
 
@@ -132,12 +132,6 @@ fn with_md5sums(control: &[u8], mut md5s: Vec<(String, String)>) -> io::Result<V
         }
     }
     rebuilt.into_inner()
-}
-
-fn xz9(data: &[u8]) -> io::Result<Vec<u8>> {
-    let mut xz = xz2::write::XzEncoder::new(Vec::new(), 9);
-    xz.write_all(data)?;
-    xz.finish()
 }
 
 /// A reader that feeds what it reads to an MD5.

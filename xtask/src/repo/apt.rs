@@ -329,9 +329,7 @@ fn gzip(data: &[u8]) -> Result<Vec<u8>> {
 }
 
 fn xz(data: &[u8]) -> Result<Vec<u8>> {
-    let mut enc = xz2::write::XzEncoder::new(Vec::new(), 6);
-    enc.write_all(data)?;
-    Ok(enc.finish()?)
+    Ok(crate::emit::codec::xz_small(6, data)?)
 }
 
 #[cfg(test)]
