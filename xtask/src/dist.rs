@@ -728,7 +728,7 @@ impl stage::Sources for ArchSources<'_> {
     }
     fn is_standin(&self, source: &str, name: &str) -> bool {
         let full = format!("{source}/{name}");
-        self.upstream.standins().iter().any(|s| *s == full)
+        self.upstream.standins().contains(&full)
     }
     fn runnable(&self, source: &str, member: &str) -> Result<Vec<PathBuf>, String> {
         let one = |up: &Upstream| match up.resolve(source, member).as_deref() {

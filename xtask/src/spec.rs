@@ -692,7 +692,7 @@ impl Spec {
             }
             let package: Package = read_toml(&path)?;
             validate_package(&package, &release, &families, root)
-                .with_context(|| format!("{}", rel(root, &path)))?;
+                .with_context(|| rel(root, &path))?;
             packages.push(package);
         }
         if packages.is_empty() {

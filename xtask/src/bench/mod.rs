@@ -717,6 +717,19 @@ impl Report {
                 );
             }
         }
+        let points: Vec<(f64, f64, f64)> = levels
+            .iter()
+            .map(|l| (l.bytes as f64, l.sample.wall, l.floor_wall))
+            .collect();
+        if let Some((wall, floor)) = interpolated_at(&points, n.bytes as f64) {
+            let _ = writeln!(
+                t,
+                "Interpolated on size between the two levels around nfpm's size: dist {:.2} × \
+                 nfpm's wall, the codec floor {:.2} ×.",
+                wall / n.sample.wall,
+                floor / n.sample.wall
+            );
+        }
         if let Some(default) = levels.first() {
             let _ = writeln!(
                 t,
@@ -885,4 +898,39 @@ impl Report {
 
 fn ext_size(sums: &[(String, u64, String)], ext: &str) -> u64 {
     sums.iter().filter(|r| r.0.contains(ext)).map(|r| r.1).sum()
+}
+
+/// dist's wall and codec floor at exactly `size`, from `(size, wall, floor)`
+/// points: linear on size between the largest point at or below `size` and
+/// the smallest above it; None unless `size` lies between two points.
+fn interpolated_at(points: &[(f64, f64, f64)], size: f64) -> Option<(f64, f64)> {
+    let below = points
+        .iter()
+        .filter(|p| p.0 <= size)
+        .max_by(|a, b| a.0.total_cmp(&b.0))?;
+    let above = points
+        .iter()
+        .filter(|p| p.0 > size)
+        .min_by(|a, b| a.0.total_cmp(&b.0))?;
+    let f = (size - below.0) / (above.0 - below.0);
+    Some((
+        below.1 + f * (above.1 - below.1),
+        below.2 + f * (above.2 - below.2),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dist_at_nfpms_size_is_interpolated_between_the_levels_around_it() {
+        // The full run's three levels, nfpm's size as 1.
+        let points = [(1.04, 0.42, 0.35), (0.86, 2.41, 2.23), (0.97, 0.80, 0.62)];
+        let (wall, floor) = interpolated_at(&points, 1.0).unwrap();
+        assert!((wall - 0.637).abs() < 0.001, "{wall}");
+        assert!((floor - 0.504).abs() < 0.001, "{floor}");
+        assert_eq!(interpolated_at(&points, 0.5), None);
+        assert_eq!(interpolated_at(&points, 1.1), None);
+    }
 }

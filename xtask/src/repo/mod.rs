@@ -696,7 +696,7 @@ mod tests {
         let in_release = out.join("v1.30/deb/dists/stable/InRelease");
         let mtime = || fs::metadata(&in_release).unwrap().modified().unwrap();
         let before = mtime();
-        repo_in(Layout::Minor, &[new.clone()], &out, &key).unwrap();
+        repo_in(Layout::Minor, std::slice::from_ref(&new), &out, &key).unwrap();
         assert_eq!(mtime(), before, "v1.30 was published again");
         repo_in(Layout::Minor, &[old[0].clone(), new], &once, &key).unwrap();
         assert_eq!(tree(&out), tree(&once));
