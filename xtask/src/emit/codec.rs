@@ -4,7 +4,8 @@
 //! Every encoder here uses several threads and writes the same bytes whatever
 //! the thread count, so the thread count is a matter of speed only (the rpm
 //! payload is the exception: the rpm crate compresses it itself, on one
-//! thread, see emit::rpm):
+//! thread, see emit::rpm; so is `xz_small`, one thread for documents of a
+//! few KiB):
 //! - xz: liblzma's multithreaded encoder; blocks of 3 × the dictionary size,
 //!   fixed by the level.
 //! - zstd: libzstd's multithreaded mode (never its single-threaded one, whose
