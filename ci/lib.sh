@@ -140,6 +140,7 @@ kd_remove_on_exit() {
 }
 
 kd_cleanup() {
+    kd_boot_cleanup
     [ -f "$kd_roots_file" ] || return 0
     while IFS= read -r r; do
         rm -rf "$r"
@@ -147,6 +148,185 @@ kd_cleanup() {
     rm -f "$kd_roots_file"
 }
 trap kd_cleanup EXIT
+
+# Booted init systems. kd_boot boots a root with systemd-nspawn, its own
+# init as PID 1 (systemd, sysvinit + OpenRC, runit), in the background; a
+# suite reuses it across tests by NAME, because each test runs in a subshell
+# and a boot's state is kept in files: $KD_WORK/boot.NAME.{nspawn,init,kind,
+# console}. What the container mounts stays in its own mount namespace; it
+# shares the host's network (apt in it needs none: the base roots hold the
+# dependencies). Containers still running when the suite exits are killed.
+kd_boots_file=$KD_WORK/boots.$$
+
+# kd_boot NAME ROOT KIND [NSPAWN-OPTION...] : boots ROOT, unless NAME is
+# already up (options without spaces: kd_reboot reuses them). KIND: systemd (nspawn --boot), openrc (/sbin/init of
+# sysvinit-core) or runit (runit-init). Waits up to 90 s until the init
+# system has finished starting up, else prints the console log and fails.
+kd_boot() {
+    name=$1 root=$2 kind=$3
+    shift 3
+    if kd_booted "$name"; then return 0; fi
+    state=$KD_WORK/boot.$name
+    : >"$state.console"
+    printf '%s\n' "$kind" >"$state.kind"
+    printf '%s\n' "$root" >"$state.root"
+    printf '%s\n' "$*" >"$state.options"
+    case $kind in
+    systemd) set -- --boot "$@" ;;
+    openrc | runit) set -- "$@" /sbin/init ;;
+    *) echo "kd_boot: unknown init kind '$kind'" >&2; return 1 ;;
+    esac
+    # The machine name keeps nspawn's per-container paths apart; the loop
+    # devices let systemd-sysext in the container attach images. They are
+    # nodes of our own: the kernel removes a loop device (and the host's
+    # /dev node) that systemd detaches, and one created later never shows in
+    # the container's /dev, so each boot gets loop-control and loop0-7,
+    # which the kernel creates again when they are opened.
+    loops=
+    if [ -e /dev/loop-control ]; then
+        devs=$KD_WORK/boot-dev
+        mkdir -p "$devs"
+        [ -c "$devs/loop-control" ] || mknod -m 0600 "$devs/loop-control" c 10 237
+        loops="--bind=$devs/loop-control:/dev/loop-control"
+        for n in 0 1 2 3 4 5 6 7; do
+            [ -b "$devs/loop$n" ] || mknod -m 0600 "$devs/loop$n" b 7 "$n"
+            loops="$loops --bind=$devs/loop$n:/dev/loop$n"
+        done
+    fi
+    # shellcheck disable=SC2086 # $loops is a list of options
+    systemd-nspawn -q -D "$root" -M "kd-$name" --register=no --keep-unit \
+        --console=passive $loops "$@" </dev/null >>"$state.console" 2>&1 &
+    nspawn=$!
+    printf '%s\n' "$nspawn" >"$state.nspawn"
+    printf '%s %s\n' "$name" "$nspawn" >>"$kd_boots_file"
+    n=900
+    while :; do
+        init=$(ps -o pid= --ppid "$nspawn" 2>/dev/null | tr -d ' ' | head -n 1)
+        if [ -n "$init" ] && kd_boot_ready "$name" "$init"; then break; fi
+        n=$((n - 1))
+        if [ "$n" -le 0 ] || ! kill -0 "$nspawn" 2>/dev/null; then
+            echo "kd_boot: $name ($kind) did not finish booting; its console:" >&2
+            tail -n 60 "$state.console" >&2
+            return 1
+        fi
+        sleep 0.1
+    done
+    printf '%s\n' "$init" >"$state.init"
+    kd_log "booted $name ($kind) in $root, init pid $init"
+}
+
+# kd_boot_ready NAME INIT : the init system of NAME is up.
+# shellcheck disable=SC2016 # $(...) in single quotes: the inner shell's
+kd_boot_ready() {
+    case $(cat "$KD_WORK/boot.$1.kind") in
+    # running or degraded: start-up is over either way; degraded is
+    # reported by the tests that care (systemctl --failed).
+    systemd)
+        st=$(_kd_nsenter "$2" systemctl is-system-running 2>/dev/null) || true
+        [ "$st" = running ] || [ "$st" = degraded ]
+        ;;
+    # sysvinit has run rc 2 (OpenRC's default runlevel) to its end.
+    openrc) _kd_nsenter "$2" sh -c '[ "$(cat /run/openrc/softlevel 2>/dev/null)" = default ] && ! pgrep -x openrc >/dev/null && ! pgrep -f "[/]etc/init.d/rc " >/dev/null' ;;
+    # runit's stage 2 watches the service directory.
+    runit) _kd_nsenter "$2" pgrep -x runsvdir >/dev/null ;;
+    esac
+}
+
+# kd_booted NAME : NAME is booted and still running.
+kd_booted() {
+    state=$KD_WORK/boot.$1
+    [ -f "$state.init" ] && kill -0 "$(cat "$state.nspawn")" 2>/dev/null
+}
+
+_kd_nsenter() { # INIT CMD...
+    init=$1
+    shift
+    nsenter -t "$init" -m -u -i -n -p -- /usr/bin/env -i \
+        PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+        HOME=/root LANG=C.UTF-8 DEBIAN_FRONTEND=noninteractive "$@"
+}
+
+# kd_in_boot NAME CMD... : runs CMD inside the booted NAME, as a command of
+# its own (in its namespaces, as root, with a clean environment).
+kd_in_boot() {
+    name=$1
+    shift
+    kd_booted "$name" || { echo "kd_in_boot: $name is not booted" >&2; return 1; }
+    _kd_nsenter "$(cat "$KD_WORK/boot.$name.init")" "$@"
+}
+
+# kd_boot_script NAME [PRELUDE] : runs the shell script on stdin (after the
+# shell text PRELUDE) inside the booted NAME, with `set -eu`.
+# The script is an argument (the container's /tmp is its own tmpfs, and
+# its stdin stays free for the commands it runs).
+kd_boot_script() {
+    text=$(
+        echo 'set -eu'
+        [ -z "${2:-}" ] || printf '%s\n' "$2"
+        cat
+    )
+    kd_in_boot "$1" sh -c "$text" kd-boot-script </dev/null
+}
+
+# kd_poweroff NAME : shuts NAME down through its own init system and waits
+# for the container to end (60 s, then it is killed and this fails).
+kd_poweroff() {
+    name=$1
+    state=$KD_WORK/boot.$name
+    kd_booted "$name" || return 0
+    case $(cat "$state.kind") in
+    systemd) kd_in_boot "$name" systemctl --no-block poweroff ;;
+    openrc) kd_in_boot "$name" halt -p ;;
+    runit) kd_in_boot "$name" /lib/runit/runit-init 0 ;;
+    esac
+    nspawn=$(cat "$state.nspawn")
+    n=600
+    while kill -0 "$nspawn" 2>/dev/null; do
+        n=$((n - 1))
+        if [ "$n" -le 0 ]; then
+            echo "kd_poweroff: $name did not power off in 60 s; its console:" >&2
+            tail -n 40 "$state.console" >&2
+            kd_boot_kill "$name"
+            return 1
+        fi
+        sleep 0.1
+    done
+    rm -f "$state.init"
+    kd_log "powered off $name"
+}
+
+# kd_reboot NAME : powers NAME off and boots the same root again, with the
+# same options.
+kd_reboot() {
+    state=$KD_WORK/boot.$1
+    kd_poweroff "$1"
+    # shellcheck disable=SC2046 # the saved options, one word each
+    kd_boot "$1" "$(cat "$state.root")" "$(cat "$state.kind")" $(cat "$state.options")
+}
+
+# kd_boot_kill NAME : ends NAME at once (its PID 1, and so every process in it).
+kd_boot_kill() {
+    state=$KD_WORK/boot.$1
+    [ -f "$state.nspawn" ] || return 0
+    nspawn=$(cat "$state.nspawn")
+    init=$(ps -o pid= --ppid "$nspawn" 2>/dev/null | tr -d ' ' | head -n 1)
+    [ -z "$init" ] || kill -KILL "$init" 2>/dev/null || true
+    n=100
+    while kill -0 "$nspawn" 2>/dev/null && [ "$n" -gt 0 ]; do
+        sleep 0.1
+        n=$((n - 1))
+    done
+    kill -KILL "$nspawn" 2>/dev/null || true
+    rm -f "$state.init"
+}
+
+kd_boot_cleanup() {
+    [ -f "$kd_boots_file" ] || return 0
+    while read -r name _; do
+        kd_boot_kill "$name"
+    done <"$kd_boots_file"
+    rm -f "$kd_boots_file"
+}
 
 # kd_busybox_root DIR [SUBDIR...] : makes DIR a bare rpm-host root: the
 # directories every such host has (plus SUBDIRs), busybox-static as /bin/sh

@@ -23,7 +23,8 @@
 #   admin's file of the same name in /etc replaces them;
 # - the tarball's systemd files are the packages' bytes.
 #
-# No systemd runs here; nothing is installed on the host.
+# No systemd runs here; nothing is installed on the host. What a booted
+# systemd (252 and 257) really gives the kubelet is ci/t-boot.sh's.
 # Wall time: about 5 s on 2 cores.
 
 # shellcheck disable=SC2016 # $VAR in single quotes are systemd's and jq's

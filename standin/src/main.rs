@@ -7,8 +7,9 @@
 //! appends the same object as one line to `<dir>/<name>.log`, where `<name>`
 //! is the basename it was started as and `<dir>` is `$STANDIN_RECORD_DIR` or
 //! `/tmp/kubedist-standin`. Started as `kubelet` it then stays up like a
-//! daemon until signalled (unless `STANDIN_EXIT=1`); as anything else it exits
-//! at once. `--version` / `version` print a line that says it is a stand-in.
+//! daemon until signalled (unless `STANDIN_EXIT=1`: then it exits at once),
+//! or, like the real kubelet, exits 1 when its `--config` file does not
+//! exist; as anything else it exits at once. `--version` / `version` print a line that says it is a stand-in.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -56,10 +57,34 @@ fn main() {
     );
 
     if name == "kubelet" && env::var_os("STANDIN_EXIT").is_none() {
+        // As the real kubelet does before `kubeadm init`/`join` has written
+        // its config: fail at once, so that a service manager's restart
+        // loop is what a test sees.
+        if let Some(config) = config_flag(&argv).filter(|c| !Path::new(c).exists()) {
+            eprintln!(
+                "kubelet (stand-in): failed to load kubelet config file, path: {config}: no such file or directory"
+            );
+            process::exit(1);
+        }
         loop {
             thread::sleep(Duration::from_secs(3600));
         }
     }
+}
+
+/// The value of the last `--config=PATH` or `--config PATH`, as the kubelet's
+/// flag parser takes it.
+fn config_flag(argv: &[String]) -> Option<&str> {
+    let mut found = None;
+    let mut words = argv.iter().skip(1);
+    while let Some(w) = words.next() {
+        if let Some(v) = w.strip_prefix("--config=") {
+            found = Some(v);
+        } else if w == "--config" {
+            found = words.next().map(String::as_str);
+        }
+    }
+    found
 }
 
 fn write_record(dir: &Path, name: &str, record: &serde_json::Value) -> std::io::Result<()> {

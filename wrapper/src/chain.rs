@@ -198,7 +198,7 @@ pub fn build(inputs: &Inputs) -> Result<Plan, Error> {
         (family.env_file(), "family env file"),
     ] {
         let path: Rc<Path> = rooted(root, Path::new(path)).into();
-        let Some(assignments) = envfile::load(&path)? else {
+        let Some(file) = envfile::load(&path)? else {
             files.push(FileRecord {
                 path: path.to_path_buf(),
                 role,
@@ -206,7 +206,14 @@ pub fn build(inputs: &Inputs) -> Result<Plan, Error> {
             });
             continue;
         };
-        for a in assignments {
+        for line in &file.continued_comments {
+            warnings.push(format!(
+                "{}:{line}: this comment ends in a backslash: systemd < 254 (Debian 12, RHEL 9) also skips line {}; kubelet-wrapper reads that line, as systemd >= 254 does",
+                path.display(),
+                line + 1
+            ));
+        }
+        for a in file.assignments {
             if !envfile::is_valid_name(&a.key) {
                 warnings.push(format!(
                     "{}:{}: ignoring {:?}: not a valid variable name (systemd ignores it too)",

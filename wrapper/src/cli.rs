@@ -28,8 +28,10 @@ The kubelet's argv, in order:
   4. $KUBELET_EXTRA_ARGS       from the family env file: /etc/default/kubelet (deb)
                                or /etc/sysconfig/kubelet (rpm)
   5. KUBELET-ARGS              this command line
-The files use systemd's EnvironmentFile= syntax (no shell runs); a missing
-file is skipped; values in the files override the two defaults above, later
+The files use systemd's EnvironmentFile= syntax (no shell runs), as systemd
+254 and later read it (252 also skips the line after a comment that ends in
+a backslash: the wrapper warns where that matters); a missing file is
+skipped; values in the files override the two defaults above, later
 assignments win, and every valid variable they set is exported to the
 kubelet. $VAR splits into words as in systemd's ExecStart=.
 
@@ -175,10 +177,10 @@ pub fn resolve(opts: Options, process_env: BTreeMap<String, OsString>) -> Result
     let settings_file = match &opts.settings {
         Some(file) => {
             let path = rooted(&root, Path::new(file));
-            let assignments = envfile::load(&path)?.ok_or_else(|| {
+            let file = envfile::load(&path)?.ok_or_else(|| {
                 Error::input(format!("{}: settings file not found", path.display()))
             })?;
-            for a in assignments {
+            for a in file.assignments {
                 let at = format!("{}:{}", path.display(), a.line);
                 if SETTINGS_VARIABLES.contains(&a.key.as_str()) {
                     from_file.insert(a.key, (a.value, at));

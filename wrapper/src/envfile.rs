@@ -35,6 +35,18 @@ pub struct Assignment {
     pub line: usize,
 }
 
+/// A whole file: its assignments, and where systemd before v254 reads it
+/// differently.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EnvFile {
+    pub assignments: Vec<Assignment>,
+    /// 1-based lines of comments that end in a backslash and are followed by
+    /// a line that is not blank. systemd < 254 continues such a comment onto
+    /// the next line and so skips it (systemd issue 27975); systemd ≥ 254,
+    /// and this parser, read the next line.
+    pub continued_comments: Vec<usize>,
+}
+
 /// Why a file's text was refused, and where.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ParseError {
@@ -59,11 +71,11 @@ pub fn is_valid_name(name: &str) -> bool {
 ///
 /// Stricter than systemd: with `-`, systemd silently skips a file it cannot
 /// read or that holds invalid UTF-8 or a NUL byte; we stop with an error.
-pub fn load(path: &Path) -> Result<Option<Vec<Assignment>>, Error> {
+pub fn load(path: &Path) -> Result<Option<EnvFile>, Error> {
     let Some(bytes) = read_regular_file(path)? else {
         return Ok(None);
     };
-    parse_bytes(&bytes)
+    parse_file(&bytes)
         .map(Some)
         .map_err(|e| Error::input(format!("{}:{}: {}", path.display(), e.line, e.message)))
 }
@@ -157,6 +169,11 @@ fn too_big(path: &Path) -> Error {
 /// value with invalid UTF-8 or a Unicode noncharacter (`utf8_is_valid`). We
 /// apply the UTF-8 rules to the whole file, comments included (stricter).
 pub fn parse_bytes(bytes: &[u8]) -> Result<Vec<Assignment>, ParseError> {
+    parse_file(bytes).map(|f| f.assignments)
+}
+
+/// [`parse_bytes`], with the lines systemd < 254 reads differently.
+pub fn parse_file(bytes: &[u8]) -> Result<EnvFile, ParseError> {
     let line_at = |offset: usize| 1 + bytes[..offset].iter().filter(|&&b| b == b'\n').count();
     if let Some(offset) = bytes.iter().position(|&b| b == 0) {
         return Err(ParseError {
@@ -177,7 +194,19 @@ pub fn parse_bytes(bytes: &[u8]) -> Result<Vec<Assignment>, ParseError> {
             ),
         });
     }
-    parse(text)
+    let mut continued_comments = Vec::new();
+    let assignments = scan(text, &mut continued_comments)?;
+    let mut lines = text.split('\n');
+    let mut at = 0;
+    continued_comments.retain(|&comment| {
+        let next = lines.nth(comment - at);
+        at = comment + 1;
+        next.is_some_and(|l| !l.trim().is_empty())
+    });
+    Ok(EnvFile {
+        assignments,
+        continued_comments,
+    })
 }
 
 /// The code points systemd's `unichar_is_valid()` rejects beyond Rust's own
@@ -209,6 +238,12 @@ enum State {
 /// The one error: a quote still open at the end of the file. systemd takes
 /// everything up to the end as the value; we refuse it (stricter).
 pub fn parse(text: &str) -> Result<Vec<Assignment>, ParseError> {
+    scan(text, &mut Vec::new())
+}
+
+/// The state machine; pushes the line of every comment that ends in a
+/// backslash onto `continued_comments`.
+fn scan(text: &str, continued_comments: &mut Vec<usize>) -> Result<Vec<Assignment>, ParseError> {
     let mut out = Vec::new();
     let mut state = State::PreKey;
     let mut key = String::new();
@@ -339,6 +374,7 @@ pub fn parse(text: &str) -> Result<Vec<Assignment>, ParseError> {
             State::CommentEscape => {
                 // Since systemd v254 a backslash does not continue a comment.
                 state = if NEWLINE.contains(&c) {
+                    continued_comments.push(line);
                     State::PreKey
                 } else {
                     State::Comment
@@ -638,6 +674,17 @@ mod tests {
             assert_eq!(err.line, line, "{bytes:?}: {err:?}");
             assert!(err.message.contains(what), "{bytes:?}: {err:?}");
         }
+    }
+
+    #[test]
+    fn comments_that_old_systemd_continues_are_reported() {
+        let file = parse_file(b"# a \\\nA=1\n; b\\\n\n# c \\\nB=2\n#d\\").unwrap();
+        assert_eq!(load_env("# a \\\nA=1\n"), ["A=1"]);
+        // Line 3's next line is blank, line 7 is the last: nothing skipped.
+        assert_eq!(file.continued_comments, [1, 5]);
+        let file = parse_file(b"# x\r\n# y \\\r\nA=1\r\n").unwrap();
+        assert_eq!(file.continued_comments, [2]);
+        assert_eq!(file.assignments.len(), 1);
     }
 
     #[test]

@@ -81,7 +81,38 @@ pub fn ensure(spec: &Spec, dir: &Path, arches: &[Arch]) -> Result<PathBuf> {
                     .all(|path| dir.join(name).join(path).is_file())
             })
     };
-    if !arches.iter().all(has) {
+    // ... and its stand-ins are the current build of kubedist-standin: a
+    // change to the stand-in reaches the next build without a manual clean.
+    let current = |arch: &Arch| -> Result<bool> {
+        if !has(arch) {
+            return Ok(false);
+        }
+        let built =
+            build::static_binary(&spec.root, "kubedist-standin", "kubedist-standin", *arch)?;
+        let standin = std::fs::read(&built).with_context(|| built.display().to_string())?;
+        for (name, source) in &spec.release.sources {
+            for path in source.paths(*arch) {
+                let file_name = path.rsplit('/').next().unwrap_or(&path);
+                if !matches!(fixture_for(name, file_name), Some(Fixture::Standin)) {
+                    continue;
+                }
+                let file = dir.join(name).join(&path);
+                if std::fs::read(&file).with_context(|| file.display().to_string())? != standin {
+                    eprintln!(
+                        "fixtures: {arch}: {} is not the current kubedist-standin; writing the fixtures again",
+                        file.display()
+                    );
+                    return Ok(false);
+                }
+            }
+        }
+        Ok(true)
+    };
+    let mut stale = false;
+    for arch in arches {
+        stale |= !current(arch)?;
+    }
+    if stale {
         let mut all: Vec<Arch> = Arch::ALL.into_iter().filter(has).collect();
         all.extend_from_slice(arches);
         all.sort();

@@ -6,8 +6,8 @@
 //! 3. builds the fixture inputs and two releases from them, N-1 and N (same
 //!    inputs, package revision bumped), with the real `dist`;
 //! 4. runs every `ci/t-*.sh` suite against them (real dpkg/apt, rpm/dnf,
-//!    OpenRC, runit, the tarball installer, systemd-sysext, linters), each in
-//!    clean roots;
+//!    OpenRC, runit, the tarball installer, systemd-sysext, linters, and
+//!    systemd, OpenRC and runit booted as PID 1), each in clean roots;
 //! 5. prints one closing line for the suites: `suites: N passed, N failed`.
 
 use std::path::{Path, PathBuf};
@@ -30,6 +30,9 @@ const TOOLS: &[&str] = &[
     "rpmlint",
     "shellcheck",
     "systemd-analyze",
+    "systemd-nspawn",
+    "nsenter",
+    "apt-ftparchive",
     "busybox",
     "qemu-aarch64-static",
     "powerpc64le-linux-gnu-gcc",

@@ -1,0 +1,647 @@
+#!/bin/sh
+# The kubelet started by a real PID 1: systemd, OpenRC and runit booted in
+# containers (systemd-nspawn), each install path checked as a node operator
+# would check it.
+#
+# - systemd 252 (Debian 12), deb family: apt-get install from a local
+#   repository; enabled; before kubeadm's files exist the kubelet fails and
+#   systemd restarts it every 10 s (upstream's unit, unchanged), and it runs
+#   once they appear; what systemd gave it (the stand-in's record: argv and
+#   environment) equals kubelet-wrapper --print for the same files, over the
+#   env-file cases of ci/fixtures/env-cases (systemd's own test files and
+#   hostile ones), with the known version differences asserted as such; an
+#   admin drop-in's KUBELET_EXTRA_ARGS reaches it; upgrade N-1 -> N restarts
+#   it once; a reboot brings it back; apt-get remove stops it.
+# - systemd 252, rpm family layout, through the tarball's install.sh
+#   --family rpm on the same booted system: the same cases; uninstall stops
+#   it and removes its files.
+# - systemd 252, the sysext image: merged at boot from /var/lib/extensions,
+#   the kubelet started through Upholds= with the CNI plugins copied to
+#   /opt/cni/bin first; N -> N-1 (rollback) -> N restarts it on each image.
+# - the installer image run by podman in the booted host's PID namespace
+#   with its root at /host, on systemd 252 and on OpenRC: the host's own
+#   init system enables and starts the kubelet, which outlives the container.
+# - systemd 257 (Debian 13), deb family: the env-file cases again, where
+#   systemd's newer rule holds.
+# - OpenRC as PID 1 (sysvinit-core + openrc) and runit as PID 1
+#   (runit-init): install.sh, a reboot, the kubelet runs from the default
+#   runlevel / service directory with the argv systemd gives for the same
+#   files, is restarted when killed, and install.sh uninstall stops it.
+#
+# Each root boots once and serves the tests of its group in order; the
+# base roots are cached mmdebstrap tarballs under target/ci-cache.
+# Wall time: about 5 minutes on 2 cores with the base roots cached.
+
+# shellcheck disable=SC2016 # $VAR in single quotes are for the inner shell
+# shellcheck disable=SC2086 # package lists split into words on purpose
+# shellcheck source=ci/lib.sh
+. "$(dirname "$0")/lib.sh"
+
+kd_require systemd-nspawn nsenter mmdebstrap apt-ftparchive jq tar podman
+kd_require_dist
+
+TMP=$KD_WORK/t-boot
+rm -rf "$TMP"
+mkdir -p "$TMP"
+kd_remove_on_exit "$TMP"
+
+CASES=$KD_REPO/ci/fixtures/env-cases
+TARBALL_PREV=$(kd_one "$KD_DIST_PREV"/kubedist-*-linux-amd64.tar.gz)
+TARBALL=$(kd_one "$KD_DIST"/kubedist-*-linux-amd64.tar.gz)
+SYSEXT_PREV=$(kd_one "$KD_DIST_PREV"/kubernetes-v*-x86-64.raw)
+SYSEXT=$(kd_one "$KD_DIST"/kubernetes-v*-x86-64.raw)
+IMAGE=$(kd_one "$KD_DIST"/kubedist-installer-*.oci.tar)
+
+# What the packages depend on (so that apt needs no network) and the tools
+# the tests use inside.
+NODE_PKGS="iptables conntrack procps jq"
+SYSTEMD_PKGS="systemd systemd-sysv dbus $NODE_PKGS"
+
+# The variables systemd itself puts in a service's environment, beside what
+# the unit and its env files set.
+# (USER: systemd >= 256 sets it for every service.)
+SYSTEMD_OWN_ENV='["PATH","LANG","INVOCATION_ID","JOURNAL_STREAM","SYSTEMD_EXEC_PID","USER"]'
+
+# Where systemd and kubelet-wrapper are known to differ, per systemd
+# version (case names of ci/fixtures/env-cases). systemd < 254 continues a
+# comment line that ends in a backslash onto the next line (systemd issue
+# 27975) and so drops the assignment there; kubelet-wrapper follows
+# systemd >= 254, which does not.
+KNOWN_DIFFERENCES_252="comment-ends-in-backslash systemd-env-file-3"
+KNOWN_DIFFERENCES_257=
+# Where kubelet-wrapper is stricter than every systemd, on purpose: systemd
+# skips a file with a NUL byte or invalid UTF-8 (or the variable holding a
+# noncharacter) and takes an open quote's value up to the end of the file,
+# then starts the kubelet without the admin's flags; the wrapper refuses,
+# naming the file and line (README, "kubelet-wrapper").
+STRICTER="hostile-invalid-utf8 hostile-noncharacter hostile-nul hostile-unterminated-double-quote hostile-unterminated-single-quote"
+
+# The argv every init system must give the kubelet for the reference files
+# (extra-args-quoted.env and default.flags).
+REFERENCE_ARGV='["/usr/bin/kubelet","--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf","--kubeconfig=/etc/kubernetes/kubelet.conf","--config=/var/lib/kubelet/config.yaml","--container-runtime-endpoint=unix:///var/run/containerd/containerd.sock","--pod-infra-container-image=registry.k8s.io/pause:3.10.1","--node-labels=pool=a,zone=b","--v=4"]'
+
+# Shell functions for the scripts that run inside a booted root.
+PRELUDE=$(
+	cat "$KD_REPO/ci/standin-helpers.sh"
+	cat <<'EOF'
+unit() { systemctl show -p "$1" --value kubelet; }
+# running_recorded : systemd runs the kubelet, and the stand-in's record is
+# that process's.
+running_recorded() {
+	[ "$(unit SubState)" = running ] && [ -f $REC/kubelet.json ] &&
+		[ "$(standin_pid)" = "$(unit MainPID)" ]
+}
+# write_case NAME ENV_FILE : the case's env file and kubeadm's flags, and
+# kubeadm's config, as kubeadm join leaves them.
+write_case() {
+	mkdir -p "${2%/*}" /var/lib/kubelet
+	cp "/srv/kubedist/cases/$1.env" "$2"
+	flags=/srv/kubedist/cases/$1.flags
+	[ -f "$flags" ] || flags=/srv/kubedist/cases/default.flags
+	cp "$flags" /var/lib/kubelet/kubeadm-flags.env
+	: >/var/lib/kubelet/config.yaml
+}
+# systemd_cases FAMILY ENV_FILE OUT : for every case, what systemd starts
+# (OUT/NAME.systemd.json, the stand-in's record) or that it refuses to
+# (OUT/NAME.systemd.refused), and kubelet-wrapper --print for the same files
+# (OUT/NAME.wrapper.json and .rc).
+systemd_cases() {
+	mkdir -p "$3"
+	for c in /srv/kubedist/cases/*.env; do
+		name=${c##*/}
+		name=${name%.env}
+		write_case "$name" "$2"
+		rm -f $REC/kubelet.json
+		if systemctl restart kubelet 2>"$3/$name.systemctl" && wait_until 5 running_recorded; then
+			cp $REC/kubelet.json "$3/$name.systemd.json"
+		else
+			journalctl -u kubelet -n 4 --no-pager >"$3/$name.systemd.refused" 2>&1 || true
+		fi
+		set +e
+		kubelet-wrapper --family "$1" --wait 0 --print >"$3/$name.wrapper.json" 2>"$3/$name.wrapper.err"
+		echo $? >"$3/$name.wrapper.rc"
+		set -e
+	done
+	[ ! -e /tmp/pwned ] || fail "a case's shell syntax ran"
+	systemctl stop kubelet
+}
+EOF
+)
+
+# compare_cases OUT KNOWN : systemd's results in OUT against the wrapper's;
+# fails unless they agree exactly where KNOWN does not name the case, and
+# differ where it does.
+compare_cases() {
+	out=$1 known=$2 bad=
+	for c in "$CASES"/*.env; do
+		name=${c##*/}
+		name=${name%.env}
+		rc=$(cat "$out/$name.wrapper.rc")
+		if [ -f "$out/$name.systemd.json" ] && [ "$rc" = 0 ]; then
+			sd_argv=$(jq -c .argv "$out/$name.systemd.json")
+			wr_argv=$(jq -c .argv "$out/$name.wrapper.json")
+			sd_env=$(jq -cS --argjson own "$SYSTEMD_OWN_ENV" \
+				'.env | with_entries(select(.key as $k | $own | index($k) | not))' "$out/$name.systemd.json")
+			wr_env=$(jq -cS .env "$out/$name.wrapper.json")
+			if [ "$sd_argv" = "$wr_argv" ] && [ "$sd_env" = "$wr_env" ]; then
+				verdict=same
+			else
+				verdict="differ: systemd argv $sd_argv env $sd_env; wrapper argv $wr_argv env $wr_env"
+			fi
+		elif [ -f "$out/$name.systemd.refused" ] && [ "$rc" = 2 ]; then
+			verdict="same (both refuse: $(head -n 1 "$out/$name.wrapper.err"))"
+		elif [ -f "$out/$name.systemd.refused" ]; then
+			verdict="differ: systemd refused to start ($(tail -n 2 "$out/$name.systemd.refused" | tr '\n' ' ')), the wrapper exits $rc"
+		else
+			verdict="differ: systemd started the kubelet, the wrapper exits $rc ($(head -n 1 "$out/$name.wrapper.err"))"
+		fi
+		case " $STRICTER " in
+		*" $name "*)
+			case $verdict in
+			"differ: systemd started the kubelet, the wrapper exits 2 ("*:[0-9]*) echo "case $name: stricter on purpose: $verdict" ;;
+			*) echo "case $name: $verdict, but the wrapper should refuse it where systemd starts"; bad=1 ;;
+			esac
+			continue
+			;;
+		esac
+		case " $known " in
+		*" $name "*)
+			case $verdict in
+			same*) echo "case $name: $verdict, but it is listed as a known difference"; bad=1 ;;
+			*) echo "case $name: known difference: $verdict" ;;
+			esac
+			;;
+		*)
+			echo "case $name: $verdict"
+			case $verdict in same*) ;; *) bad=1 ;; esac
+			;;
+		esac
+	done
+	[ -z "$bad" ] || fail "systemd and kubelet-wrapper disagree (above)"
+}
+
+fail() {
+	echo "FAIL: $*" >&2
+	return 1
+}
+
+# in_boot NAME : the script on stdin, with PRELUDE, inside the booted NAME.
+in_boot() {
+	kd_boot_script "$1" "$PRELUDE"
+}
+
+# A local apt repository of each release's debs, as an operator's mirror
+# serves them (unsigned here: t-repo checks the signed one).
+make_repos() {
+	[ ! -d "$TMP/repo" ] || return 0
+	for r in prev cur; do
+		if [ $r = prev ]; then d=$KD_DIST_PREV; else d=$KD_DIST; fi
+		mkdir -p "$TMP/repo/$r"
+		cp "$d"/*.deb "$TMP/repo/$r/"
+		(cd "$TMP/repo/$r" && apt-ftparchive packages . >Packages && apt-ftparchive release . >Release)
+	done
+}
+
+# new_boot_root NAME CODENAME PACKAGE... : a fresh root for NAME from the
+# cached base tarball, with the repositories, the tarballs and the cases
+# under /srv/kubedist. Prints its path.
+new_boot_root() {
+	name=$1 codename=$2
+	shift 2
+	base=$(
+		# shellcheck disable=SC2034 # read by kd_base_tarball
+		KD_SUITE_CODENAME=$codename
+		kd_base_tarball "boot-$name" "$@"
+	)
+	make_repos
+	r=$TMP/root-$name
+	rm -rf "$r"
+	mkdir -p "$r"
+	tar -xf "$base" -C "$r" --numeric-owner
+	mkdir -p "$r/srv/kubedist/cases"
+	cp -a "$TMP/repo" "$r/srv/kubedist/repo"
+	cp "$CASES"/*.env "$CASES"/*.flags "$r/srv/kubedist/cases/"
+	cp "$TARBALL_PREV" "$r/srv/kubedist/prev.tar.gz"
+	cp "$TARBALL" "$r/srv/kubedist/cur.tar.gz"
+	echo "deb [trusted=yes] file:/srv/kubedist/repo/prev ./" >"$r/etc/apt/sources.list.d/kubedist.list"
+	printf '%s\n' "$r"
+}
+
+# boot NAME CODENAME KIND PACKAGE... : boots NAME, building its root on
+# first use.
+boot() {
+	name=$1 codename=$2 kind=$3
+	shift 3
+	kd_booted "$name" && return 0
+	[ -d "$TMP/root-$name" ] || new_boot_root "$name" "$codename" "$@" >/dev/null
+	# /run/kubedist, where the installer image stages its payload, is also
+	# a directory of the host (image_install).
+	mkdir -p "$TMP/run-kubedist-$name"
+	kd_boot "$name" "$TMP/root-$name" "$kind" "--bind=$TMP/run-kubedist-$name:/run/kubedist"
+}
+
+boot_sd252() { boot sd252 bookworm systemd $SYSTEMD_PKGS; }
+boot_sd257() { boot sd257 trixie systemd $SYSTEMD_PKGS; }
+
+# The apt-get update of our repository alone: the Debian lists came with
+# the root, and the host needs no network.
+APT_UPDATE='apt-get update -qq -o Dir::Etc::SourceList=/etc/apt/sources.list.d/kubedist.list -o Dir::Etc::SourceParts=- -o APT::Get::List-Cleanup=0'
+PACKAGES="kubelet kubeadm kubectl kubernetes-cni cri-tools"
+
+# --- systemd 252, deb family ------------------------------------------------
+
+test_systemd252_deb_apt_install_enables_and_starts() {
+	boot_sd252
+	in_boot sd252 <<EOF
+$APT_UPDATE
+apt-get install -y -q $PACKAGES
+systemctl is-enabled kubelet | grep -qx enabled || fail "kubelet.service is not enabled"
+grep -q 'EnvironmentFile=-/etc/default/kubelet' /lib/systemd/system/kubelet.service.d/10-kubeadm.conf
+EOF
+	in_boot sd252 <<'EOF'
+# Before kubeadm has run: upstream's unit, so systemd starts the kubelet,
+# which fails at once, and restarts it every 10 s; it never gives up.
+systemctl start kubelet
+wait_until 5 has_starts 1 || fail "systemd did not start the kubelet"
+wait_until 5 sh -c '[ "$(systemctl show -p SubState --value kubelet)" = auto-restart ]' ||
+	fail "the kubelet is not in systemd's restart loop: $(systemctl status kubelet --no-pager)"
+echo "before kubeadm: $(starts) start(s), state $(unit ActiveState)/$(unit SubState)"
+# kubeadm join writes its files; systemd's next restart runs the kubelet.
+write_case extra-args-quoted /etc/default/kubelet
+wait_until 15 running_recorded || fail "the kubelet did not start within a restart period after kubeadm's files appeared"
+echo "after kubeadm: running, pid $(standin_pid)"
+jq -c .argv $REC/kubelet.json
+EOF
+	kd_in_boot sd252 cat /tmp/kubedist-standin/kubelet.json | jq -c .argv >"$TMP/sd252-argv"
+	assert_eq "$REFERENCE_ARGV" "$(cat "$TMP/sd252-argv")" "argv systemd 252 gave the kubelet"
+	kd_in_boot sd252 kubelet-wrapper --family deb --print | jq -c .argv >"$TMP/sd252-wrapper-argv"
+	assert_eq "$REFERENCE_ARGV" "$(cat "$TMP/sd252-wrapper-argv")" "argv of kubelet-wrapper --print"
+}
+
+test_systemd252_deb_env_file_cases() {
+	boot_sd252
+	in_boot sd252 <<'EOF'
+cp /etc/default/kubelet /tmp/default-kubelet.saved
+systemd_cases deb /etc/default/kubelet /srv/kubedist/results-252-deb
+cp /tmp/default-kubelet.saved /etc/default/kubelet
+EOF
+	compare_cases "$TMP/root-sd252/srv/kubedist/results-252-deb" "$KNOWN_DIFFERENCES_252"
+	# What 252 does, exactly: the assignment after the comment is gone.
+	out=$TMP/root-sd252/srv/kubedist/results-252-deb
+	assert_eq null "$(jq -r '.env.KUBELET_EXTRA_ARGS' "$out/comment-ends-in-backslash.systemd.json")" \
+		"KUBELET_EXTRA_ARGS under systemd 252 after a comment ending in a backslash"
+	assert_eq "--node-labels=lost=on-252" "$(jq -r '.env.KUBELET_EXTRA_ARGS' "$out/comment-ends-in-backslash.wrapper.json")" \
+		"KUBELET_EXTRA_ARGS in kubelet-wrapper --print"
+	# ... and the wrapper says so.
+	jq -r '.warnings[]' "$out/comment-ends-in-backslash.wrapper.json" | grep -q 'systemd < 254' ||
+		fail "kubelet-wrapper --print does not warn about the comment ending in a backslash"
+}
+
+test_systemd252_deb_admin_dropin_reaches_the_kubelet() {
+	boot_sd252
+	in_boot sd252 <<'EOF'
+write_case empty /etc/default/kubelet
+# The package's default env file assigns nothing, so a drop-in's
+# Environment= is not overridden by it.
+cp /usr/share/kubedist/seed/etc/default/kubelet /etc/default/kubelet
+mkdir -p /etc/systemd/system/kubelet.service.d
+printf '%s\n' '[Service]' 'Environment="KUBELET_EXTRA_ARGS=--node-labels=from=dropin --v=2"' \
+	>/etc/systemd/system/kubelet.service.d/20-admin.conf
+systemctl daemon-reload
+systemctl restart kubelet
+wait_until 5 running_recorded || fail "the kubelet did not start"
+jq -c '.argv[-2:]' $REC/kubelet.json | grep -qxF '["--node-labels=from=dropin","--v=2"]' ||
+	fail "the drop-in's KUBELET_EXTRA_ARGS did not reach the kubelet: $(jq -c .argv $REC/kubelet.json)"
+[ "$(jq -c .argv $REC/kubelet.json)" = "$(KUBELET_EXTRA_ARGS='--node-labels=from=dropin --v=2' kubelet-wrapper --family deb --print | jq -c .argv)" ] ||
+	fail "kubelet-wrapper, given the drop-in's Environment=, plans another argv"
+rm /etc/systemd/system/kubelet.service.d/20-admin.conf
+systemctl daemon-reload
+EOF
+}
+
+test_systemd252_deb_upgrade_restarts_once() {
+	boot_sd252
+	in_boot sd252 <<EOF
+write_case extra-args-quoted /etc/default/kubelet
+echo '# edited by the admin' >>/etc/default/kubelet
+systemctl restart kubelet
+wait_until 5 running_recorded || fail "the kubelet did not start"
+before=\$(starts)
+old=\$(standin_pid)
+echo "deb [trusted=yes] file:/srv/kubedist/repo/cur ./" >/etc/apt/sources.list.d/kubedist.list
+$APT_UPDATE
+apt-get install -y -q $PACKAGES
+dpkg-query -W -f '\${Version}\n' kubelet | grep -q -- '-2\$' || fail "kubelet was not upgraded"
+wait_until 10 running_recorded || fail "the kubelet is not running after the upgrade"
+sleep 2
+[ "\$(starts)" = \$((before + 1)) ] || fail "the upgrade started the kubelet \$((\$(starts) - before)) times, not once"
+[ "\$(standin_pid)" != "\$old" ] || fail "the kubelet was not restarted"
+tail -n 1 /etc/default/kubelet | grep -qx '# edited by the admin' || fail "the upgrade lost the admin's edit"
+echo "upgraded; restarted once (pid \$old -> \$(standin_pid))"
+EOF
+}
+
+test_systemd252_deb_reboot_brings_it_back() {
+	boot_sd252
+	kd_reboot sd252
+	in_boot sd252 <<'EOF'
+systemctl is-enabled kubelet | grep -qx enabled || fail "not enabled after the reboot"
+wait_until 15 running_recorded || fail "the kubelet does not run after the reboot"
+jq -c .argv $REC/kubelet.json
+EOF
+}
+
+test_systemd252_deb_remove_stops_it() {
+	boot_sd252
+	in_boot sd252 <<EOF
+wait_until 15 running_recorded || fail "the kubelet is not running"
+pid=\$(standin_pid)
+apt-get remove -y -q kubelet
+! alive "\$pid" || fail "apt-get remove left the kubelet running"
+[ "\$(unit ActiveState)" != active ] || fail "kubelet.service is still active"
+apt-get purge -y -q $PACKAGES
+[ ! -e /usr/bin/kubelet ] || fail "/usr/bin/kubelet is still there"
+EOF
+}
+
+# --- systemd 252, rpm family, through the tarball ------------------------------
+
+test_systemd252_tarball_rpm_family() {
+	boot_sd252
+	in_boot sd252 <<'EOF'
+rm -rf /srv/kubedist/t && mkdir -p /srv/kubedist/t && tar -xzf /srv/kubedist/cur.tar.gz -C /srv/kubedist/t
+cd /srv/kubedist/t/kubedist-*/
+./install.sh --family rpm >/tmp/install.out 2>&1 || { cat /tmp/install.out; fail "install.sh failed"; }
+cat /tmp/install.out
+grep -q 'EnvironmentFile=-/etc/sysconfig/kubelet' /usr/lib/systemd/system/kubelet.service.d/10-kubeadm.conf ||
+	fail "the rpm family's drop-in does not read /etc/sysconfig/kubelet"
+[ -f /etc/sysconfig/kubelet ] || fail "no /etc/sysconfig/kubelet"
+[ ! -e /etc/default/kubelet ] || fail "/etc/default/kubelet is installed for the rpm family"
+systemctl is-enabled kubelet | grep -qx enabled || fail "kubelet.service is not enabled"
+cp /etc/sysconfig/kubelet /tmp/sysconfig-kubelet.saved
+systemd_cases rpm /etc/sysconfig/kubelet /srv/kubedist/results-252-rpm
+cp /tmp/sysconfig-kubelet.saved /etc/sysconfig/kubelet
+EOF
+	compare_cases "$TMP/root-sd252/srv/kubedist/results-252-rpm" "$KNOWN_DIFFERENCES_252"
+	in_boot sd252 <<'EOF'
+write_case extra-args-quoted /etc/sysconfig/kubelet
+systemctl restart kubelet
+wait_until 5 running_recorded || fail "the kubelet did not start"
+pid=$(standin_pid)
+cd /srv/kubedist/t/kubedist-*/
+./install.sh uninstall
+! alive "$pid" || fail "install.sh uninstall left the kubelet running"
+for f in /usr/bin/kubelet /usr/lib/systemd/system/kubelet.service /usr/lib/systemd/system/kubelet.service.d/10-kubeadm.conf; do
+	[ ! -e "$f" ] || fail "$f is still there after uninstall"
+done
+systemctl is-enabled kubelet 2>/dev/null && fail "kubelet.service is still enabled"
+true
+EOF
+}
+
+# --- systemd 252, the sysext image ------------------------------------------
+
+test_systemd252_sysext_upholds_the_kubelet() {
+	boot_sd252
+	# A vendor's plugin, which the CNI copier must leave alone.
+	root=$TMP/root-sd252
+	mkdir -p "$root/opt/extensions/kubernetes/prev" "$root/opt/extensions/kubernetes/cur" "$root/var/lib/extensions"
+	cp "$SYSEXT_PREV" "$root/opt/extensions/kubernetes/prev/"
+	cp "$SYSEXT" "$root/opt/extensions/kubernetes/cur/"
+	in_boot sd252 <<EOF
+[ ! -e /usr/bin/kubelet ] || fail "a kubelet is installed already"
+# Flatcar and Fedora CoreOS merge extensions at boot; Debian ships the
+# service disabled.
+systemctl enable systemd-sysext.service
+mkdir -p /opt/cni/bin
+printf '#!/bin/sh\necho vendor\n' >/opt/cni/bin/portmap
+chmod 0755 /opt/cni/bin/portmap
+write_case extra-args-quoted /etc/sysconfig/kubelet
+rm -f /etc/default/kubelet
+ln -sf /opt/extensions/kubernetes/cur/${SYSEXT##*/} /var/lib/extensions/kubernetes.raw
+EOF
+	# The image is merged at boot, as on Flatcar.
+	kd_reboot sd252
+	in_boot sd252 <<'EOF'
+[ -x /usr/bin/kubelet ] || fail "the image is not merged at boot: no /usr/bin/kubelet"
+# systemd 252 merges at boot after the manager has loaded its units and
+# does not reload it (EXTENSION_RELOAD_MANAGER=1 is honoured from v255;
+# Flatcar merges in the initrd): until a reload the kubelet is not known.
+[ "$(unit LoadState)" != loaded ] || [ "$(unit ActiveState)" != active ] ||
+	fail "the kubelet runs before the manager was reloaded: this test no longer shows 252's rule"
+systemctl daemon-reload
+wait_until 20 running_recorded || fail "the kubelet did not start from the image: $(systemctl status kubelet --no-pager)"
+systemctl show -p Result --value kubedist-cni-plugins | grep -qx success || fail "the CNI copier did not run"
+[ "$(cat /opt/cni/bin/portmap)" = "$(printf '#!/bin/sh\necho vendor')" ] || fail "the vendor's portmap was replaced"
+[ -x /opt/cni/bin/bridge ] || fail "the image's CNI plugins are not in /opt/cni/bin"
+[ "$(jq -c .argv $REC/kubelet.json)" = "$(kubelet-wrapper --family rpm --print | jq -c .argv)" ] ||
+	fail "the argv differs from kubelet-wrapper's"
+EOF
+	for step in prev cur; do
+		if [ $step = prev ]; then img=$SYSEXT_PREV; else img=$SYSEXT; fi
+		in_boot sd252 <<EOF
+old=\$(standin_pid)
+ln -sfn /opt/extensions/kubernetes/$step/${img##*/} /var/lib/extensions/kubernetes.raw
+systemd-sysext refresh
+systemctl daemon-reload
+systemctl restart kubelet
+wait_until 10 running_recorded || fail "the kubelet did not start on the $step image"
+[ "\$(standin_pid)" != "\$old" ] || fail "the kubelet was not restarted"
+pid=\$(standin_pid)
+cmp /proc/\$pid/exe /usr/bin/kubelet || fail "the kubelet does not run the merged image's binary"
+echo "$step image: \$(grep SYSEXT_VERSION_ID /usr/lib/extension-release.d/extension-release.kubernetes), kubelet pid \$pid"
+EOF
+		want=$(unsquashfs -cat "$img" usr/lib/extension-release.d/extension-release.kubernetes | sed -n 's/^SYSEXT_VERSION_ID=//p')
+		got=$(kd_in_boot sd252 sed -n 's/^SYSEXT_VERSION_ID=//p' /usr/lib/extension-release.d/extension-release.kubernetes)
+		assert_eq "$want" "$got" "the merged image's version after switching to $step"
+	done
+	in_boot sd252 <<'EOF'
+systemctl mask --runtime --now kubelet
+/usr/lib/kubedist/cni-plugins remove
+rm /var/lib/extensions/kubernetes.raw
+systemd-sysext refresh
+systemctl daemon-reload
+systemctl unmask --runtime kubelet
+[ ! -e /usr/bin/kubelet ] || fail "the image is still merged"
+[ -f /opt/cni/bin/portmap ] || fail "the vendor's portmap was removed"
+[ ! -e /opt/cni/bin/bridge ] || fail "our copy of bridge is still there"
+rm -f /opt/cni/bin/portmap /etc/sysconfig/kubelet
+EOF
+}
+
+# --- systemd 252, the installer image ---------------------------------------
+
+# image_install NAME : runs the installer image with podman in the booted
+# NAME's PID namespace, its root at /host, and checks that it installed
+# through the host's namespaces. On a real node `-v /:/host` brings the
+# host's /run along; here the booted host's /run is a tmpfs of its own mount
+# namespace, which cannot be bound from outside, so its /run/kubedist (where
+# the image stages its payload) is a directory shared with this side (boot),
+# bound over the root's run/kubedist for podman alone.
+image_install() {
+	init=$(cat "$KD_WORK/boot.$1.init")
+	mkdir -p "$TMP/root-$1/run/kubedist"
+	pm="podman --root $TMP/podman/storage --runroot $TMP/podman/run --storage-driver vfs
+		--cgroup-manager cgroupfs --events-backend file --runtime runc"
+	ref=$($pm load -q -i "$IMAGE" | sed -n 's/^Loaded image: //p' | head -n 1)
+	[ -n "$ref" ] || fail "podman did not load $IMAGE"
+	unshare --mount --propagation private -- sh -c '
+		mount --bind "$1" "$2" && shift 2 && exec "$@"' sh "$TMP/run-kubedist-$1" "$TMP/root-$1/run/kubedist" \
+		$pm run --rm --privileged --network=none --pid="ns:/proc/$init/ns/pid" \
+		--ulimit nofile=20000:20000 --ulimit nproc=32768:32768 \
+		-v "$TMP/root-$1:/host" "$ref" install --family deb >"$TMP/image.out" 2>&1 ||
+		{ cat "$TMP/image.out"; fail "the installer image failed"; }
+	cat "$TMP/image.out"
+	grep -q "installing in the host's namespaces" "$TMP/image.out" ||
+		fail "the image did not install through the host's namespaces"
+}
+
+test_systemd252_installer_image_on_the_booted_host() {
+	boot_sd252
+	in_boot sd252 <<'EOF'
+# A host with no extension merged, and without the sysext test's vendor
+# plugin (left behind when that test fails).
+rm -f /var/lib/extensions/kubernetes.raw /opt/cni/bin/portmap
+systemd-sysext unmerge >/dev/null
+[ ! -e /usr/bin/kubelet ] || fail "a kubelet is installed already"
+write_case extra-args-quoted /etc/default/kubelet
+EOF
+	image_install sd252
+	in_boot sd252 <<'EOF'
+systemctl is-enabled kubelet | grep -qx enabled || fail "the host's systemd did not enable the kubelet"
+wait_until 15 running_recorded || fail "the host's systemd does not run the kubelet"
+[ "$(jq -c .argv $REC/kubelet.json)" = "$(kubelet-wrapper --family deb --print | jq -c .argv)" ] ||
+	fail "the argv differs from kubelet-wrapper's"
+echo "the kubelet runs under the host's systemd, pid $(standin_pid), after the installer container ended"
+EOF
+}
+
+# --- systemd 257, deb family ------------------------------------------------
+
+test_systemd257_deb_env_file_cases() {
+	boot_sd257
+	in_boot sd257 <<EOF
+systemctl --version | head -n 1
+$APT_UPDATE
+apt-get install -y -q $PACKAGES
+systemctl is-enabled kubelet | grep -qx enabled || fail "kubelet.service is not enabled"
+systemd_cases deb /etc/default/kubelet /srv/kubedist/results-257-deb
+EOF
+	compare_cases "$TMP/root-sd257/srv/kubedist/results-257-deb" "$KNOWN_DIFFERENCES_257"
+}
+
+# systemd >= 255 reloads the manager after a merge (EXTENSION_RELOAD_MANAGER=1
+# in the image): at boot, the kubelet starts with no command at all.
+test_systemd257_sysext_starts_the_kubelet_at_boot() {
+	boot_sd257
+	in_boot sd257 <<EOF
+apt-get purge -y -q $PACKAGES
+[ ! -e /usr/bin/kubelet ] || fail "a kubelet is installed already"
+systemctl enable systemd-sysext.service
+mkdir -p /opt/extensions/kubernetes /var/lib/extensions
+write_case extra-args-quoted /etc/sysconfig/kubelet
+rm -rf /tmp/kubedist-standin
+EOF
+	cp "$SYSEXT" "$TMP/root-sd257/opt/extensions/kubernetes/"
+	ln -s "/opt/extensions/kubernetes/${SYSEXT##*/}" "$TMP/root-sd257/var/lib/extensions/kubernetes.raw"
+	kd_reboot sd257
+	in_boot sd257 <<'EOF'
+wait_until 20 running_recorded || fail "the kubelet did not start at boot: $(systemctl status kubelet --no-pager)"
+[ -x /opt/cni/bin/bridge ] || fail "the image's CNI plugins are not in /opt/cni/bin"
+[ "$(jq -c .argv $REC/kubelet.json)" = "$(kubelet-wrapper --family rpm --print | jq -c .argv)" ] ||
+	fail "the argv differs from kubelet-wrapper's"
+echo "started at boot by systemd $(systemctl --version | head -n 1 | cut -d ' ' -f 2), pid $(standin_pid)"
+EOF
+	kd_poweroff sd257
+}
+
+# --- OpenRC and runit as PID 1 ----------------------------------------------
+
+# init_lifecycle NAME : install.sh on the booted NAME, a reboot, the
+# kubelet's argv, a kill, uninstall.
+init_lifecycle() {
+	name=$1
+	in_boot "$name" <<'EOF'
+rm -rf /srv/kubedist/t && mkdir -p /srv/kubedist/t && tar -xzf /srv/kubedist/cur.tar.gz -C /srv/kubedist/t
+cd /srv/kubedist/t/kubedist-*/
+./install.sh
+write_case extra-args-quoted /etc/default/kubelet
+EOF
+	kd_reboot "$name"
+	in_boot "$name" <<'EOF'
+wait_until 20 sh -c '[ -f /tmp/kubedist-standin/kubelet.json ] && kill -0 "$(jq -r .pid /tmp/kubedist-standin/kubelet.json)"' ||
+	fail "the kubelet did not start at boot"
+ps -o pid,ppid,args -e
+EOF
+	argv=$(kd_in_boot "$name" cat /tmp/kubedist-standin/kubelet.json | jq -c .argv)
+	assert_eq "$REFERENCE_ARGV" "$argv" "argv the $name service gave the kubelet"
+	in_boot "$name" <<'EOF'
+pid=$(standin_pid)
+n=$(starts)
+kill -KILL "$pid"
+wait_until 20 has_starts $((n + 1)) || fail "the kubelet was not restarted after it was killed"
+wait_until 5 alive "$(standin_pid)" || fail "the restarted kubelet is not running"
+echo "restarted: pid $pid -> $(standin_pid)"
+pid=$(standin_pid)
+cd /srv/kubedist/t/kubedist-*/
+./install.sh uninstall
+wait_until 10 sh -c "! kill -0 $pid" || fail "install.sh uninstall left the kubelet running"
+[ ! -e /usr/bin/kubelet ] || fail "/usr/bin/kubelet is still there"
+EOF
+}
+
+boot_openrc() { boot openrc bookworm openrc sysvinit-core openrc $NODE_PKGS; }
+
+test_openrc_pid1_tarball_reboot_restart_uninstall() {
+	boot_openrc
+	kd_in_boot openrc rc-status --runlevel | grep -qx default || fail "OpenRC is not in the default runlevel"
+	init_lifecycle openrc
+}
+
+test_openrc_pid1_installer_image_on_the_booted_host() {
+	boot_openrc
+	in_boot openrc <<'EOF'
+rm -rf /tmp/kubedist-standin
+write_case extra-args-quoted /etc/default/kubelet
+# A real host's cgroup hierarchies are writable by root; nspawn mounts the
+# container's read-only. The image moves its install.sh into PID 1's
+# cgroups there, so that supervise-daemon outlives the container.
+for m in /sys/fs/cgroup /sys/fs/cgroup/*; do
+	mount -o remount,bind,rw "$m"
+done
+EOF
+	image_install openrc
+	in_boot openrc <<'EOF'
+[ -L /etc/runlevels/default/kubelet ] || fail "the kubelet is not in the default runlevel"
+rc-service kubelet status | grep -q started || fail "the host's OpenRC did not start the kubelet"
+wait_until 10 sh -c '[ -f /tmp/kubedist-standin/kubelet.json ] && kill -0 "$(jq -r .pid /tmp/kubedist-standin/kubelet.json)"' ||
+	fail "the kubelet does not run after the installer container ended"
+pgrep -f '^supervise-daemon kubelet' >/dev/null || fail "supervise-daemon does not run"
+echo "the kubelet runs under the host's supervise-daemon, pid $(standin_pid)"
+EOF
+	kd_poweroff openrc
+}
+
+test_runit_pid1_tarball_reboot_restart_uninstall() {
+	boot runit bookworm runit runit-init runit $NODE_PKGS
+	[ "$(kd_in_boot runit ps -o comm= -p 1)" = runit ] || fail "PID 1 is not runit"
+	init_lifecycle runit
+	kd_poweroff runit
+}
+
+kd_test test_systemd252_deb_apt_install_enables_and_starts
+kd_test test_systemd252_deb_env_file_cases
+kd_test test_systemd252_deb_admin_dropin_reaches_the_kubelet
+kd_test test_systemd252_deb_upgrade_restarts_once
+kd_test test_systemd252_deb_reboot_brings_it_back
+kd_test test_systemd252_deb_remove_stops_it
+kd_test test_systemd252_tarball_rpm_family
+kd_test test_systemd252_sysext_upholds_the_kubelet
+kd_test test_systemd252_installer_image_on_the_booted_host
+kd_poweroff sd252
+kd_test test_systemd257_deb_env_file_cases
+kd_test test_systemd257_sysext_starts_the_kubelet_at_boot
+kd_test test_openrc_pid1_tarball_reboot_restart_uninstall
+kd_test test_openrc_pid1_installer_image_on_the_booted_host
+kd_test test_runit_pid1_tarball_reboot_restart_uninstall
+kd_summary
