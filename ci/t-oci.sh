@@ -352,6 +352,48 @@ test_nsenter_through_the_hosts_proc_without_pid_host() {
 	umount "$r/proc"
 }
 
+# A run killed while its payload is staged leaves it in the host's /run
+# (RAM): the next run removes it, and never the staging directory of a run
+# that is still alive. The host's procfs is at /host/proc, as `-v /:/host`
+# brings it.
+test_a_killed_runs_staging_is_removed_by_the_next() {
+	new_root "$LOWER_SYSTEMD"
+	r=$NEW_ROOT
+	mount -t proc proc "$r/proc"
+	# A live run's directory: this sleep stands for its owner.
+	sleep 300 &
+	live=$!
+	read -r st <"/proc/$live/stat"
+	kept=$r/run/kubedist/image.$live-$(echo "${st##*) }" | awk '{ print $20 }').x
+	mkdir -p "$kept"
+	echo "== a run killed while it stages"
+	pm_run -v "$r:/host" "$REF_CUR" install --no-start >"$OT/killed.out" 2>&1 &
+	run=$!
+	n=0
+	d=
+	while [ -z "$d" ]; do
+		d=$(find "$r/run/kubedist" -maxdepth 1 -name 'image.*' ! -path "$kept" | head -n 1)
+		n=$((n + 1))
+		[ "$n" -lt 2000 ] || { echo "FAIL: no staging directory appeared" >&2; return 1; }
+		[ -n "$d" ] || sleep 0.01
+	done
+	owner=${d##*/image.}
+	owner=${owner%%-*}
+	echo "staging: $d; its owner, process $owner, is killed"
+	kill -KILL "$owner"
+	wait "$run" || true
+	[ -d "$d" ] || { echo "FAIL: the killed run left nothing to sweep" >&2; return 1; }
+	echo "== the next run"
+	image_run "$r" "$REF_CUR" install --no-start
+	ok
+	said "removed 1 staging directory of earlier runs that were killed"
+	assert_no_file "$d"
+	[ -d "$kept" ] || { echo "FAIL: a live run's staging directory was removed" >&2; return 1; }
+	kill "$live"
+	rm -rf "$kept"
+	umount "$r/proc"
+}
+
 test_files_only_without_a_host_shell() {
 	r=$OT/bare
 	mkdir -p "$r/run" "$r/etc"
@@ -395,6 +437,7 @@ kd_test test_tampered_layer_is_refused
 kd_test test_tampered_payload_file_is_refused_before_any_write
 kd_test test_nsenter_into_a_host_process_starts_the_service_with_its_openrc
 kd_test test_nsenter_through_the_hosts_proc_without_pid_host
+kd_test test_a_killed_runs_staging_is_removed_by_the_next
 kd_test test_files_only_without_a_host_shell
 kd_test test_help_and_bad_arguments
 kd_test test_image_scripts_pass_shellcheck

@@ -169,6 +169,7 @@ test_holds_usr_only_with_the_packages_bytes() {
         '-rw-r--r-- /usr/lib/systemd/system/multi-user.target.d/10-kubernetes-sysext.conf' \
         '-rwxr-xr-x /usr/lib/kubedist/cni-plugins' \
         "-rw-r--r-- /usr/lib/tmpfiles.d/$NAME.conf" \
+        '-rw-r--r-- /usr/lib/kubedist/sysext-files.sha256' \
         "-rw-r--r-- $RELEASE_FILE"; do
         awk -v m="${entry%% *}" -v p="${entry#* }" '$1 == m && $3 == p { found = 1 } END { exit !found }' \
             "$TMP/listing" || fail "no '$entry' in the image"
@@ -192,6 +193,15 @@ test_holds_usr_only_with_the_packages_bytes() {
     done <"$TMP/rpm-plugins"
     unsquashfs -cat "$IMG" /usr/lib/systemd/system/kubelet.service.d/10-kubeadm.conf |
         grep -qx 'EnvironmentFile=-/etc/sysconfig/kubelet' || fail "the drop-in does not read /etc/sysconfig/kubelet"
+    # The digests the CNI copier checks the merged /usr against: every
+    # binary and unit of the image, right.
+    rm -rf "$TMP/unpacked"
+    unsquashfs -q -d "$TMP/unpacked" "$IMG" >/dev/null
+    (cd "$TMP/unpacked" && sha256sum --quiet -c usr/lib/kubedist/sysext-files.sha256)
+    assert_eq "$(cd "$TMP/unpacked" && find usr/bin usr/lib/systemd/system -type f | LC_ALL=C sort)" \
+        "$(awk '{ print $2 }' "$TMP/unpacked/usr/lib/kubedist/sysext-files.sha256")" \
+        "the files sysext-files.sha256 lists"
+    rm -rf "$TMP/unpacked"
 }
 
 # systemd-dissect finds the release file under the name hosts give the image
@@ -382,6 +392,95 @@ EOF
     assert_no_file "$record"
 }
 
+# A sync stopped part-way (a full disk, a kill at several points) is
+# finished by the next run: every copy of ours is recorded, whatever the
+# stop left, no temp file stays in /opt/cni/bin, and `remove` takes exactly
+# our copies, never the vendor's.
+test_cni_plugins_interrupted_sync_is_finished_by_the_next() {
+    root=$(host flatcar)
+    activate "$root" "$IMG" cur
+    image_plugins "$IMG" >"$root/tmp/want"
+    in_host "$root" <<'EOF'
+systemd-sysext merge >/dev/null 2>&1
+sync=/usr/lib/kubedist/cni-plugins
+record=/var/lib/kubedist/sysext-cni-plugins
+# finished : the state a completed sync leaves, checked.
+finished() {
+    "$sync" sync 2>>/tmp/cni.log || { cat /tmp/cni.log; echo "FAIL: the sync after the stop failed" >&2; exit 1; }
+    while read -r sum name; do
+        [ "$(sha256sum </opt/cni/bin/$name | cut -d ' ' -f 1)" = "$sum" ] ||
+            { echo "FAIL: /opt/cni/bin/$name is not the image's" >&2; exit 1; }
+    done </tmp/want
+    (cd /opt/cni/bin && sha256sum --quiet -c "$record") || { echo "FAIL: the record does not match" >&2; exit 1; }
+    [ "$(awk '{ print $2 }' "$record" | sort)" = "$(awk '{ print $2 }' /tmp/want | sort)" ] ||
+        { echo "FAIL: the record is not every plugin of the image" >&2; exit 1; }
+    if ls -A /opt/cni/bin | grep -v -x -f /tmp/want-names -e calico; then
+        echo "FAIL: files other than the plugins and the vendor's are in /opt/cni/bin" >&2; exit 1
+    fi
+    "$sync" remove 2>>/tmp/cni.log
+    [ "$(ls -A /opt/cni/bin)" = calico ] || { echo "FAIL: remove left $(ls -A /opt/cni/bin)" >&2; exit 1; }
+}
+awk '{ print $2 }' /tmp/want >/tmp/want-names
+vendor() { mkdir -p /opt/cni/bin; echo 'calico, from its own installer' >/opt/cni/bin/calico; chmod 0755 /opt/cni/bin/calico; }
+
+echo "== a full disk"
+mkdir -p /opt/cni/bin
+mount -t tmpfs -o size=6m tmpfs /opt/cni/bin
+vendor
+if "$sync" sync 2>/tmp/cni.log; then echo "FAIL: the sync did not fail on a full disk" >&2; exit 1; fi
+cat /tmp/cni.log
+echo "after the full disk: $(ls -A /opt/cni/bin | tr '\n' ' ')"
+if ls -A /opt/cni/bin | grep -q '^\.kubedist-cni'; then echo "FAIL: a temp file stayed after the full disk" >&2; exit 1; fi
+mount -o remount,size=512m /opt/cni/bin
+finished
+umount /opt/cni/bin
+
+for delay in 0.02 0.05 0.1 0.2 0.3 0.5; do
+    echo "== killed after $delay s"
+    vendor
+    "$sync" sync 2>/dev/null &
+    pid=$!
+    sleep "$delay"
+    kill -KILL "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    echo "left: $(ls -A /opt/cni/bin | wc -l) file(s), record of $(cat "$record" 2>/dev/null | wc -l)"
+    finished
+done
+EOF
+}
+
+# Two extensions shipping the same path stack by name: the one whose name
+# sorts later wins (measured with systemd 252, as README.md says). The CNI
+# copier, which runs before every kubelet start, warns when one of the
+# image's binaries or units is overridden, and only then.
+test_extensions_shipping_the_kubelet_stack_by_name() {
+    root=$(host flatcar)
+    activate "$root" "$IMG" cur
+    for n in aaa-kubelet zzz-kubelet; do
+        d=$root/var/lib/extensions/$n
+        mkdir -p "$d/usr/bin" "$d/usr/lib/extension-release.d"
+        printf '#!/bin/sh\necho %s\n' "$n" >"$d/usr/bin/kubelet"
+        chmod 0755 "$d/usr/bin/kubelet"
+        echo ID=_any >"$d/usr/lib/extension-release.d/extension-release.$n"
+    done
+    in_host "$root" <<'EOF'
+bad() { echo "FAIL: $*" >&2; exit 1; }
+systemd-sysext merge
+[ "$(/usr/bin/kubelet)" = zzz-kubelet ] || bad "zzz-kubelet's kubelet does not win: $(/usr/bin/kubelet --version)"
+/usr/lib/kubedist/cni-plugins sync 2>/tmp/cni.log
+cat /tmp/cni.log
+grep -qxF "kubedist-cni-plugins: warning: another system extension wins over this one for usr/bin/kubelet (merged: aaa-kubelet zzz-kubelet; of two extensions shipping a path the one whose name sorts later wins)" /tmp/cni.log ||
+    bad "no warning that zzz-kubelet's kubelet wins"
+systemd-sysext unmerge
+rm -rf /var/lib/extensions/zzz-kubelet
+systemd-sysext merge
+/usr/bin/kubelet --version | grep -q 'kubedist recorder stand-in' || bad "ours does not win over aaa-kubelet"
+/usr/lib/kubedist/cni-plugins sync 2>/tmp/cni.log
+if grep warning /tmp/cni.log; then bad "a warning where ours wins"; fi
+/usr/lib/kubedist/cni-plugins remove
+EOF
+}
+
 # The kubelet the host runs, as kubelet-wrapper resolves it and as the
 # merged drop-in's ExecStart names it, and which image it comes from.
 kubelet_of() { # ROOT
@@ -495,6 +594,8 @@ kd_test test_merges_on_fedora
 kd_test test_pinned_images_merge_only_on_their_os
 kd_test test_other_architecture_refused
 kd_test test_cni_plugins_keep_third_party_and_follow_the_image
+kd_test test_cni_plugins_interrupted_sync_is_finished_by_the_next
+kd_test test_extensions_shipping_the_kubelet_stack_by_name
 kd_test test_switch_and_rollback
 kd_test test_repo_serves_a_signed_channel
 kd_test test_rebuild_is_byte_identical

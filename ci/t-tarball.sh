@@ -1170,6 +1170,10 @@ test_signed_tarball_verified_before_anything() {
 	tb_gpg --armor --export dist@kubedist.invalid >"$TB/keys/sign.asc"
 	tb_gpg --export dist@kubedist.invalid >"$TB/keys/sign.gpg"
 	tb_gpg --armor --export other@kubedist.invalid >"$TB/keys/other.asc"
+	tb_gpg --export other@kubedist.invalid >"$TB/keys/other.gpg"
+	# A key rotation: the other key first, the signing key second.
+	cat "$TB/keys/other.asc" "$TB/keys/sign.asc" >"$TB/keys/rotation.asc"
+	cat "$TB/keys/other.gpg" "$TB/keys/sign.gpg" >"$TB/keys/rotation.gpg"
 	gpgconf --homedir "$TB/gnupg" --kill gpg-agent >/dev/null 2>&1 || true
 
 	echo "== cargo xtask dist --sign"
@@ -1187,7 +1191,8 @@ test_signed_tarball_verified_before_anything() {
 	r=$ROOT_V
 	mkdir -p "$r/srv/kd/signed" "$r/srv/kd/keys"
 	tar -xzf "$(kd_one "$TB/signed"/kubedist-*-linux-amd64.tar.gz)" -C "$r/srv/kd/signed"
-	cp "$TB/keys/sign.asc" "$TB/keys/sign.gpg" "$TB/keys/other.asc" "$r/srv/kd/keys/"
+	cp "$TB/keys/sign.asc" "$TB/keys/sign.gpg" "$TB/keys/other.asc" \
+		"$TB/keys/rotation.asc" "$TB/keys/rotation.gpg" "$r/srv/kd/keys/"
 	kd_in_root_offline "$r" "$PRELUDE" <<'EOF'
 SIGNED=$(echo /srv/kd/signed/kubedist-*-linux-amd64)
 [ -f "$SIGNED/SHA256SUMS.asc" ] || fail "the signed tarball holds no SHA256SUMS.asc"
@@ -1233,6 +1238,12 @@ echo "== a good signature installs (armoured key; binary key)"
 run_install "$SIGNED" --verify-key /srv/kd/keys/sign.gpg --dry-run
 ok
 said "SHA256SUMS: good signature by the key in /srv/kd/keys/sign.gpg (gpgv)"
+echo "== a key rotation: several keys in one file, the signing one not first (armoured; binary)"
+for k in rotation.asc rotation.gpg; do
+	run_install "$SIGNED" --verify-key /srv/kd/keys/$k --dry-run
+	ok
+	said "SHA256SUMS: good signature by the key in /srv/kd/keys/$k (gpgv)"
+done
 run_install "$SIGNED" --verify-key /srv/kd/keys/sign.asc
 ok
 said "SHA256SUMS: good signature by the key in /srv/kd/keys/sign.asc (gpgv)"

@@ -55,8 +55,10 @@ Options:
   --verify-key KEYFILE
                       first of all, check SHA256SUMS.asc, the signature of
                       SHA256SUMS made by `cargo xtask dist --sign`, against
-                      the OpenPGP public key in KEYFILE (armoured or binary,
-                      such as a repository's kubedist.asc or kubedist.gpg),
+                      the OpenPGP public keys in KEYFILE (armoured or binary,
+                      such as a repository's kubedist.asc or kubedist.gpg;
+                      several concatenated, as during a key rotation: any
+                      one of them may have signed),
                       with gpgv, else sqv; refuse a missing, bad or foreign
                       signature, and refuse to go on when neither tool is
                       installed. Without it the signature is not checked
@@ -424,9 +426,10 @@ write_new() { # SRCFILE MODE FILE
 # 1. The tarball: checked before anything on the host is touched.
 
 # --verify-key KEYFILE: SHA256SUMS.asc must be a good signature of
-# SHA256SUMS by the key in KEYFILE. gpgv reads binary keyrings only: an
-# armoured key is decoded into one in our temporary directory first (sqv
-# reads either).
+# SHA256SUMS by a key in KEYFILE, which may hold several (a rotation: the old
+# and the new key concatenated, armoured or binary), as gpgv's keyrings do.
+# gpgv reads binary keyrings only: each armoured block is decoded into one in
+# our temporary directory first (sqv reads either).
 verify_signature() {
 	sig=$here/SHA256SUMS.asc
 	[ -f "$verify_key" ] || die "$verify_key: no such key file (--verify-key)"
@@ -434,12 +437,21 @@ verify_signature() {
 	[ -f "$here/SHA256SUMS" ] || die "$here/SHA256SUMS: missing (run install.sh from the unpacked kubedist tarball)"
 	if command -v gpgv >/dev/null 2>&1; then
 		if grep -q '^-----BEGIN PGP PUBLIC KEY BLOCK-----' "$verify_key"; then
-			awk '/^-----BEGIN PGP PUBLIC KEY BLOCK-----/ { inside = 1; headers = 1; next }
-				/^-----END PGP PUBLIC KEY BLOCK-----/ { exit }
+			# One file of base64 per armoured block (the last line of each,
+			# "=XXXX", is its checksum), each decoded on its own: their
+			# padding does not concatenate.
+			mkdir "$work/armour"
+			awk -v dir="$work/armour" '
+				/^-----BEGIN PGP PUBLIC KEY BLOCK-----/ { n++; inside = 1; headers = 1; next }
+				/^-----END PGP PUBLIC KEY BLOCK-----/ { inside = 0; next }
 				inside && headers { if ($0 ~ /^[ \t\r]*$/) headers = 0; next }
-				inside && !/^=/ { print }' "$verify_key" | tr -d '\r' |
-				base64 -d >"$work/keyring.gpg" 2>"$work/err" ||
-				die "$verify_key: not a readable OpenPGP public key (--verify-key)"
+				inside && !/^=/ { gsub(/\r/, ""); print > (dir "/" n) }' "$verify_key"
+			: >"$work/keyring.gpg"
+			for block in "$work"/armour/*; do
+				[ -f "$block" ] || die "$verify_key: not a readable OpenPGP public key (--verify-key)"
+				base64 -d <"$block" >>"$work/keyring.gpg" 2>"$work/err" ||
+					die "$verify_key: not a readable OpenPGP public key (--verify-key)"
+			done
 		else
 			cat "$verify_key" >"$work/keyring.gpg"
 		fi

@@ -27,7 +27,8 @@ service for the host's systemd, OpenRC or runit.
      against the digest in the image's configuration): a changed file stops
      it with nothing written.
   2. The payload is copied to the host, under /run/kubedist (a temporary
-     directory, removed when the run ends), and checked again there.
+     directory, removed when the run ends; one left by a killed run is
+     removed by the next run), and checked again there.
   3. install.sh runs from there:
        nsenter  in the host's namespaces (mount, UTS, IPC, network, PID) as
                 a process of the host, so the host's own systemctl, rc-service
@@ -183,7 +184,42 @@ done
 if [ ! -d "$host/run/kubedist" ]; then
 	mkdir -m 0700 "$host/run/kubedist" || die "$host/run/kubedist: cannot create it"
 fi
-stage=$(mktemp -d "$host/run/kubedist/image.XXXXXX") || die "cannot create a directory in $host/run/kubedist"
+
+# A run that is killed (an evicted pod, a drained node) cannot remove its
+# staging directory. Each one is named after its owner, this shell as the
+# host's procfs at $host/proc shows it (PID and start time, which no later
+# process shares), and a run removes those whose owner no longer runs. Where
+# the host's procfs is not there, the owner is "unknown": such a directory
+# is never taken for a dead run's.
+# start_time PROC_STAT_LINE : field 22 of /proc/PID/stat (after the command
+# name, which may hold spaces, in parentheses).
+start_time() {
+	echo "${1##*) }" | awk '{ print $20 }'
+}
+owner=unknown
+if { read -r self_stat <"$host/proc/self/stat"; } 2>/dev/null; then
+	self_start=$(start_time "$self_stat")
+	case ${self_stat%% *}-$self_start in
+	*[!0-9-]* | -* | *-) ;;
+	*) owner=${self_stat%% *}-$self_start ;;
+	esac
+fi
+if [ "$owner" != unknown ]; then
+	swept=0
+	for d in "$host"/run/kubedist/image.*; do
+		[ -d "$d" ] || continue
+		id=${d##*/image.}
+		id=${id%.*}
+		case $id in *[!0-9-]* | -* | *-) continue ;; esac
+		if { read -r stat <"$host/proc/${id%-*}/stat"; } 2>/dev/null &&
+			[ "$(start_time "$stat")" = "${id#*-}" ]; then
+			continue
+		fi
+		rm -rf "$d" && swept=$((swept + 1))
+	done
+	[ "$swept" = 0 ] || say "removed $swept staging director$([ "$swept" = 1 ] && echo y || echo ies) of earlier runs that were killed"
+fi
+stage=$(mktemp -d "$host/run/kubedist/image.$owner.XXXXXX") || die "cannot create a directory in $host/run/kubedist"
 # shellcheck disable=SC2317 # run by the EXIT trap
 cleanup() {
 	rm -rf "$stage"

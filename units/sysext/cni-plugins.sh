@@ -10,13 +10,18 @@
 # A plugin in /opt/cni/bin is ours only while it is exactly what we copied
 # there, as the kubernetes-cni package owns its files one by one. The record
 # /var/lib/kubedist/sysext-cni-plugins lists what we copied, in sha256sum's
-# format. sync copies a plugin only where none is or where ours is unchanged,
+# format. A copy is recorded before it lands (a temp file, the record, then
+# the rename), so a run stopped at any point (a kill, a full disk, a power
+# loss) leaves nothing of ours unrecorded, and the next run finishes it;
+# while a copy replaces an older one, both digests are recorded. sync copies a plugin only where none is or where ours is unchanged,
 # and removes a plugin the extension no longer has only if ours is
 # unchanged. Every other file there (Calico's copy of portmap, one an admin
 # edited) is left alone and is not, or no longer, recorded as ours.
 #
 # kubedist-cni-plugins.service runs `sync` before every start of the kubelet;
-# a run with nothing to do prints nothing. What it leaves alone is said once:
+# a run with nothing to do prints nothing. It warns, at every start, when
+# another merged extension overrides one of this extension's binaries or
+# units (the kubelet, its unit, kubeadm's drop-in, ...). What it leaves alone is said once:
 # on the first run, and when a copy of ours has changed.
 set -eu
 
@@ -34,37 +39,79 @@ digest() {
     fi
 }
 
-# recorded NAME: the digest of our copy of NAME, if we made one.
-recorded() {
-    [ -f "$RECORD" ] || return 0
-    awk -v name="$1" '$2 == name { print $1; exit }' "$RECORD"
+# is_ours NAME DIGEST: DIGEST is one the record holds for NAME.
+is_ours() {
+    [ -n "$2" ] && [ -f "$RECORD" ] &&
+        awk -v name="$1" -v sum="$2" '$2 == name && $1 == sum { found = 1 } END { exit !found }' "$RECORD"
 }
 
-# copy SRC DEST: DEST appears whole or not at all.
+# recorded NAME: whether the record names NAME at all.
+recorded() {
+    [ -f "$RECORD" ] && awk -v name="$1" '$2 == name { found = 1 } END { exit !found }' "$RECORD"
+}
+
+# record_also NAME DIGEST: adds DIGEST to what the record holds for NAME.
+record_also() {
+    rtmp=$(mktemp "$RECORD.XXXXXX")
+    { [ ! -f "$RECORD" ] || cat "$RECORD"; echo "$2  $1"; } >"$rtmp"
+    chmod 0644 "$rtmp"
+    mv -f "$rtmp" "$RECORD"
+    rtmp=
+}
+
+# copy SRC DEST DIGEST: DEST appears whole or not at all, and is recorded
+# as ours before it appears.
 copy() {
     tmp=$(mktemp "$TO/.kubedist-cni.XXXXXX")
     cp "$1" "$tmp"
     chmod 0755 "$tmp"
+    is_ours "${2##*/}" "$3" || record_also "${2##*/}" "$3"
     mv -f "$tmp" "$2"
+    tmp=
 }
 
 # remove_stale KEEP_DIR: removes our unchanged copies of the recorded
 # plugins that KEEP_DIR does not have (every one, for an empty KEEP_DIR).
 remove_stale() {
     [ -f "$RECORD" ] || return 0
-    while read -r sum name; do
+    awk '{ print $2 }' "$RECORD" | sort -u | while read -r name; do
         [ -n "$name" ] || continue
         if [ -n "$1" ] && [ -e "$1/$name" ]; then
             continue
         fi
         dest=$TO/$name
-        if [ "$(digest "$dest")" = "$sum" ]; then
+        if is_ours "$name" "$(digest "$dest")"; then
             rm -f "$dest"
             log "removed $dest"
         elif [ -e "$dest" ] || [ -L "$dest" ]; then
             log "left $dest alone: changed since kubedist copied it"
         fi
-    done <"$RECORD"
+    done
+}
+
+# Temp files of a run that was stopped: ours by their name.
+sweep_temps() {
+    for t in "$TO"/.kubedist-cni.* "$RECORD".??????; do
+        [ ! -f "$t" ] || rm -f "$t"
+    done
+}
+
+# The digests of the extension's binaries and units, and the names of the
+# merged extensions (systemd-sysext writes them, in stacking order).
+SHIPPED=/usr/lib/kubedist/sysext-files.sha256
+MERGED=/usr/.systemd-sysext/extensions
+
+# warn_overridden: one line when a binary or unit of this extension is not
+# what the merged /usr holds: another extension ships the same path and
+# wins, because systemd-sysext stacks extensions by name and the one whose
+# name sorts later wins.
+warn_overridden() {
+    [ -f "$SHIPPED" ] || return 0
+    changed=$(cd / && sha256sum -c "$SHIPPED" 2>/dev/null | sed -n 's/: FAILED.*$//p' | tr '\n' ' ')
+    [ -n "$changed" ] || return 0
+    others=
+    [ ! -f "$MERGED" ] || others=$(grep -v -x kubernetes "$MERGED" | tr '\n' ' ')
+    log "warning: another system extension wins over this one for ${changed% } (merged: ${others% }; of two extensions shipping a path the one whose name sorts later wins)"
 }
 
 sync_plugins() {
@@ -72,29 +119,31 @@ sync_plugins() {
         log "$FROM: no such directory (is the kubernetes extension merged?)"
         exit 1
     fi
+    warn_overridden
     first_run=
     [ -f "$RECORD" ] || first_run=1
     mkdir -p "$TO" "${RECORD%/*}"
+    sweep_temps
+    tmp='' rtmp=''
     new=$(mktemp "$RECORD.XXXXXX")
-    trap 'rm -f "$new"' EXIT
+    trap 'rm -f "$new" ${tmp:+"$tmp"} ${rtmp:+"$rtmp"}' EXIT
     for src in "$FROM"/*; do
         [ -f "$src" ] || continue
         name=${src##*/}
         dest=$TO/$name
         want=$(digest "$src")
-        ours=$(recorded "$name")
         have=$(digest "$dest")
         if [ ! -e "$dest" ] && [ ! -L "$dest" ]; then
-            copy "$src" "$dest"
+            copy "$src" "$dest" "$want"
             log "installed $dest"
-        elif [ -n "$ours" ] && [ "$have" = "$ours" ]; then
+        elif is_ours "$name" "$have"; then
             if [ "$have" != "$want" ]; then
-                copy "$src" "$dest"
+                copy "$src" "$dest" "$want"
                 log "updated $dest"
             fi
         else
             # Not ours, or changed since we copied it: never ours again.
-            if [ -n "$ours" ]; then
+            if recorded "$name"; then
                 log "left $dest alone: changed since kubedist copied it"
             elif [ -n "$first_run" ] && [ "$have" != "$want" ]; then
                 log "left $dest alone: not copied there by kubedist"
@@ -114,6 +163,7 @@ sync)
     sync_plugins
     ;;
 remove)
+    [ ! -d "$TO" ] || sweep_temps
     remove_stale ""
     rm -f "$RECORD"
     ;;

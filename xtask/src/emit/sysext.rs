@@ -9,6 +9,7 @@
 //! ...                             the image's own files (pkg/sysext.toml)
 //! usr/lib/tmpfiles.d/<name>.conf  the packages' directories, created at boot
 //! usr/lib/extension-release.d/extension-release.<name>
+//! usr/lib/kubedist/sysext-files.sha256  the digests of its binaries and units
 //! ```
 //!
 //! It is made of one family's package staging (`StagedSysext::family`):
@@ -191,10 +192,29 @@ fn items(staged: &StagedArch, sysext: &StagedSysext) -> Result<BTreeMap<String, 
         &digest,
     )?;
 
+    // What the CNI copier checks the merged /usr against: of two extensions
+    // shipping a path, systemd-sysext lets the one whose name sorts later
+    // win, so a binary or unit of ours that differs once merged is another
+    // extension's.
+    let shipped: String = items
+        .iter()
+        .filter(|(k, _)| k.starts_with("usr/bin/") || k.starts_with("usr/lib/systemd/system/"))
+        .map(|(k, (_, digest))| format!("{digest}  {k}\n"))
+        .collect();
+    let digest = crate::digest::sha256_bytes(shipped.as_bytes());
+    items.insert(
+        SHIPPED.trim_start_matches('/').to_string(),
+        (Item::Bytes(shipped.into_bytes(), 0o644), digest),
+    );
+
     let mut items: BTreeMap<String, Item> = items.into_iter().map(|(k, (i, _))| (k, i)).collect();
     add_parent_dirs(&mut items);
     Ok(items)
 }
+
+/// The digests of the image's binaries and units, in `sha256sum -c` format
+/// relative to `/`.
+pub const SHIPPED: &str = "/usr/lib/kubedist/sysext-files.sha256";
 
 /// `usr/lib/extension-release.d/extension-release.<name>`: which hosts may
 /// merge the image (ID=, and SYSEXT_LEVEL= or VERSION_ID=), on which
