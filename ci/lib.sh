@@ -134,6 +134,15 @@ kd_provides_rpm() {
     printf '%s\n' "$out"
 }
 
+# kd_suite_dir : prints the suite's own work directory, made afresh and
+# removed when the suite exits.
+kd_suite_dir() {
+    rm -rf "${KD_WORK:?}/$KD_SUITE"
+    mkdir -p "$KD_WORK/$KD_SUITE"
+    kd_remove_on_exit "$KD_WORK/$KD_SUITE"
+    printf '%s\n' "$KD_WORK/$KD_SUITE"
+}
+
 # kd_remove_on_exit PATH : PATH is removed when the suite exits.
 kd_remove_on_exit() {
     printf '%s\n' "$1" >>"$kd_roots_file"

@@ -40,10 +40,7 @@
 kd_require systemd-nspawn nsenter mmdebstrap apt-ftparchive jq tar podman
 kd_require_dist
 
-TMP=$KD_WORK/t-boot
-rm -rf "$TMP"
-mkdir -p "$TMP"
-kd_remove_on_exit "$TMP"
+TMP=$(kd_suite_dir)
 
 CASES=$KD_REPO/ci/fixtures/env-cases
 TARBALL_PREV=$(kd_one "$KD_DIST_PREV"/kubedist-*-linux-amd64.tar.gz)

@@ -42,10 +42,7 @@ kd_require cargo unshare chroot mmdebstrap unsquashfs mksquashfs systemd-dissect
 kd_require_dist
 
 EPOCH=${SOURCE_DATE_EPOCH:-1700000000}
-TMP=$KD_WORK/t-sysext
-rm -rf "$TMP"
-mkdir -p "$TMP"
-kd_remove_on_exit "$TMP"
+TMP=$(kd_suite_dir)
 
 NAME=kubernetes
 ARCH=x86-64

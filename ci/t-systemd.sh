@@ -34,10 +34,7 @@
 kd_require dpkg-deb rpm2cpio cpio systemd-analyze jq tar sha256sum
 kd_require_dist
 
-TMP=$KD_WORK/t-systemd
-rm -rf "$TMP"
-mkdir -p "$TMP"
-kd_remove_on_exit "$TMP"
+TMP=$(kd_suite_dir)
 
 # The host's unit tree, which systemd-analyze needs to resolve
 # network-online.target, multi-user.target, ...

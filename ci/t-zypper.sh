@@ -42,10 +42,7 @@
 kd_require zypper rpm rpmbuild createrepo_c busybox gpg gpgv gpgconf cargo sha256sum
 kd_require_dist
 
-TMP=$KD_WORK/t-zypper
-rm -rf "$TMP"
-mkdir -p "$TMP"
-kd_remove_on_exit "$TMP"
+TMP=$(kd_suite_dir)
 
 # rpm, rpmbuild and libzypp read ~/.rpmmacros: the database goes where an
 # rpm host has it (Debian's rpm defaults to ~/.rpmdb). gpg gets a home of
