@@ -197,6 +197,7 @@ fn publish(root: &Path, args: &Args, settings: &Settings) -> Result<()> {
     // The packages to add, by channel: "" is the flat layout's one channel.
     let mut adds: BTreeMap<String, (Vec<PathBuf>, Vec<PathBuf>)> = BTreeMap::new();
     let mut raws = Vec::new();
+    let mut sha256 = BTreeMap::new();
     for dir in &args.from {
         let found = inputs::read_dist_dir(dir)?;
         let channel = match args.channels {
@@ -210,7 +211,15 @@ fn publish(root: &Path, args: &Args, settings: &Settings) -> Result<()> {
             entry.1.extend(found.rpms);
         }
         raws.extend(found.raws);
+        sha256.extend(found.sha256);
     }
+    // One file per name and tree: the same bytes given twice are added once,
+    // different ones refuse the run.
+    for (debs, rpms) in adds.values_mut() {
+        inputs::one_per_name(debs, &sha256)?;
+        inputs::one_per_name(rpms, &sha256)?;
+    }
+    inputs::one_per_name(&mut raws, &sha256)?;
     let nothing_to_add = adds.is_empty() && raws.is_empty();
     let no_repo = |out: &Path| -> Result<()> {
         bail!(
