@@ -43,6 +43,14 @@ pub fn exists(repo: &Path) -> bool {
     repo.join("pool").is_dir()
 }
 
+/// Refuses what `publish` would refuse of `new_debs`, writing nothing.
+pub fn check(repo: &Path, new_debs: &[PathBuf], component: &str, state: &mut State) -> Result<()> {
+    for deb in new_debs {
+        plan_pool_file(repo, deb, component, state)?;
+    }
+    Ok(())
+}
+
 /// Adds `new_debs` to the pool, then rebuilds and re-signs `dists/<suite>`.
 /// Returns `None` when there is no `.deb` at all.
 pub fn publish(

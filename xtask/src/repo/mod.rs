@@ -272,6 +272,21 @@ fn publish(root: &Path, args: &Args, settings: &Settings) -> Result<()> {
         }
     };
 
+    // Every format of every channel is checked before the first write: a
+    // refused run publishes nothing.
+    for (channel, (debs, rpms)) in &adds {
+        let (deb_root, rpm_root) = match args.channels {
+            Layout::Flat => (out.clone(), out.clone()),
+            Layout::Minor => (
+                channels::deb_root(&out, channel),
+                channels::rpm_root(&out, channel),
+            ),
+        };
+        apt::check(&deb_root, debs, &settings.component, &mut state)?;
+        yum::check(&rpm_root, rpms)?;
+    }
+    sysext::check(&out, &raws, &mut state)?;
+
     // The key goes out first: metadata is never signed by a key the tree
     // does not publish.
     clients::write_public_key(&out, &key)?;
@@ -626,6 +641,48 @@ mod tests {
             eprintln!("skipped: createrepo_c is not installed");
         }
         missing
+    }
+
+    /// A run whose debs are new and fine but whose rpm conflicts with a
+    /// published one (same version, other bytes) publishes nothing: not the
+    /// debs, not re-signed metadata.
+    #[test]
+    fn a_refused_run_publishes_nothing_of_any_format() {
+        if createrepo_missing() {
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let key = tmp.path().join("test.key");
+        let out = tmp.path().join("repo");
+        repo(&releases(tmp.path(), 1), &out, &key).unwrap();
+        let before = tree(&out);
+        let mixed = tmp.path().join("mixed");
+        synth::release(&mixed, 30, 2, &[0], EPOCH).unwrap();
+        let rebuilt = tmp.path().join("rebuilt");
+        synth::release(&rebuilt, 30, 1, &[0], EPOCH + 1).unwrap();
+        let mut sums = String::new();
+        for entry in fs::read_dir(&mixed).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            if name.ends_with(".rpm") || name == "SHA256SUMS" {
+                fs::remove_file(&path).unwrap();
+            } else if name.ends_with(".deb") {
+                sums.push_str(&format!(
+                    "{}  {name}\n",
+                    crate::digest::sha256_bytes(&fs::read(&path).unwrap())
+                ));
+            }
+        }
+        let rpm = "kubelet-1.30.1-1.x86_64.rpm";
+        fs::copy(rebuilt.join(rpm), mixed.join(rpm)).unwrap();
+        sums.push_str(&format!(
+            "{}  {rpm}\n",
+            crate::digest::sha256_bytes(&fs::read(mixed.join(rpm)).unwrap())
+        ));
+        fs::write(mixed.join("SHA256SUMS"), sums).unwrap();
+        let err = repo(&[mixed], &out, &key).unwrap_err().to_string();
+        assert!(err.contains("different content"), "{err}");
+        assert!(tree(&out) == before, "a refused run changed the repository");
     }
 
     #[test]

@@ -69,6 +69,15 @@ impl Image {
 /// Adds `new_images` to `REPO/sysext/`, then rewrites and re-signs its
 /// SHA256SUMS and transfer files. Returns `None` when there is no image at
 /// all.
+/// Refuses what `publish` would refuse of `new_images`, writing nothing.
+pub fn check(repo: &Path, new_images: &[PathBuf], state: &mut State) -> Result<()> {
+    plan(&repo.join(DIR), new_images, state).map(|_| ())
+}
+
+/// The images to serve, by file name: those served already (from the
+/// state's records) and `new_images`, each checked against them.
+type Planned = BTreeMap<String, (PathBuf, Image, String)>;
+
 pub fn publish(
     repo: &Path,
     new_images: &[PathBuf],
@@ -77,9 +86,17 @@ pub fn publish(
     state: &mut State,
 ) -> Result<Option<SysextSummary>> {
     let target = repo.join(DIR);
+    let images = plan(&target, new_images, state)?;
+    if images.is_empty() {
+        return Ok(None);
+    }
+    publish_planned(&target, images, key, settings)
+}
+
+fn plan(target: &Path, new_images: &[PathBuf], state: &mut State) -> Result<Planned> {
     // Served images from the state's records: not read nor hashed again.
-    let mut images: BTreeMap<String, (PathBuf, Image, String)> = BTreeMap::new();
-    for path in files::find_files(&target, ".raw")? {
+    let mut images = Planned::new();
+    for path in files::find_files(target, ".raw")? {
         let (image, sha256) = state.raw(&path)?;
         images.insert(file_name(&path)?, (path, image, sha256));
     }
@@ -117,11 +134,16 @@ pub fn publish(
         }
         images.insert(name, (path.clone(), image, sha256));
     }
-    if images.is_empty() {
-        return Ok(None);
-    }
+    Ok(images)
+}
 
-    let staging = files::staging_dir(&target)?;
+fn publish_planned(
+    target: &Path,
+    images: Planned,
+    key: &RepoKey,
+    settings: &Settings,
+) -> Result<Option<SysextSummary>> {
+    let staging = files::staging_dir(target)?;
     let result = (|| -> Result<SysextSummary> {
         let mut sums = String::new();
         let mut channels = BTreeSet::new();
@@ -129,7 +151,7 @@ pub fn publish(
             let dest = staging.join(name);
             // Images already served are linked, not copied again; new ones
             // are copied (never linked to a dist output).
-            let served = source.starts_with(&target);
+            let served = source.starts_with(target);
             if !served || fs::hard_link(source, &dest).is_err() {
                 files::copy_atomic(source, &dest, files::FILE_MODE)?;
             }
@@ -158,7 +180,7 @@ pub fn publish(
             )?;
             names.push(file);
         }
-        crate::util::replace_dir(&staging, &target)?;
+        crate::util::replace_dir(&staging, target)?;
         Ok(SysextSummary {
             images: images.len(),
             channels: names,

@@ -44,6 +44,14 @@ pub fn exists(repo: &Path) -> Result<bool> {
     Ok(!arch_dirs(repo)?.is_empty())
 }
 
+/// Refuses what `publish` would refuse of `new_rpms`, writing nothing.
+pub fn check(repo: &Path, new_rpms: &[PathBuf]) -> Result<()> {
+    if !plan(repo, new_rpms)?.is_empty() || exists(repo)? {
+        require_createrepo()?;
+    }
+    Ok(())
+}
+
 /// Adds `new_rpms` (signed) to their architecture's directory, re-signs
 /// rpms signed by another key, then rebuilds and signs every repodata.
 pub fn publish(
