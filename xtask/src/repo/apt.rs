@@ -138,9 +138,14 @@ fn plan_pool_file(
     state: &mut State,
 ) -> Result<Option<PathBuf>> {
     let control = debfile::read_control(deb)?;
-    let dest = repo
-        .join(pool_dir(component, &control))
-        .join(canonical_name(&control));
+    let name = canonical_name(&control);
+    if deb.file_name().and_then(|n| n.to_str()) != Some(name.as_str()) {
+        bail!(
+            "{}: its control data make it {name}; refusing a file whose name says otherwise",
+            deb.display()
+        );
+    }
+    let dest = repo.join(pool_dir(component, &control)).join(name);
     if !dest.exists() {
         return Ok(Some(dest));
     }

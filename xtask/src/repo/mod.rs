@@ -236,6 +236,7 @@ fn publish(root: &Path, args: &Args, settings: &Settings) -> Result<()> {
     if !existed {
         let mut none = state::State::load(&args.out)?;
         check_closure(&args.out, args.channels, &adds, &spec, settings, &mut none)?;
+        check_formats(&args.out, args.channels, &adds, &raws, settings, &mut none)?;
     }
 
     files::create_dir(&args.out)?;
@@ -272,20 +273,9 @@ fn publish(root: &Path, args: &Args, settings: &Settings) -> Result<()> {
         }
     };
 
-    // Every format of every channel is checked before the first write: a
-    // refused run publishes nothing.
-    for (channel, (debs, rpms)) in &adds {
-        let (deb_root, rpm_root) = match args.channels {
-            Layout::Flat => (out.clone(), out.clone()),
-            Layout::Minor => (
-                channels::deb_root(&out, channel),
-                channels::rpm_root(&out, channel),
-            ),
-        };
-        apt::check(&deb_root, debs, &settings.component, &mut state)?;
-        yum::check(&rpm_root, rpms)?;
+    if existed {
+        check_formats(&out, args.channels, &adds, &raws, settings, &mut state)?;
     }
-    sysext::check(&out, &raws, &mut state)?;
 
     // The key goes out first: metadata is never signed by a key the tree
     // does not publish.
@@ -358,6 +348,31 @@ fn publish(root: &Path, args: &Args, settings: &Settings) -> Result<()> {
     println!("signed by {} ({})", key.fingerprint(), key.user_id());
     println!("repository: {}", out.display());
     Ok(())
+}
+
+/// Every format of every channel checked before the first write (of a new
+/// repository: before it is created; of an existing one: under its lock),
+/// so that a refused run publishes nothing.
+fn check_formats(
+    out: &Path,
+    layout: Layout,
+    adds: &BTreeMap<String, (Vec<PathBuf>, Vec<PathBuf>)>,
+    raws: &[PathBuf],
+    settings: &Settings,
+    state: &mut state::State,
+) -> Result<()> {
+    for (channel, (debs, rpms)) in adds {
+        let (deb_root, rpm_root) = match layout {
+            Layout::Flat => (out.to_path_buf(), out.to_path_buf()),
+            Layout::Minor => (
+                channels::deb_root(out, channel),
+                channels::rpm_root(out, channel),
+            ),
+        };
+        apt::check(&deb_root, debs, &settings.component, state)?;
+        yum::check(&rpm_root, rpms)?;
+    }
+    sysext::check(out, raws, state)
 }
 
 /// Publishes one channel: its apt tree in `deb_root`, its dnf trees in
@@ -683,6 +698,31 @@ mod tests {
         let err = repo(&[mixed], &out, &key).unwrap_err().to_string();
         assert!(err.contains("different content"), "{err}");
         assert!(tree(&out) == before, "a refused run changed the repository");
+    }
+
+    /// A package whose file name and control data (or rpm header) disagree
+    /// is refused, naming both, and nothing is written.
+    #[test]
+    fn a_file_name_that_disagrees_with_the_package_is_refused() {
+        if createrepo_missing() {
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let key = tmp.path().join("test.key");
+        let out = tmp.path().join("repo");
+        for (from, to) in [
+            ("kubectl_1.30.1-1_amd64.deb", "kubectl_9.9.9-1_amd64.deb"),
+            ("kubectl-1.30.1-1.x86_64.rpm", "kubectl-9.9.9-1.x86_64.rpm"),
+        ] {
+            let dist = tmp.path().join("renamed");
+            synth::release(&dist, 30, 1, &[0], EPOCH).unwrap();
+            fs::rename(dist.join(from), dist.join(to)).unwrap();
+            let sums = fs::read_to_string(dist.join("SHA256SUMS")).unwrap();
+            fs::write(dist.join("SHA256SUMS"), sums.replace(from, to)).unwrap();
+            let err = repo(&[dist], &out, &key).unwrap_err().to_string();
+            assert!(err.contains(to) && err.contains(from), "{err}");
+            assert!(!out.exists(), "a refused run created the repository");
+        }
     }
 
     #[test]

@@ -118,6 +118,12 @@ fn plan(repo: &Path, new_rpms: &[PathBuf]) -> Result<Vec<Planned>> {
             .to_string();
         let name =
             file_name(&meta).with_context(|| format!("{}: incomplete header", path.display()))?;
+        if path.file_name().and_then(|n| n.to_str()) != Some(name.as_str()) {
+            bail!(
+                "{}: its header makes it {name}; refusing a file whose name says otherwise",
+                path.display()
+            );
+        }
         metas.push((path, arch, name));
     }
     // noarch packages go into every architecture's repository.
