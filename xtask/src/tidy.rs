@@ -174,14 +174,15 @@ fn architecture_lists_every_module_and_no_other() {
 }
 
 /// The crate-level modules each module of xtask/src uses (`crate::name`).
+/// The import graph of xtask/src, one node per file: `repo/state` for
+/// repo/state.rs, `repo` for repo/mod.rs. An edge is a path through
+/// `crate::` or `super::` (groups `{a, b}` included) to another file's
+/// module, taken as deep as such a file exists. Edges between a module and
+/// its own ancestors are left out: a child uses its parent's items and the
+/// parent its children, as Rust's modules are made; every other cycle,
+/// between siblings or across the tree, is one.
 fn module_graph() -> BTreeMap<String, BTreeSet<String>> {
     let src = root().join("xtask/src");
-    let tops = source_modules("xtask/src");
-    let top_names: BTreeSet<String> = tops
-        .iter()
-        .map(|m| m.trim_end_matches('/').trim_end_matches(".rs").to_string())
-        .collect();
-    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     let mut files = Vec::new();
     let mut stack = vec![src.clone()];
     while let Some(dir) = stack.pop() {
@@ -194,39 +195,64 @@ fn module_graph() -> BTreeMap<String, BTreeSet<String>> {
             }
         }
     }
-    for file in files {
+    let module_of = |file: &Path| -> String {
         let rel = file
             .strip_prefix(&src)
             .unwrap()
             .to_string_lossy()
             .into_owned();
-        let module = rel
-            .split('/')
-            .next()
-            .unwrap()
-            .trim_end_matches(".rs")
-            .to_string();
-        if module == "main" || module == "tidy" || rel.ends_with("tests.rs") {
+        let rel = rel.trim_end_matches(".rs");
+        rel.strip_suffix("/mod").unwrap_or(rel).to_string()
+    };
+    let nodes: BTreeSet<String> = files.iter().map(|f| module_of(f)).collect();
+    // The deepest module a path (`a::b::item`, from `base`) names.
+    let resolve = |base: &str, path: &str| -> Option<String> {
+        let mut found = None;
+        let mut at = base.to_string();
+        for part in path.split("::").map(str::trim) {
+            let next = if at.is_empty() {
+                part.to_string()
+            } else {
+                format!("{at}/{part}")
+            };
+            if !nodes.contains(&next) {
+                break;
+            }
+            found = Some(next.clone());
+            at = next;
+        }
+        found
+    };
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for file in &files {
+        let module = module_of(file);
+        if module == "main" || module == "tidy" || module.ends_with("tests") {
             continue;
         }
-        let text = fs::read_to_string(&file).unwrap();
+        let text = fs::read_to_string(file).unwrap();
         // Tests may reach anywhere; the code's layering is what counts.
         let code = text.split("#[cfg(test)]").next().unwrap_or("");
+        let parent = module.rsplit_once('/').map_or("", |(p, _)| p).to_string();
         let mut uses = BTreeSet::new();
-        for part in code.split("crate::").skip(1) {
-            let name: String = part
-                .chars()
-                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                .collect();
-            if top_names.contains(&name) && name != module {
-                uses.insert(name);
-            }
-        }
-        for group in code.split("crate::{").skip(1) {
-            for name in group.split('}').next().unwrap_or("").split(',') {
-                let name = name.trim().split("::").next().unwrap_or("").to_string();
-                if top_names.contains(&name) && name != module {
-                    uses.insert(name);
+        for (prefix, base) in [("crate::", String::new()), ("super::", parent)] {
+            for part in code.split(prefix).skip(1) {
+                let paths: Vec<String> = if let Some(group) = part.strip_prefix('{') {
+                    let group = group.split('}').next().unwrap_or("");
+                    group.split(',').map(|p| p.trim().to_string()).collect()
+                } else {
+                    vec![part
+                        .chars()
+                        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == ':')
+                        .collect()]
+                };
+                for path in paths {
+                    let Some(target) = resolve(&base, &path) else {
+                        continue;
+                    };
+                    let nested = |a: &str, b: &str| a == b || a.starts_with(&format!("{b}/"));
+                    if !nested(&module, &target) && !nested(&target, &module) {
+                        uses.insert(target);
+                    }
                 }
             }
         }

@@ -33,6 +33,7 @@ mod clients;
 mod closure;
 mod debfile;
 mod files;
+mod image;
 mod inputs;
 mod state;
 pub mod synth;

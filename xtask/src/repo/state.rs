@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 use super::closure::{self, Pkg};
 use super::debfile::{self, Control};
 use super::files::{self, Digests};
-use super::sysext::{read_image, Image};
+use super::image::{read_image, Image};
 use crate::spec::Family;
 
 /// The state file, below the repository root (a dot file: never served as
