@@ -480,7 +480,12 @@ EOF
 image_install() {
 	init=$(cat "$KD_WORK/boot.$1.init")
 	mkdir -p "$TMP/root-$1/run/kubedist"
-	pm="podman --root $TMP/podman/storage --runroot $TMP/podman/run --storage-driver vfs
+	# podman refuses a runroot path longer than 50 characters.
+	[ -f "$TMP/podman-runroot" ] || {
+		mktemp -d /tmp/kd-boot-podman.XXXXXX >"$TMP/podman-runroot"
+		kd_remove_on_exit "$(cat "$TMP/podman-runroot")"
+	}
+	pm="podman --root $TMP/podman/storage --runroot $(cat "$TMP/podman-runroot") --storage-driver vfs
 		--cgroup-manager cgroupfs --events-backend file --runtime runc"
 	ref=$($pm load -q -i "$IMAGE" | sed -n 's/^Loaded image: //p' | head -n 1)
 	[ -n "$ref" ] || fail "podman did not load $IMAGE"

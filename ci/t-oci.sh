@@ -48,9 +48,12 @@ ot_cleanup() {
 trap ot_cleanup EXIT
 
 # podman as these machines allow it: its own storage, runc, cgroupfs, no
-# journald, limits the sandbox permits.
+# journald, limits the sandbox permits; its runroot under /tmp, because it
+# refuses a path longer than 50 characters.
+OT_RUNROOT=$(mktemp -d /tmp/kd-oci-podman.XXXXXX)
+kd_remove_on_exit "$OT_RUNROOT"
 pm() {
-	podman --root "$OT/storage" --runroot "$OT/runroot" --storage-driver vfs \
+	podman --root "$OT/storage" --runroot "$OT_RUNROOT" --storage-driver vfs \
 		--cgroup-manager cgroupfs --events-backend file --runtime runc "$@"
 }
 pm_run() {

@@ -214,13 +214,13 @@ fn publish(root: &Path, args: &Args, settings: &Settings) -> Result<()> {
         raws.extend(found.raws);
         sha256.extend(found.sha256);
     }
-    // One file per name and tree: the same bytes given twice are added once,
-    // different ones refuse the run.
+    // One package file per name and channel: the same bytes given twice are
+    // added once, different ones refuse the run. (Of sysext images with one
+    // name the highest revision is served: sysext.rs decides.)
     for (debs, rpms) in adds.values_mut() {
         inputs::one_per_name(debs, &sha256)?;
         inputs::one_per_name(rpms, &sha256)?;
     }
-    inputs::one_per_name(&mut raws, &sha256)?;
     let nothing_to_add = adds.is_empty() && raws.is_empty();
     let no_repo = |out: &Path| -> Result<()> {
         bail!(
