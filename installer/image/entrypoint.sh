@@ -196,13 +196,14 @@ fi
 start_time() {
 	echo "${1##*) }" | awk '{ print $20 }'
 }
+# is_owner_id ID : ID has the shape PID-STARTTIME.
+is_owner_id() {
+	case $1 in *[!0-9-]* | -* | *-) return 1 ;; esac
+}
 owner=unknown
 if { read -r self_stat <"$host/proc/self/stat"; } 2>/dev/null; then
-	self_start=$(start_time "$self_stat")
-	case ${self_stat%% *}-$self_start in
-	*[!0-9-]* | -* | *-) ;;
-	*) owner=${self_stat%% *}-$self_start ;;
-	esac
+	self_id=${self_stat%% *}-$(start_time "$self_stat")
+	! is_owner_id "$self_id" || owner=$self_id
 fi
 if [ "$owner" != unknown ]; then
 	swept=0
@@ -210,7 +211,7 @@ if [ "$owner" != unknown ]; then
 		[ -d "$d" ] || continue
 		id=${d##*/image.}
 		id=${id%.*}
-		case $id in *[!0-9-]* | -* | *-) continue ;; esac
+		is_owner_id "$id" || continue
 		if { read -r stat <"$host/proc/${id%-*}/stat"; } 2>/dev/null &&
 			[ "$(start_time "$stat")" = "${id#*-}" ]; then
 			continue

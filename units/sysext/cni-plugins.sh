@@ -13,16 +13,16 @@
 # format. A copy is recorded before it lands (a temp file, the record, then
 # the rename), so a run stopped at any point (a kill, a full disk, a power
 # loss) leaves nothing of ours unrecorded, and the next run finishes it;
-# while a copy replaces an older one, both digests are recorded. sync copies a plugin only where none is or where ours is unchanged,
-# and removes a plugin the extension no longer has only if ours is
-# unchanged. Every other file there (Calico's copy of portmap, one an admin
+# while a copy replaces an older one, both digests are recorded. sync copies
+# a plugin only where none is or where ours is unchanged, and removes a
+# plugin the extension no longer has only if ours is unchanged. Every other file there (Calico's copy of portmap, one an admin
 # edited) is left alone and is not, or no longer, recorded as ours.
 #
 # kubedist-cni-plugins.service runs `sync` before every start of the kubelet;
 # a run with nothing to do prints nothing. It warns, at every start, when
 # another merged extension overrides one of this extension's binaries or
-# units (the kubelet, its unit, kubeadm's drop-in, ...). What it leaves alone is said once:
-# on the first run, and when a copy of ours has changed.
+# units (the kubelet, its unit, kubeadm's drop-in, ...). What it leaves
+# alone is said once: on the first run, and when a copy of ours has changed.
 set -eu
 
 FROM=/usr/lib/kubedist/cni/bin
