@@ -12,6 +12,9 @@
 #   CI=true                 a missing tool fails the suite instead of skipping it
 #   KD_ONLY                 words: run only the tests whose name contains
 #                           one of them (`cargo xtask test deb:upgrade`)
+#   KD_XTASK                the xtask binary `cargo xtask test` runs, for a
+#                           step a suite kills (a kill of cargo would not
+#                           reach it)
 
 set -eu
 

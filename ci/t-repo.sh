@@ -390,13 +390,20 @@ apt_refuses_tampered_packages_index() {
     fi
     gzip -9n <"$dir/Packages" >"$dir/Packages.gz"
     xz <"$dir/Packages" >"$dir/Packages.xz"
+    # apt fetches each index by the digest InRelease names (by-hash): the
+    # attacker replaces those copies too.
+    for f in Packages Packages.gz Packages.xz; do
+        digest=$(sha256sum <"$REPO/dists/stable/main/binary-amd64/$f" | cut -d' ' -f1)
+        assert_file "$dir/by-hash/SHA256/$digest"
+        cp "$dir/$f" "$dir/by-hash/SHA256/$digest"
+    done
     if offline "$ROOT_T" "$TMP/T.update" <<'EOF'; then
 apt-get update
 EOF
         echo "assertion failed: apt-get update accepted the tampered index" >&2
         return 1
     fi
-    grep -E '^E: Failed to fetch .*/Packages(\.xz|\.gz)? +(Hash Sum mismatch|File has unexpected size)' "$TMP/T.update" ||
+    grep -E '^E: Failed to fetch .*/binary-amd64/by-hash/SHA256/[0-9a-f]{64} +(Hash Sum mismatch|File has unexpected size)' "$TMP/T.update" ||
         { echo "assertion failed: no hash mismatch error" >&2; return 1; }
     assert_nothing_offered "$ROOT_T"
     if kd_run "$ROOT_T" apt-cache policy kubelet 2>&1 | grep -F "$evil"; then
@@ -833,6 +840,8 @@ adding_release_keeps_older_packages_and_resigns() {
     repo --from "$KD_DIST_PREV" --out "$INC" --key "$TEST_KEY" >"$TMP/inc1.out" 2>"$TMP/inc1.err"
     cat "$TMP/inc1.out" "$TMP/inc1.err"
     cp "$INC/dists/stable/InRelease" "$TMP/inc.InRelease.before"
+    cp "$INC/x86_64/repodata/repomd.xml" "$TMP/inc.repomd.xml.before"
+    cp "$INC/x86_64/repodata/repomd.xml.asc" "$TMP/inc.repomd.xml.asc.before"
     apt_client "$ROOT_I" "$INC" "$INC/kubedist.gpg" kubedist.list
     offline "$ROOT_I" "$TMP/I.first" <<'EOF'
 apt-get update
@@ -887,6 +896,163 @@ EOF
     assert_eq "$(expect_debs "$KD_DIST")" "$(installed "$ROOT_I")" "versions after the upgrade"
 }
 
+# A client that read InRelease or repomd.xml just before a run switched the
+# tree in asks for the indices they name next: the tree the run made still
+# has them (by-hash for apt, the replaced repodata files for dnf).
+a_client_holding_the_replaced_metadata_still_updates() {
+    tree=$SCRATCH/inc-seen-mid-switch
+    rm -rf "$tree"
+    cp -a "$INC" "$tree"
+    cp "$TMP/inc.InRelease.before" "$tree/dists/stable/InRelease"
+    cp "$TMP/inc.repomd.xml.before" "$tree/x86_64/repodata/repomd.xml"
+    cp "$TMP/inc.repomd.xml.asc.before" "$tree/x86_64/repodata/repomd.xml.asc"
+    new_apt_root
+    root=$NEW_ROOT
+    apt_client "$root" "$tree" "$tree/kubedist.gpg" kubedist.sources
+    printf 'apt-get update\napt-cache madison kubelet\n' | offline "$root" "$TMP/mid.apt"
+    assert_clean_update "$TMP/mid.apt"
+    assert_eq 1 "$(grep -c '^ *kubelet |' "$TMP/mid.apt")" "kubelet versions the replaced InRelease offers"
+    rm -rf "$root"
+    new_dnf_root
+    root=$NEW_ROOT
+    dnf_offline "$root" "$tree" "$TMP/mid.dnf" install kubelet
+    assert_eq "kubelet $(rpm_version "$KD_DIST_PREV" kubelet)" "$(rpm_ --root "$root" -q --qf '%{NAME} %{VERSION}-%{RELEASE}\n' kubelet)" \
+        "kubelet installed through the replaced repomd.xml"
+    rm -rf "$root" "$tree"
+}
+
 kd_test adding_release_keeps_older_packages_and_resigns
+kd_test a_client_holding_the_replaced_metadata_still_updates
+
+# --- killed anywhere -----------------------------------------------------------
+
+# The xtask binary itself (`cargo xtask test` names it), so that a kill
+# reaches the run and its children, not cargo.
+XTASK=${KD_XTASK:-$KD_REPO/target/debug/xtask}
+# When to kill, as fractions of one whole run's time: denser towards the
+# end, where the new tree is switched in.
+SWEEP_AT="0.15 0.35 0.55 0.75 0.9 0.98"
+
+# published TREE : what a reader gets from TREE, file by file
+# (tree_listing), but the repository's record of its files' mtimes, which
+# no client reads and which differs between two runs that copy a package.
+published() { tree_listing "$1" | grep -v '\.kubedist-repo-state\.json$'; }
+
+# clients_accept TREE : the real clients take TREE as it is, each with the
+# key TREE publishes: apt-get update (offline, a file: source) and dnf
+# makecache of every channel, gpgv and sha256sum -c of the sysext directory.
+clients_accept() {
+    tree=$1
+    for snippet in $(cd "$tree" && find . -name kubedist.sources | LC_ALL=C sort); do
+        dir=$(dirname "$snippet")
+        new_apt_root
+        root=$NEW_ROOT
+        mkdir -p "$root/srv/kubedist"
+        cp -Rl "$tree/." "$root/srv/kubedist/"
+        install -m 0644 "$tree/$dir/kubedist.gpg" "$root/etc/apt/keyrings/kubedist.gpg"
+        install -m 0644 "$tree/$snippet" "$root/etc/apt/sources.list.d/kubedist.sources"
+        echo 'apt-get update' | offline "$root" "$TMP/sweep.apt"
+        assert_clean_update "$TMP/sweep.apt"
+        rm -rf "$root"
+        new_dnf_root
+        root=$NEW_ROOT
+        cp "$tree/$dir/kubedist.repo" "$root/etc/yum.repos.d/kubedist.repo"
+        dnf_offline "$root" "$tree" "$TMP/sweep.dnf" makecache
+        rm -rf "$root"
+    done
+    if [ -d "$tree/sysext" ]; then
+        (cd "$tree/sysext" && sha256sum --strict --quiet -c SHA256SUMS)
+        gpgv_ --keyring "$tree/kubedist.gpg" "$tree/sysext/SHA256SUMS.gpg" "$tree/sysext/SHA256SUMS"
+    fi
+}
+
+# sweep NAME BEFORE ARGS... : `repo ARGS --out TREE` on a copy of the
+# repository BEFORE, killed (SIGKILL to the run and its children) at each
+# of the SWEEP_AT moments of one whole run's time. After each kill
+# the tree is exactly BEFORE or exactly what the whole run makes, and the
+# clients take it; the same command run again then completes it.
+sweep() {
+    name=$1
+    before=$2
+    shift 2
+    ref=$SCRATCH/sweep-$name-whole
+    rm -rf "$ref"
+    cp -a "$before" "$ref"
+    start=$(date +%s%N)
+    "$XTASK" repo "$@" --out "$ref" >"$TMP/sweep-$name.out" 2>&1 ||
+        { cat "$TMP/sweep-$name.out"; return 1; }
+    took_ms=$((($(date +%s%N) - start) / 1000000))
+    published "$before" >"$TMP/sweep-$name.old"
+    published "$ref" >"$TMP/sweep-$name.new"
+    if cmp -s "$TMP/sweep-$name.old" "$TMP/sweep-$name.new"; then
+        echo "assertion failed: $name changes nothing: the sweep would prove nothing" >&2
+        return 1
+    fi
+    rm -rf "$ref"
+    olds=0
+    news=0
+    for fraction in $SWEEP_AT; do
+        at=$(awk -v t="$took_ms" -v f="$fraction" 'BEGIN { printf "%.3f", t * f / 1000 }')
+        tree=$SCRATCH/sweep-$name
+        rm -rf "$tree"
+        cp -a "$before" "$tree"
+        # timeout signals its whole process group: xtask, createrepo_c, gpg.
+        status=0
+        timeout -s KILL "$at" "$XTASK" repo "$@" --out "$tree" >"$TMP/sweep-$name.killed" 2>&1 || status=$?
+        published "$tree" >"$TMP/sweep-$name.now"
+        if cmp -s "$TMP/sweep-$name.now" "$TMP/sweep-$name.old"; then
+            olds=$((olds + 1))
+            state=old
+        elif cmp -s "$TMP/sweep-$name.now" "$TMP/sweep-$name.new"; then
+            news=$((news + 1))
+            state=new
+        else
+            echo "assertion failed: $name killed after ${at}s (status $status): neither the old tree nor the new" >&2
+            diff "$TMP/sweep-$name.old" "$TMP/sweep-$name.now" | head -20 >&2
+            return 1
+        fi
+        echo "$name: killed after ${at}s of ${took_ms} ms (status $status): the $state tree" >&2
+        clients_accept "$tree"
+        "$XTASK" repo "$@" --out "$tree" >"$TMP/sweep-$name.rerun" 2>&1 ||
+            { cat "$TMP/sweep-$name.rerun"; return 1; }
+        published "$tree" >"$TMP/sweep-$name.now"
+        diff -u "$TMP/sweep-$name.new" "$TMP/sweep-$name.now"
+        # Nothing of the killed run is left beside the tree but the lock
+        # and the tree the re-run replaced (kept for readers still in it).
+        left=
+        for f in "$SCRATCH/.sweep-$name".*; do
+            case $f in *"*" | *.kubedist-lock | *.kubedist-prev) ;; *) left="$left ${f##*/}" ;; esac
+        done
+        assert_eq "" "$left" "what the killed run left beside the repository"
+        rm -rf "$tree"
+    done
+    rm -rf "$SCRATCH/.sweep-$name".*
+    echo "$name: $olds kill(s) left the old tree, $news the new one; every re-run completed it" >&2
+}
+
+repo_killed_while_adding_a_release_is_old_or_new() {
+    base=$SCRATCH/sweep-base-add
+    repo --from "$KD_DIST_PREV" --out "$base" --key "$TEST_KEY" --base-url file:///srv/kubedist \
+        >"$TMP/sweep-base.out" 2>&1 || { cat "$TMP/sweep-base.out"; return 1; }
+    sweep add "$base" --from "$KD_DIST" --key "$TEST_KEY" --base-url file:///srv/kubedist
+}
+
+repo_killed_while_re_signing_with_a_new_key_is_old_or_new() {
+    # Every rpm of both releases is rewritten with the new key's signature.
+    gen_key rotated never
+    sweep resign "$REPO" --key "$TMP/rotated.asc" --base-url file:///srv/kubedist
+    assert_grep "note: the signing key changed to" "$TMP/sweep-resign.rerun"
+}
+
+repo_killed_while_adding_to_a_minor_channel_is_old_or_new() {
+    base=$SCRATCH/sweep-base-minor
+    repo --channels minor --from "$KD_DIST_PREV" --out "$base" --key "$TEST_KEY" --base-url file:///srv/kubedist \
+        >"$TMP/sweep-base.out" 2>&1 || { cat "$TMP/sweep-base.out"; return 1; }
+    sweep minor "$base" --channels minor --from "$KD_DIST" --key "$TEST_KEY" --base-url file:///srv/kubedist
+}
+
+kd_test repo_killed_while_adding_a_release_is_old_or_new
+kd_test repo_killed_while_re_signing_with_a_new_key_is_old_or_new
+kd_test repo_killed_while_adding_to_a_minor_channel_is_old_or_new
 
 kd_summary

@@ -102,18 +102,31 @@ pub fn write_bytes_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
 }
 
 /// Puts the finished tree `staged` in the place of the directory `target`
+/// (same filesystem) in one step, and removes the old tree: see
+/// [`exchange_dir`].
+pub fn replace_dir(staged: &Path, target: &Path) -> Result<()> {
+    if exchange_dir(staged, target)? {
+        fs::remove_dir_all(staged)
+            .with_context(|| format!("removing the replaced tree {}", staged.display()))?;
+    }
+    Ok(())
+}
+
+/// Puts the finished tree `staged` in the place of the directory `target`
 /// (same filesystem) in one step: an atomic exchange when `target` exists
 /// (readers see the old tree or the new one, never a mix), a rename
-/// otherwise. The old tree is removed.
-pub fn replace_dir(staged: &Path, target: &Path) -> Result<()> {
-    if !target.exists() {
-        return fs::rename(staged, target)
-            .with_context(|| format!("renaming {} to {}", staged.display(), target.display()));
+/// otherwise. Returns whether the old tree is now at `staged`.
+pub fn exchange_dir(staged: &Path, target: &Path) -> Result<bool> {
+    if fs::symlink_metadata(target).is_err() {
+        fs::rename(staged, target)
+            .with_context(|| format!("renaming {} to {}", staged.display(), target.display()))?;
+        return Ok(false);
     }
     use rustix::fs::{renameat_with, RenameFlags, CWD};
     match renameat_with(CWD, staged, CWD, target, RenameFlags::EXCHANGE) {
         Ok(()) => {}
-        // Filesystems without RENAME_EXCHANGE: three renames, a short window.
+        // Filesystems without RENAME_EXCHANGE: three renames, a short
+        // window in which `target` is missing (never a mix).
         Err(rustix::io::Errno::INVAL | rustix::io::Errno::NOSYS) => {
             let old = temp_path(target)?;
             fs::rename(target, &old)
@@ -121,14 +134,17 @@ pub fn replace_dir(staged: &Path, target: &Path) -> Result<()> {
                 .and_then(|()| fs::rename(&old, staged))
                 .with_context(|| format!("replacing {}", target.display()))?;
         }
+        Err(rustix::io::Errno::BUSY) => bail!(
+            "{}: cannot be replaced as a whole: it is a mount point (use a directory inside it)",
+            target.display()
+        ),
         Err(e) => bail!(
             "replacing {} with {}: {e}",
             target.display(),
             staged.display()
         ),
     }
-    fs::remove_dir_all(staged)
-        .with_context(|| format!("removing the replaced tree {}", staged.display()))
+    Ok(true)
 }
 
 pub fn set_mode(path: &Path, mode: u32) -> Result<()> {

@@ -2,7 +2,11 @@
 //! is rebuilt from the pool on each run (Packages per architecture,
 //! Release with the digests of every index, InRelease and Release.gpg) and
 //! swapped in whole. Layout as in Debian's archive (deb(5), and the
-//! repository format described on the Debian wiki).
+//! repository format described on the Debian wiki), with each index also
+//! under `by-hash/SHA256/<digest>` (`Acquire-By-Hash: yes`): apt fetches
+//! indices by the digest InRelease names, and the indices of the Release
+//! a run replaces are kept there, so a client that read InRelease just
+//! before a publish (or a mirror mid-sync) still gets the indices it names.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
@@ -82,7 +86,8 @@ pub fn publish(
     files::create_dir(&dists)?;
     let target = dists.join(&settings.suite);
     let staged = files::staging_dir(&target)?;
-    let built = write_suite(&staged, &entries, &architectures, key, settings);
+    let built = write_suite(&staged, &entries, &architectures, key, settings)
+        .and_then(|()| files::carry_over(&target, &staged, &by_hash_of_release(&target)?));
     if let Err(e) = built {
         let _ = std::fs::remove_dir_all(&staged);
         return Err(e);
@@ -252,7 +257,12 @@ fn write_suite(
         ] {
             let rel = format!("{rel_dir}/{name}");
             crate::util::write_bytes_atomic(&dir.join(&rel), &data, files::FILE_MODE)?;
-            indices.push((rel, Digests::of_bytes(&data)));
+            let digests = Digests::of_bytes(&data);
+            let by_hash = dir.join(by_hash_path(&rel, &digests.sha256));
+            files::create_dir(by_hash.parent().context("by-hash path has no parent")?)?;
+            std::fs::hard_link(dir.join(&rel), &by_hash)
+                .with_context(|| format!("{}: cannot link", by_hash.display()))?;
+            indices.push((rel, digests));
         }
     }
     let release = release_file(settings, architectures, &indices);
@@ -265,6 +275,39 @@ fn write_suite(
     )?;
     let inline = key.clearsign(&release, settings.timestamp)?;
     crate::util::write_bytes_atomic(&dir.join("InRelease"), inline.as_bytes(), files::FILE_MODE)
+}
+
+/// Where an index is kept by its digest: `DIR/by-hash/SHA256/HEX` beside
+/// `DIR/NAME`.
+fn by_hash_path(rel: &str, sha256: &str) -> String {
+    match rel.rsplit_once('/') {
+        Some((dir, _)) => format!("{dir}/by-hash/SHA256/{sha256}"),
+        None => format!("by-hash/SHA256/{sha256}"),
+    }
+}
+
+/// The by-hash paths of the indices the Release in `suite_dir` lists (none
+/// when there is no Release yet).
+pub fn by_hash_of_release(suite_dir: &Path) -> Result<Vec<String>> {
+    let path = suite_dir.join("Release");
+    if !path.is_file() {
+        return Ok(Vec::new());
+    }
+    let release = std::fs::read_to_string(&path)
+        .with_context(|| format!("{}: cannot read", path.display()))?;
+    let mut paths = Vec::new();
+    let mut in_sha256 = false;
+    for line in release.lines() {
+        if !line.starts_with(' ') {
+            in_sha256 = line == "SHA256:";
+            continue;
+        }
+        let words: Vec<&str> = line.split_whitespace().collect();
+        if let (true, [sha256, _size, rel]) = (in_sha256, &words[..]) {
+            paths.push(by_hash_path(rel, sha256));
+        }
+    }
+    Ok(paths)
 }
 
 /// The stanzas, separated by blank lines: the package's control fields,
@@ -321,6 +364,7 @@ fn release_file(
     out.push_str(&format!("Architectures: {}\n", architectures.join(" ")));
     out.push_str(&format!("Components: {}\n", settings.component));
     out.push_str("Description: Kubernetes node components packaged by kubedist\n");
+    out.push_str("Acquire-By-Hash: yes\n");
     out.push_str("MD5Sum:\n");
     for (path, d) in indices {
         out.push_str(&format!(" {} {:>16} {path}\n", d.md5, d.size));

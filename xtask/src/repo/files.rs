@@ -125,6 +125,30 @@ pub fn lock(path: &Path) -> Result<File> {
     Ok(file)
 }
 
+/// Keeps the files a client of the tree being replaced may still ask for:
+/// each of `rel_paths` that `old` has and `new` has not is hard-linked from
+/// `old` into `new`. A client that read the old top file (InRelease,
+/// repomd.xml) just before the switch then still finds the indices it
+/// names; one generation is kept, as each run carries only what the
+/// replaced top file names.
+pub fn carry_over(old: &Path, new: &Path, rel_paths: &[String]) -> Result<()> {
+    for rel in rel_paths {
+        let (from, to) = (old.join(rel), new.join(rel));
+        if rel
+            .split('/')
+            .any(|c| c.is_empty() || c == "." || c == "..")
+            || !from.is_file()
+            || fs::symlink_metadata(&to).is_ok()
+        {
+            continue;
+        }
+        create_dir(to.parent().context("carried file has no parent")?)?;
+        fs::hard_link(&from, &to)
+            .with_context(|| format!("{}: cannot link to {}", from.display(), to.display()))?;
+    }
+    Ok(())
+}
+
 /// Files under `dir` (recursively) whose name ends with `suffix`, sorted.
 /// A missing `dir` holds none.
 pub fn find_files(dir: &Path, suffix: &str) -> Result<Vec<PathBuf>> {

@@ -22,10 +22,13 @@
 //! metadata needs of a file already published comes from
 //! `REPO/.kubedist-repo-state.json` (state.rs) while the file's size and
 //! mtime match its record, so adding a release reads only the new files.
-//! Metadata is built in a directory beside its final place and swapped in
-//! with one rename. Before any of it, the dependency-closure gate
-//! (closure.rs) refuses a run that would publish a channel whose packages
-//! cannot be installed.
+//! A run is one transaction (transaction.rs): it writes a new tree beside
+//! the published one and exchanges the two in one atomic rename, so a
+//! reader or a mirror sees the old repository or the new one, never a mix,
+//! and a run killed anywhere leaves the old one. Before any of it, every
+//! input and format is checked and the dependency-closure gate (closure.rs)
+//! refuses a run that would publish a channel whose packages cannot be
+//! installed.
 
 mod apt;
 mod channels;
@@ -38,6 +41,7 @@ mod inputs;
 mod state;
 pub mod synth;
 mod sysext;
+mod transaction;
 mod yum;
 
 use std::collections::BTreeMap;
@@ -50,9 +54,6 @@ use channels::Layout;
 
 /// The repository's record of its package files (state.rs).
 pub use state::FILE as STATE_FILE;
-
-/// The lock that keeps two runs from writing one repository at once.
-const LOCK_FILE: &str = ".kubedist-repo.lock";
 
 /// Turn dist output into signed apt and yum/dnf repositories and a served
 /// directory of systemd-sysext images.
@@ -72,6 +73,12 @@ const LOCK_FILE: &str = ".kubedist-repo.lock";
 /// channel or name a distribution package that pkg/families.toml declares
 /// (`distribution`); otherwise the run is refused with one line naming
 /// the package, the dependency and the channel, and REPO_DIR is left as it was.
+///
+/// A run is all or nothing: the new repository is built beside REPO_DIR
+/// (.NAME.kubedist-next, hard links to what is unchanged) and exchanged
+/// with it in one atomic rename, so readers and mirrors see the old tree or
+/// the new one, and a run killed anywhere leaves the old one (the next run
+/// sweeps what it left). REPO_DIR must not itself be a mount point.
 #[derive(clap::Args)]
 #[command(
     group(clap::ArgGroup::new("signing key").required(true).args(["key", "gpg_key", "generate_test_key"])),
@@ -96,6 +103,11 @@ kubedist.list) to /etc/apt/sources.list.d/; on dnf hosts kubedist.repo to
 `zypper addrepo BASE_URL/kubedist.repo`; on sysext hosts kubedist.gpg to /etc/systemd/import-pubring.gpg
 and sysext/kubernetes-vX.Y.conf to /etc/sysupdate.kubernetes.d/kubernetes.conf. A key that expires within 90 days gets a warning; an expired
 or revoked key is refused.
+
+All or nothing: every input is checked first; the new repository is built beside REPO_DIR
+(.NAME.kubedist-next) and exchanged with it in one atomic rename, so readers and mirrors
+see the old tree or the new one, and a killed run leaves the old one. REPO_DIR must not
+itself be a mount point.
 
 Environment:
   KUBEDIST_KEY_PASSPHRASE  passphrase of a protected --key (or --passphrase-file)
@@ -240,12 +252,10 @@ fn publish(root: &Path, args: &Args, settings: &Settings) -> Result<()> {
         check_formats(&args.out, args.channels, &adds, &raws, settings, &mut none)?;
     }
 
-    files::create_dir(&args.out)?;
-    let out = args
-        .out
-        .canonicalize()
-        .with_context(|| format!("{}: cannot resolve", args.out.display()))?;
-    let _lock = files::lock(&out.join(LOCK_FILE))?;
+    // From here on the run writes a new tree beside the published one
+    // (locked against other runs) and publishes it only at the end.
+    let run = transaction::Transaction::begin(&args.out)?;
+    let out = run.dir().to_path_buf();
     let mut state = state::State::load(&out)?;
     let flat_exists = apt::exists(&out) || yum::exists(&out)?;
     channels::refuse_other_layout(&out, args.channels, flat_exists)?;
@@ -266,6 +276,7 @@ fn publish(root: &Path, args: &Args, settings: &Settings) -> Result<()> {
     let key = match (given_key, &args.generate_test_key) {
         (Some(key), _) => key,
         (None, Some(path)) => {
+            refuse_inside(path, run.target())?;
             refuse_inside(path, &out)?;
             crate::keys::RepoKey::generate_test_key(path)?
         }
@@ -338,6 +349,8 @@ fn publish(root: &Path, args: &Args, settings: &Settings) -> Result<()> {
     }
     let sysext = sysext::publish(&out, &raws, &key, settings, &mut state)?;
     state.save()?;
+    let published = run.target().to_path_buf();
+    run.commit()?;
     if let Some(sysext) = &sysext {
         println!(
             "sysext: {} image(s) in {}/, channels {}",
@@ -347,7 +360,7 @@ fn publish(root: &Path, args: &Args, settings: &Settings) -> Result<()> {
         );
     }
     println!("signed by {} ({})", key.fingerprint(), key.user_id());
-    println!("repository: {}", out.display());
+    println!("repository: {}", published.display());
     Ok(())
 }
 
@@ -621,7 +634,7 @@ mod tests {
         publish(&crate::util::repo_root(), &args, &settings)
     }
 
-    /// Every file below `dir` but the lock and the state, with its bytes.
+    /// Every file below `dir` but the state, with its bytes.
     fn tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
         let mut out = BTreeMap::new();
         let mut todo = vec![dir.to_path_buf()];
@@ -635,12 +648,87 @@ mod tests {
                     .into_owned();
                 if path.is_dir() {
                     todo.push(path);
-                } else if rel != LOCK_FILE && rel != STATE_FILE {
+                } else if rel != STATE_FILE {
                     out.insert(rel, fs::read(&path).unwrap());
                 }
             }
         }
         out
+    }
+
+    /// `tree` without the indices kept from the run before (by-hash files
+    /// no index of this run has, repodata files repomd.xml does not name).
+    fn current(tree: BTreeMap<String, Vec<u8>>) -> BTreeMap<String, Vec<u8>> {
+        let digests: std::collections::BTreeSet<String> = tree
+            .iter()
+            .filter(|(path, _)| !path.contains("/by-hash/"))
+            .map(|(_, bytes)| crate::digest::sha256_bytes(bytes))
+            .collect();
+        let named = |path: &str| {
+            let (dir, name) = path.rsplit_once('/').unwrap();
+            let repomd = tree.get(&format!("{dir}/repomd.xml")).unwrap();
+            name.starts_with("repomd.xml")
+                || String::from_utf8_lossy(repomd).contains(&format!("repodata/{name}\""))
+        };
+        tree.iter()
+            .filter(|(path, _)| match path.rsplit_once("/by-hash/SHA256/") {
+                Some((_, hex)) => digests.contains(hex),
+                None => !path.contains("/repodata/") || named(path),
+            })
+            .map(|(p, b)| (p.clone(), b.clone()))
+            .collect()
+    }
+
+    /// After a run, a client that read the replaced InRelease or
+    /// repomd.xml finds every index it names; the run after that one drops
+    /// them (one generation is kept).
+    #[test]
+    fn the_indices_the_replaced_metadata_names_stay_for_one_more_run() {
+        if createrepo_missing() {
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let dists = releases(tmp.path(), 3);
+        let key = tmp.path().join("test.key");
+        let out = tmp.path().join("repo");
+        let named_by = |out: &Path| {
+            let mut paths = apt::by_hash_of_release(&out.join("dists/stable")).unwrap();
+            let repodata = out.join("x86_64/repodata");
+            paths.extend(
+                yum::repodata_files(&repodata)
+                    .unwrap()
+                    .into_iter()
+                    .map(|f| format!("../../x86_64/repodata/{f}")),
+            );
+            paths
+        };
+        repo(&dists[..1], &out, &key).unwrap();
+        let first = named_by(&out);
+        assert!(
+            first.iter().any(|p| p.contains("by-hash/SHA256/")),
+            "{first:?}"
+        );
+        assert!(
+            first.iter().any(|p| p.ends_with("primary.xml.gz")),
+            "{first:?}"
+        );
+        repo(&dists[1..2], &out, &key).unwrap();
+        let second = named_by(&out);
+        let suite = out.join("dists/stable");
+        for path in first.iter().chain(&second) {
+            assert!(suite.join(path).is_file(), "{path} gone after one run");
+        }
+        assert_eq!(
+            fs::read_to_string(suite.join("Release"))
+                .unwrap()
+                .lines()
+                .find(|l| l.starts_with("Acquire-By-Hash")),
+            Some("Acquire-By-Hash: yes")
+        );
+        repo(&dists[2..], &out, &key).unwrap();
+        for path in first.iter().filter(|p| !second.contains(p)) {
+            assert!(!suite.join(path).exists(), "{path} kept two runs on");
+        }
     }
 
     fn createrepo_missing() -> bool {
@@ -749,8 +837,8 @@ mod tests {
         let once = tree(&once);
         assert!(once.contains_key("x86_64/repodata/repomd.xml"));
         assert!(once.contains_key("dists/stable/InRelease"));
-        assert_eq!(tree(&kept), once);
-        assert_eq!(tree(&lost), once);
+        assert_eq!(current(tree(&kept)), once);
+        assert_eq!(current(tree(&lost)), once);
     }
 
     #[test]
@@ -806,7 +894,7 @@ mod tests {
         repo_in(Layout::Minor, std::slice::from_ref(&new), &out, &key).unwrap();
         assert_eq!(mtime(), before, "v1.30 was published again");
         repo_in(Layout::Minor, &[old[0].clone(), new], &once, &key).unwrap();
-        assert_eq!(tree(&out), tree(&once));
+        assert_eq!(current(tree(&out)), tree(&once));
         repo_in(Layout::Minor, &[], &out, &key).unwrap();
         assert_ne!(
             mtime(),

@@ -250,6 +250,9 @@ fn write_repodata(dir: &Path, key: &RepoKey, settings: &Settings) -> Result<()> 
         .run()
         .with_context(|| format!("{}: createrepo_c failed", dir.display()))?;
         let repodata = staging.join("repodata");
+        // The files the replaced repomd.xml names stay one more run, for a
+        // client that read it just before the switch.
+        files::carry_over(&target, &repodata, &repodata_files(&target)?)?;
         let repomd = fs::read(repodata.join("repomd.xml"))
             .with_context(|| format!("{}: createrepo_c wrote no repomd.xml", repodata.display()))?;
         let signature = key.detached_armored(&repomd, settings.timestamp)?;
@@ -263,6 +266,23 @@ fn write_repodata(dir: &Path, key: &RepoKey, settings: &Settings) -> Result<()> 
     let cleanup = fs::remove_dir_all(&staging);
     result?;
     cleanup.with_context(|| format!("{}: cannot remove", staging.display()))
+}
+
+/// The files under `repodata/` that `repodata/repomd.xml` names (none
+/// when there is none).
+pub fn repodata_files(repodata: &Path) -> Result<Vec<String>> {
+    let path = repodata.join("repomd.xml");
+    if !path.is_file() {
+        return Ok(Vec::new());
+    }
+    let repomd =
+        fs::read_to_string(&path).with_context(|| format!("{}: cannot read", path.display()))?;
+    Ok(repomd
+        .split(r#"<location href="repodata/"#)
+        .skip(1)
+        .filter_map(|rest| rest.split('"').next())
+        .map(str::to_string)
+        .collect())
 }
 
 fn require_createrepo() -> Result<()> {
