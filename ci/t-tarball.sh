@@ -533,6 +533,19 @@ true
 EOF
 }
 
+test_merged_extension_is_named() {
+	kd_in_root_offline "$ROOT_C" "$PRELUDE" <<'EOF'
+mkdir -p /usr/lib/extension-release.d
+echo ID=_any >/usr/lib/extension-release.d/extension-release.zz-kubelet
+run_install "$CUR" --dry-run
+rm -r /usr/lib/extension-release.d
+ok
+said "warning: system extensions are merged over /usr: zz-kubelet;"
+run_install "$CUR" --dry-run
+not_said "system extensions"
+EOF
+}
+
 test_tampered_tarball_refused() {
 	kd_in_root_offline "$ROOT_C" "$PRELUDE" <<'EOF'
 cp -a "$CUR" /tmp/pristine
@@ -1307,6 +1320,7 @@ kd_test test_side_by_side_kubelet
 kd_test test_uninstall_removes_only_what_it_installed
 kd_test test_no_enable_no_start
 kd_test test_dry_run_changes_nothing
+kd_test test_merged_extension_is_named
 kd_test test_tampered_tarball_refused
 kd_test test_clean_install
 kd_test test_killed_install_completes_on_rerun

@@ -1497,6 +1497,16 @@ check_recorded_paths() { # FILE
 	done <"$1"
 }
 
+# The system extensions merged over /usr (systemd-sysext), as " NAME...":
+# while they are, /usr is read-only and what they ship hides what is
+# installed there (the README's "Immutable hosts").
+merged_extensions() {
+	for f in "$root"/usr/lib/extension-release.d/extension-release.*; do
+		[ -e "$f" ] || continue
+		printf ' %s' "${f##*/extension-release.}"
+	done
+}
+
 do_install() {
 	check_state
 	load_installed
@@ -1528,6 +1538,9 @@ do_install() {
 		check_destinations
 		say "installing for $init ($how), family $family ($fhow)${root:+, into $root}"
 	fi
+	merged=$(merged_extensions)
+	[ -z "$merged" ] ||
+		say "warning: system extensions are merged over /usr:$merged; while they are, /usr is read-only and what they ship there hides what this installs (on such a host use the sysext image)"
 
 	take_lock
 	load_installed
