@@ -16,7 +16,7 @@ use anyhow::{bail, Context, Result};
 
 use crate::cache::Cache;
 use crate::emit::codec::Codecs;
-use crate::emit::{self, Options};
+use crate::emit::{self, Families, Format, Input, Job, Options, Staging};
 use crate::fetch::{self, Origin, OriginArgs, Upstream};
 use crate::keys::RepoKey;
 use crate::spec::{Arch, Content, Family, Spec, SysextOs};
@@ -25,8 +25,7 @@ use crate::stage::{self, Staged, StagedArch, StagedOci};
 /// The `[sources.*]` entry whose version names a release.
 const KUBERNETES: &str = "kubernetes";
 
-/// Build every artifact (deb, rpm, air-gapped tarball, sysext image) plus
-/// SHA256SUMS.
+/// Build every artifact of every format (emit::FORMATS) plus SHA256SUMS.
 ///
 /// For each architecture: verify the upstream binaries (download or --from),
 /// build kubelet-wrapper static for it, stage one tree per package and
@@ -37,43 +36,23 @@ const KUBERNETES: &str = "kubernetes";
 /// Timestamps come from SOURCE_DATE_EPOCH, or else from the time of the
 /// checkout's HEAD commit: the same inputs give byte-identical artifacts.
 #[derive(clap::Args, Debug)]
-#[command(after_long_help = "\
-Examples:
-  cargo xtask dist                                  # this host's architecture, official URLs
-  cargo xtask dist --arch amd64,arm64 --formats deb,rpm
-  cargo xtask dist --from /srv/kubedist-inputs --out /srv/dist
-  cargo xtask dist --compression deb=zstd:19,tar=gz:6  # debs for dpkg >= 1.21.18 only
-  cargo xtask dist --formats sysext --sysext-os flatcar:1.0  # Flatcar only
-  SOURCE_DATE_EPOCH=1700000000 cargo xtask dist --revision 2
-  cargo xtask dist --sign /root/release-signing.asc   # SHA256SUMS.asc, checked by install.sh --verify-key
-
-Compression (see docs/performance.md for times and sizes):
-  deb  xz:0-9 (default xz:6; every dpkg), zstd:1-19 (dpkg >= 1.21.18), gz:1-9
-  rpm  zstd:1-19 (default zstd:19; rpm >= 4.14), gz:1-9 (every rpm; one thread)
-  tar  gz:1-9 (default gz:9; every host), xz:0-9 (.tar.xz), zstd:1-19 (.tar.zst)
-  sysext  gz:1-9 (default gz:9; every kernel), zstd:1-19 (kernels with SQUASHFS_ZSTD)
-
-An artifact whose inputs, codec and level did not change since an earlier run
-is copied from the artifact cache (target/artifact-cache) instead of being
-built again; the bytes are the same.")]
+#[command(after_long_help = after_long_help())]
 pub struct Args {
     /// Architectures to build, comma-separated: amd64, arm64, ppc64le, s390x
     /// (deb and rpm spellings such as x86_64 are accepted too).
     /// Default: this host's architecture.
     #[arg(long, value_name = "ARCH[,ARCH...]", value_delimiter = ',')]
     pub arch: Vec<Arch>,
-    /// Artifacts to write, comma-separated: deb, rpm, tar, sysext (the
-    /// systemd-sysext image for Flatcar, Fedora CoreOS and other hosts with
-    /// a read-only /usr), oci (the installer image: an OCI archive that
-    /// podman and docker load, and its layout directory; its shell is
-    /// Debian's busybox-static, so it is built on Debian or Ubuntu).
+    /// Artifacts to write, comma-separated (default: every format).
     #[arg(
         long,
         value_name = "FORMAT[,FORMAT...]",
         value_delimiter = ',',
-        default_value = "deb,rpm,tar,sysext,oci"
+        value_parser = clap::builder::PossibleValuesParser::new(
+            emit::FORMATS.iter().map(|f| clap::builder::PossibleValue::new(f.name()).help(f.about()))
+        ),
     )]
-    pub formats: Vec<Format>,
+    pub formats: Vec<String>,
     /// Which hosts may merge the sysext image, instead of pkg/sysext.toml's
     /// `os`: `_any`, or ID:VERSION as os-release has them: flatcar:1.0
     /// (Flatcar's SYSEXT_LEVEL), fedora:40 (VERSION_ID).
@@ -100,15 +79,22 @@ pub struct Args {
     /// Output directory. Default: target/dist/<kubernetes version>.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
-    /// Quick, larger compression for trial builds: the preset `fast`
-    /// (deb=xz:1,rpm=zstd:3,tar=gz:1,sysext=gz:1), which --compression can
-    /// amend.
-    #[arg(long)]
+    /// Quick, larger compression for trial builds: the preset `fast`,
+    /// which --compression can amend.
+    #[arg(long, long_help = format!(
+        "Quick, larger compression for trial builds: the preset `fast` ({}), which \
+         --compression can amend.",
+        Codecs::fast()
+    ))]
     pub fast: bool,
     /// Codec and level per format, comma-separated FORMAT=CODEC[:LEVEL]
-    /// items on top of the default deb=xz:6,rpm=zstd:19,tar=gz:9,sysext=gz:9
-    /// (or of a leading preset, `default` or `fast`).
-    #[arg(long, value_name = "SPEC")]
+    /// items on top of the default (or of a leading preset, `default` or
+    /// `fast`).
+    #[arg(long, value_name = "SPEC", long_help = format!(
+        "Codec and level per format, comma-separated FORMAT=CODEC[:LEVEL] items on top \
+         of the default {} (or of a leading preset, `default` or `fast`).",
+        Codecs::defaults()
+    ))]
     pub compression: Option<String>,
     /// Build every artifact again, neither reading nor filling the
     /// artifact cache.
@@ -133,13 +119,39 @@ pub struct Args {
     pub sign_gpg_key: Option<String>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum)]
-pub enum Format {
-    Deb,
-    Rpm,
-    Tar,
-    Sysext,
-    Oci,
+/// The examples, and each format's codecs (from `emit::FORMATS`).
+fn after_long_help() -> String {
+    let mut help = String::from(
+        "\
+Examples:
+  cargo xtask dist                                  # this host's architecture, official URLs
+  cargo xtask dist --arch amd64,arm64 --formats deb,rpm
+  cargo xtask dist --from /srv/kubedist-inputs --out /srv/dist
+  cargo xtask dist --compression deb=zstd:19,tar=gz:6  # debs for dpkg >= 1.21.18 only
+  cargo xtask dist --formats sysext --sysext-os flatcar:1.0  # Flatcar only
+  SOURCE_DATE_EPOCH=1700000000 cargo xtask dist --revision 2
+  cargo xtask dist --sign /root/release-signing.asc   # SHA256SUMS.asc, checked by install.sh --verify-key
+
+Compression (see docs/performance.md for times and sizes):
+",
+    );
+    for format in emit::FORMATS {
+        match format.codecs() {
+            Some(codecs) => help.push_str(&format!("  {:<6}  {}\n", format.name(), codecs.help)),
+            None => help.push_str(&format!(
+                "  {:<6}  the codec of {}\n",
+                format.name(),
+                format.codec_of()
+            )),
+        }
+    }
+    help.push_str(
+        "
+An artifact whose inputs, codec and level did not change since an earlier run
+is copied from the artifact cache (target/artifact-cache) instead of being
+built again; the bytes are the same.",
+    );
+    help
 }
 
 pub fn run(spec: &Spec, args: &Args) -> Result<()> {
@@ -165,7 +177,7 @@ pub fn run(spec: &Spec, args: &Args) -> Result<()> {
     let (staged, oci) = stage_all(&plan, args, work.path())?;
     let jobs = jobs(&plan, &staged, oci.as_ref());
     let built = write_artifacts(&plan, args, &jobs, work.path())?;
-    publish(&plan, &built, oci.as_ref())?;
+    publish(&plan, &built, &jobs)?;
     eprintln!("==> done in {:.1} s", started.elapsed().as_secs_f64());
     Ok(())
 }
@@ -175,7 +187,7 @@ struct Plan {
     spec: Spec,
     k8s_version: String,
     arches: Vec<Arch>,
-    formats: Vec<Format>,
+    formats: Vec<&'static dyn Format>,
     /// The families to stage: those of the packages asked for, both for
     /// the tarball, and the sysext image's.
     families: Vec<Family>,
@@ -192,9 +204,9 @@ struct Plan {
 fn plan(spec: &Spec, args: &Args) -> Result<Plan> {
     let spec = with_overrides(spec, args)?;
     let base = if args.fast {
-        Codecs::FAST
+        Codecs::fast()
     } else {
-        Codecs::DEFAULT
+        Codecs::defaults()
     };
     let codecs = Codecs::parse(args.compression.as_deref().unwrap_or(""), base)?;
     let k8s_version = spec
@@ -206,26 +218,27 @@ fn plan(spec: &Spec, args: &Args) -> Result<Plan> {
         .clone();
     let epoch = crate::util::source_date_epoch(&spec.root)?;
     let arches = fetch::arches_or_host(&args.arch)?;
-    let mut formats = args.formats.clone();
-    formats.sort();
-    formats.dedup();
-    let sysext = formats.contains(&Format::Sysext);
+    // The formats asked for, in the registry's order; all by default.
+    let formats: Vec<&'static dyn Format> = emit::FORMATS
+        .iter()
+        .copied()
+        .filter(|f| args.formats.is_empty() || args.formats.iter().any(|n| n == f.name()))
+        .collect();
+    let staging = |kind: Staging| formats.iter().any(|f| f.staging() == kind);
+    let sysext = staging(Staging::SysextImage);
     let families = Family::ALL
         .into_iter()
-        .filter(|&f| {
-            let own = match f {
-                Family::Deb => Format::Deb,
-                Family::Rpm => Format::Rpm,
-            };
-            formats.contains(&own)
-                || formats.contains(&Format::Tar)
-                || formats.contains(&Format::Oci)
-                || (sysext && spec.sysext.family == f)
+        .filter(|&family| {
+            formats.iter().any(|f| match f.families() {
+                Families::Own(own) => own == family,
+                Families::All => true,
+                Families::OfTheSysextImage => spec.sysext.family == family,
+            })
         })
         .collect();
     // A sysext image no host could merge is refused now, in one line.
     let sysext_os = match (sysext, &args.sysext_os) {
-        (false, Some(_)) => bail!("--sysext-os: only for --formats sysext"),
+        (false, Some(_)) => bail!("--sysext-os: only for a format that writes a sysext image"),
         (false, None) => None,
         (true, os) => {
             let text = os.as_deref().unwrap_or(&spec.sysext.os);
@@ -237,7 +250,7 @@ fn plan(spec: &Spec, args: &Args) -> Result<Plan> {
             Some(SysextOs::parse(text, &spec.sysext.sysext_level_ids).context(what)?)
         }
     };
-    preflight(&arches, args.fixtures, formats.contains(&Format::Oci))?;
+    preflight(&arches, args.fixtures, staging(Staging::InstallerImage))?;
     let out_dir = match &args.out {
         Some(dir) => {
             std::path::absolute(dir).with_context(|| format!("--out {}", dir.display()))?
@@ -365,7 +378,7 @@ fn stage_all(
             }
             None => None,
         };
-        let oci_base = if plan.formats.contains(&Format::Oci) {
+        let oci_base = if plan.stages(Staging::InstallerImage) {
             Some(oci_base(spec, arch, plan.options.epoch, &stage_dir)?)
         } else {
             None
@@ -378,7 +391,7 @@ fn stage_all(
             oci_base,
         });
     }
-    let oci = if plan.formats.contains(&Format::Oci) {
+    let oci = if plan.stages(Staging::InstallerImage) {
         let tag = format!("{}-{}", plan.k8s_version, spec.release.revision);
         Some(stage::stage_oci(spec, &tag)?)
     } else {
@@ -420,39 +433,21 @@ fn oci_base(spec: &Spec, arch: Arch, epoch: u64, stage_dir: &Path) -> Result<sta
     )
 }
 
-/// One artifact to write: a job is its kind and its whole input.
-enum Job<'a> {
-    Deb(&'a Staged),
-    Rpm(&'a Staged),
-    Tarball(&'a StagedArch),
-    Sysext(&'a StagedArch),
-    /// The installer image: every architecture in one index.
-    Oci(&'a [StagedArch], &'a StagedOci),
+impl Plan {
+    /// Whether a format asked for needs `kind` staged.
+    fn stages(&self, kind: Staging) -> bool {
+        self.formats.iter().any(|f| f.staging() == kind)
+    }
 }
 
 /// The jobs of the formats asked for, in the order they should start.
 fn jobs<'a>(plan: &Plan, staged: &'a [StagedArch], oci: Option<&'a StagedOci>) -> Vec<Job<'a>> {
-    let mut jobs = Vec::new();
-    if let Some(oci) = oci {
-        jobs.push(Job::Oci(staged, oci));
-    }
-    for arch in staged {
-        if plan.formats.contains(&Format::Tar) {
-            jobs.push(Job::Tarball(arch));
-        }
-        if plan.formats.contains(&Format::Sysext) {
-            jobs.push(Job::Sysext(arch));
-        }
-        for package in &arch.packages {
-            if let (true, Some(deb)) = (plan.formats.contains(&Format::Deb), &package.deb) {
-                jobs.push(Job::Deb(deb));
-            }
-            if let (true, Some(rpm)) = (plan.formats.contains(&Format::Rpm), &package.rpm) {
-                jobs.push(Job::Rpm(rpm));
-            }
-        }
-    }
-    jobs.sort_by_key(|j| start_order(j.single_threaded(), j.size()));
+    let mut jobs: Vec<Job> = plan
+        .formats
+        .iter()
+        .flat_map(|format| format.jobs(staged, oci))
+        .collect();
+    jobs.sort_by_key(|j| start_order(j.format.single_threaded(), size(j)));
     jobs
 }
 
@@ -474,12 +469,13 @@ fn write_artifacts(plan: &Plan, args: &Args, jobs: &[Job], work: &Path) -> Resul
     );
     run_jobs(jobs, workers, &|job| {
         let key = match &plan.cache {
-            Some(cache) => Some(cache.key(&job.describe(&plan.k8s_version, &options)?)),
+            Some(cache) => Some(cache.key(&describe(job, &plan.k8s_version, &options)?)),
             None => None,
         };
         if let (Some(cache), Some(key)) = (&plan.cache, &key) {
             if let Some(hit) = cache.fetch(key, &built_dir)? {
                 return Ok(Built {
+                    job: 0,
                     path: hit.path,
                     sha256: Some(hit.sha256),
                     cache_key: Some(key.clone()),
@@ -487,22 +483,15 @@ fn write_artifacts(plan: &Plan, args: &Args, jobs: &[Job], work: &Path) -> Resul
                 });
             }
         }
-        let path = match job {
-            Job::Deb(pkg) => emit::deb::write(pkg, &options, work, &built_dir),
-            Job::Rpm(pkg) => emit::rpm::write(pkg, &options, &built_dir),
-            Job::Tarball(arch) => {
-                emit::tarball::write(arch, &plan.k8s_version, &options, &built_dir)
-            }
-            Job::Sysext(arch) => emit::sysext::write(arch, &plan.k8s_version, &options, &built_dir),
-            Job::Oci(arches, oci) => {
-                emit::oci::write(arches, oci, &plan.k8s_version, &options, &built_dir)
-            }
-        }?;
+        let path = job
+            .format
+            .write(&job.input, &plan.k8s_version, &options, work, &built_dir)?;
         let sha256 = match (&plan.cache, &key) {
             (Some(cache), Some(key)) => Some(cache.store(key, &path)?),
             _ => None,
         };
         Ok(Built {
+            job: 0,
             path,
             sha256,
             cache_key: key,
@@ -514,32 +503,19 @@ fn write_artifacts(plan: &Plan, args: &Args, jobs: &[Job], work: &Path) -> Resul
 /// Moves the artifacts into the output directory (only now that all of
 /// them were written), writes SHA256SUMS, prunes the cache and prints the
 /// summary.
-fn publish(plan: &Plan, written: &[Built], oci: Option<&StagedOci>) -> Result<()> {
+fn publish(plan: &Plan, written: &[Built], jobs: &[Job]) -> Result<()> {
     let out_dir = &plan.out_dir;
     fs::create_dir_all(out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
     let mut names = Vec::new();
     let mut known = BTreeMap::new();
-    if let Some(oci) = oci {
-        // The installer image's layout directory (`skopeo copy --all oci:DIR`)
-        // and run examples, put in place before the artifacts are moved.
-        let archive = written
-            .iter()
-            .map(|b| &b.path)
-            .find(|p| p.file_name() == Some(emit::oci::file_name(&oci.tag).as_ref()))
-            .context("the installer image was not written")?;
-        let layout = out_dir.join(layout_dir_name(&oci.tag));
-        let temp = crate::util::temp_path(&layout)?;
-        let unpacked = unpack(archive, &temp);
-        let replaced = unpacked.and_then(|()| crate::util::replace_dir(&temp, &layout));
-        if let Err(e) = replaced {
-            let _ = fs::remove_dir_all(&temp);
-            return Err(e.context(format!("writing {}", layout.display())));
-        }
-        names.push(layout_dir_name(&oci.tag));
-        for (name, text) in &oci.examples {
-            crate::util::write_bytes_atomic(&out_dir.join(name), text.as_bytes(), 0o644)?;
-            names.push(name.clone());
-        }
+    // What formats put beside their artifacts (the installer image's
+    // layout directory and run examples), before the artifacts are moved.
+    for built in written {
+        let job = &jobs[built.job];
+        names.extend(
+            job.format
+                .publish_beside(&job.input, &built.path, out_dir)?,
+        );
     }
     for built in written {
         let path = &built.path;
@@ -571,37 +547,6 @@ fn publish(plan: &Plan, written: &[Built], oci: Option<&StagedOci>) -> Result<()
             "==> {cached} of {} artifacts unchanged, copied from the artifact cache",
             written.len()
         );
-    }
-    Ok(())
-}
-
-/// The installer image's layout directory in the output directory.
-fn layout_dir_name(tag: &str) -> String {
-    format!("kubedist-installer-{tag}.oci")
-}
-
-/// Unpacks the installer image's archive into the new directory `dir`: it
-/// holds regular files and directories only, at relative paths.
-fn unpack(archive: &Path, dir: &Path) -> Result<()> {
-    let file = fs::File::open(archive).with_context(|| format!("reading {}", archive.display()))?;
-    fs::create_dir(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let mut tar = tar::Archive::new(std::io::BufReader::new(file));
-    for entry in tar
-        .entries()
-        .with_context(|| archive.display().to_string())?
-    {
-        let mut entry = entry.with_context(|| archive.display().to_string())?;
-        let kind = entry.header().entry_type();
-        if !(kind.is_file() || kind.is_dir()) {
-            bail!("{}: unexpected entry type {kind:?}", archive.display());
-        }
-        // unpack_in refuses paths that leave `dir`.
-        if !entry
-            .unpack_in(dir)
-            .with_context(|| format!("unpacking {} into {}", archive.display(), dir.display()))?
-        {
-            bail!("{}: an entry leaves the archive", archive.display());
-        }
     }
     Ok(())
 }
@@ -749,69 +694,54 @@ impl stage::Sources for ArchSources<'_> {
     }
 }
 
-impl Job<'_> {
-    /// rpms and the sysext image: the rpm crate and the squashfs writer
-    /// compress on one thread.
-    fn single_threaded(&self) -> bool {
-        matches!(self, Job::Rpm(_) | Job::Sysext(_))
+/// The payload a job compresses, in bytes, for scheduling.
+fn size(job: &Job) -> u64 {
+    let files = |s: &Staged| s.package_files().map(|f| f.size).sum::<u64>();
+    match (job.input, job.format.families()) {
+        (Input::Package(p), _) => files(p),
+        // One family's files: about half the tarball.
+        (Input::Arch(arch), Families::Own(_) | Families::OfTheSysextImage) => arch
+            .packages
+            .iter()
+            .filter_map(|p| p.rpm.as_ref().or(p.deb.as_ref()))
+            .map(files)
+            .sum(),
+        (Input::Arch(arch), Families::All) => tarball_size(arch),
+        (Input::Image(arches, _), _) => arches.iter().map(tarball_size).sum(),
     }
+}
 
-    fn size(&self) -> u64 {
-        match self {
-            Job::Deb(p) | Job::Rpm(p) => p.package_files().map(|f| f.size).sum(),
-            Job::Tarball(arch) => tarball_size(arch),
-            Job::Oci(arches, _) => arches.iter().map(tarball_size).sum(),
-            // One family's files: about half the tarball.
-            Job::Sysext(arch) => arch
-                .packages
-                .iter()
-                .filter_map(|p| p.rpm.as_ref().or(p.deb.as_ref()))
-                .flat_map(|s| s.package_files())
-                .map(|f| f.size)
-                .sum(),
-        }
+/// What a job's errors name.
+fn label(job: &Job) -> String {
+    match job.input {
+        Input::Package(p) => format!("{} {} ({})", p.family, p.name, p.arch),
+        Input::Arch(arch) => format!("{} ({})", job.format.name(), arch.arch),
+        Input::Image(..) => job.format.name().to_string(),
     }
+}
 
-    fn label(&self) -> String {
-        match self {
-            Job::Deb(p) | Job::Rpm(p) => format!("{} {} ({})", p.family, p.name, p.arch),
-            Job::Tarball(arch) => format!("tarball ({})", arch.arch),
-            Job::Sysext(arch) => format!("sysext image ({})", arch.arch),
-            Job::Oci(..) => "installer image".to_string(),
-        }
-    }
-
-    /// Everything the artifact's bytes depend on besides the program that
-    /// writes it: the format, its codec and level, the options, and the
-    /// staged input (its files by digest, never by scratch path). The cache
-    /// key is the hash of this and of the program.
-    fn describe(&self, k8s_version: &str, options: &Options) -> Result<String> {
-        let (format, codec, input) = match self {
-            Job::Deb(p) => ("deb", options.codecs.deb, serde_json::to_string(p)?),
-            Job::Rpm(p) => ("rpm", options.codecs.rpm, serde_json::to_string(p)?),
-            Job::Tarball(arch) => ("tar", options.codecs.tar, serde_json::to_string(arch)?),
-            Job::Sysext(arch) => (
-                "sysext",
-                options.codecs.sysext,
-                serde_json::to_string(arch)?,
-            ),
-            Job::Oci(arches, oci) => (
-                "oci",
-                options.codecs.tar,
-                serde_json::to_string(&(arches, oci))?,
-            ),
-        };
-        // The signing key's fingerprint: a tarball signed by another key (or
-        // by none) is another artifact.
-        let signer = options
-            .signer
-            .as_ref()
-            .map_or(String::new(), |k| k.fingerprint());
-        Ok(format!(
-            "{format}\n{codec}\n{}\n{}\n{k8s_version}\n{signer}\n{input}\n",
-            options.epoch, options.homepage
-        ))
-    }
+/// Everything the artifact's bytes depend on besides the program that
+/// writes it: the format, its codec and level, the options, and the staged
+/// input (its files by digest, never by scratch path). The cache key is the
+/// hash of this and of the program.
+fn describe(job: &Job, k8s_version: &str, options: &Options) -> Result<String> {
+    let format = job.format.name();
+    let codec = options.codecs.of(job.format.codec_of());
+    let input = match job.input {
+        Input::Package(p) => serde_json::to_string(p)?,
+        Input::Arch(arch) => serde_json::to_string(arch)?,
+        Input::Image(arches, oci) => serde_json::to_string(&(arches, oci))?,
+    };
+    // The signing key's fingerprint: a tarball signed by another key (or
+    // by none) is another artifact.
+    let signer = options
+        .signer
+        .as_ref()
+        .map_or(String::new(), |k| k.fingerprint());
+    Ok(format!(
+        "{format}\n{codec}\n{}\n{}\n{k8s_version}\n{signer}\n{input}\n",
+        options.epoch, options.homepage
+    ))
 }
 
 /// The payload of one architecture's tarball, in bytes.
@@ -863,7 +793,9 @@ fn run_jobs<'a>(
                 let i = next.fetch_add(1, Ordering::SeqCst);
                 let Some(job) = jobs.get(i) else { return };
                 let started = Instant::now();
-                let result = work(job).with_context(|| job.label());
+                let result = work(job)
+                    .map(|built| Built { job: i, ..built })
+                    .with_context(|| label(job));
                 let n = done.fetch_add(1, Ordering::SeqCst) + 1;
                 match &result {
                     Ok(built) => eprintln!(
@@ -893,6 +825,8 @@ fn run_jobs<'a>(
 /// An artifact written by a job: where, its SHA-256 when already known, and
 /// whether it came from the artifact cache.
 struct Built {
+    /// The index of the job that wrote it (set by `run_jobs`).
+    job: usize,
     path: PathBuf,
     sha256: Option<String>,
     /// Its artifact cache entry, kept when the cache is pruned.

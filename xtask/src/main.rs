@@ -35,7 +35,7 @@ enum Cmd {
     /// Measure dist against the native tools and the codec floor, a
     /// no-change re-run, kubelet-wrapper's start-up and reproducibility.
     Bench(bench::Args),
-    /// Build every artifact (deb, rpm, air-gapped tarball) plus SHA256SUMS.
+    /// Build every artifact of every format plus SHA256SUMS.
     Dist(dist::Args),
     /// Download and verify the upstream binaries into the cache.
     Fetch(fetch::Args),

@@ -313,14 +313,11 @@ fn emitters_read_nothing_but_their_input() {
     // The repository is stage's to read: an emitter that opened pkg/ or
     // the checkout would make artifacts depend on what the cache key and the
     // staged description do not hold.
-    for file in [
-        "deb.rs",
-        "debpack.rs",
-        "rpm.rs",
-        "tarball.rs",
-        "sysext.rs",
-        "codec.rs",
-    ] {
+    // Every file of emit/ but the registry itself and the tests.
+    for file in emit_files() {
+        if file == "mod.rs" || file == "tests.rs" {
+            continue;
+        }
         let text = read(&format!("xtask/src/emit/{file}"));
         let code: String = text
             .split("#[cfg(test)]")
@@ -343,6 +340,59 @@ fn emitters_read_nothing_but_their_input() {
             );
         }
     }
+}
+
+/// The file names of `xtask/src/emit/`, sorted.
+fn emit_files() -> Vec<String> {
+    let dir = crate::util::repo_root().join("xtask/src/emit");
+    let mut files: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".rs"))
+        .collect();
+    files.sort();
+    files
+}
+
+/// `emit::FORMATS` is the one list of formats: every `impl Format` of
+/// emit/ is in it once, nothing outside emit/ names a format's module to
+/// write with it, and the README's list of all formats is the registry's.
+#[test]
+fn formats_come_from_the_one_registry() {
+    use crate::emit::FORMATS;
+    let implemented: usize = emit_files()
+        .iter()
+        .map(|f| {
+            read(&format!("xtask/src/emit/{f}"))
+                .matches("impl Format for ")
+                .count()
+        })
+        .sum();
+    assert_eq!(
+        implemented,
+        FORMATS.len(),
+        "impl Format in emit/ against FORMATS"
+    );
+    let mut names: Vec<&str> = FORMATS.iter().map(|f| f.name()).collect();
+    let all = names.join(",");
+    names.sort();
+    names.dedup();
+    assert_eq!(names.len(), FORMATS.len(), "two formats of one name");
+    // dist turns the registry into jobs: it calls no writer by hand.
+    for file in ["dist.rs", "main.rs", "stage.rs", "cache.rs"] {
+        let text = read(&format!("xtask/src/{file}"));
+        for name in ["deb", "rpm", "tarball", "sysext", "oci"] {
+            assert!(
+                !text.contains(&format!("emit::{name}::")),
+                "{file} calls emit::{name} by hand"
+            );
+        }
+    }
+    let readme = read("README.md");
+    assert!(
+        readme.contains(&format!("`--formats {all}`")),
+        "README's --formats row is not `--formats {all}`"
+    );
 }
 
 /// The body of the shell function `name` in `script` (up to its closing

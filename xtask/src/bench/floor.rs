@@ -19,6 +19,7 @@ use std::sync::Mutex;
 use anyhow::{bail, Context, Result};
 
 use super::measure::{self, Sample};
+use crate::emit;
 use crate::emit::codec::{self, Codec, Codecs};
 
 /// One uncompressed stream of an artifact.
@@ -68,7 +69,7 @@ pub fn streams(dist: &Path, codecs: &Codecs) -> Result<Vec<Stream>> {
                         decompress(&member, &data).with_context(|| format!("{name}: {member}"))?;
                     out.push(Stream {
                         name: name.clone(),
-                        codec: codecs.deb,
+                        codec: codecs.of(emit::deb::NAME),
                         single_threaded: false,
                         bytes: tar,
                     });
@@ -91,7 +92,7 @@ pub fn streams(dist: &Path, codecs: &Codecs) -> Result<Vec<Stream>> {
             }
             out.push(Stream {
                 name,
-                codec: codecs.rpm,
+                codec: codecs.of(emit::rpm::NAME),
                 single_threaded: true,
                 bytes: cpio.stdout,
             });
@@ -103,7 +104,7 @@ pub fn streams(dist: &Path, codecs: &Codecs) -> Result<Vec<Stream>> {
             let tar = decompress(&name, &data).with_context(|| name.clone())?;
             out.push(Stream {
                 name,
-                codec: codecs.tar,
+                codec: codecs.of(emit::tarball::NAME),
                 single_threaded: false,
                 bytes: tar,
             });

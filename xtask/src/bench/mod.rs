@@ -39,6 +39,7 @@ use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 
+use crate::emit;
 use crate::emit::codec::Codecs;
 use crate::spec::Spec;
 use measure::Sample;
@@ -103,7 +104,10 @@ pub fn run(spec: &Spec, args: &Args) -> Result<()> {
             args.runs
         );
     }
-    let codecs = Codecs::parse(args.compression.as_deref().unwrap_or(""), Codecs::DEFAULT)?;
+    let codecs = Codecs::parse(
+        args.compression.as_deref().unwrap_or(""),
+        Codecs::defaults(),
+    )?;
     let work = match &args.work {
         Some(d) => std::path::absolute(d).with_context(|| format!("--work {}", d.display()))?,
         None => spec.root.join("target/bench"),
@@ -113,7 +117,7 @@ pub fn run(spec: &Spec, args: &Args) -> Result<()> {
     fs::create_dir_all(&logs).with_context(|| format!("creating {}", logs.display()))?;
     let arch = crate::fetch::host_arch()?;
     let started = std::time::Instant::now();
-    let mut report = Report::new(codecs);
+    let mut report = Report::new(codecs.clone());
     let exe = std::env::current_exe().context("finding the xtask executable")?;
     let repo_releases = args
         .repo_releases
@@ -272,7 +276,7 @@ pub fn run(spec: &Spec, args: &Args) -> Result<()> {
                 let bytes = packages_size(&out)?;
                 // The same streams at the same level on all CPUs and
                 // nothing else: the part of dist's time no packer avoids.
-                let level_codecs = Codecs::parse(level, Codecs::DEFAULT)?;
+                let level_codecs = Codecs::parse(level, Codecs::defaults())?;
                 let floor = floor::run(&floor::streams(&out, &level_codecs)?)?;
                 let run = Level {
                     setting: level.to_string(),
@@ -749,7 +753,7 @@ impl Report {
              | &nbsp;&nbsp;the whole `dist --formats sysext` (staging, checks, the image) | {:.1} s | {:.1} s | |\n\
              | `mksquashfs`, every CPU | {:.1} s | {:.1} s | {} |\n\
              | `mksquashfs -processors 1` | {:.1} s | {:.1} s | {} |",
-            codecs.sysext,
+            codecs.of(emit::sysext::NAME),
             s.emit,
             mib(s.size),
             s.dist.wall,

@@ -15,6 +15,7 @@ use std::process::Command;
 use anyhow::{bail, Context, Result};
 
 use super::measure::{self, Sample};
+use crate::emit;
 use crate::emit::codec::{Codec, Codecs, Kind};
 
 /// The native tools' results per format: `(time, output bytes, count)`.
@@ -71,8 +72,12 @@ pub fn run(dist: &Path, work: &Path, codecs: &Codecs, epoch: u64, logs: &Path) -
             let dest = out.join(&name);
             let s = measure::run(
                 Command::new("dpkg-deb")
-                    .args(["--root-owner-group", "-Z", dpkg_name(codecs.deb)?])
-                    .arg(format!("-z{}", codecs.deb.level))
+                    .args([
+                        "--root-owner-group",
+                        "-Z",
+                        dpkg_name(codecs.of(emit::deb::NAME))?,
+                    ])
+                    .arg(format!("-z{}", codecs.of(emit::deb::NAME).level))
                     .arg("--build")
                     .arg(&tree)
                     .arg(&dest)
@@ -85,7 +90,7 @@ pub fn run(dist: &Path, work: &Path, codecs: &Codecs, epoch: u64, logs: &Path) -
                 path,
                 &work.join(name.trim_end_matches(".rpm")),
                 &out,
-                codecs.rpm,
+                codecs.of(emit::rpm::NAME),
                 epoch,
                 &log,
             )?;
@@ -126,11 +131,17 @@ pub fn run(dist: &Path, work: &Path, codecs: &Codecs, epoch: u64, logs: &Path) -
                 );
                 measure::run(Command::new("sh").args(["-c", &script]), &log)
             };
-            let s = pack(&tar_compressor(codecs.tar, "gzip"), &dest)?;
+            let s = pack(
+                &tar_compressor(codecs.of(emit::tarball::NAME), "gzip"),
+                &dest,
+            )?;
             add(&mut native.tar, s, &dest)?;
-            if codecs.tar.kind == Kind::Gz && in_path("pigz") {
+            if codecs.of(emit::tarball::NAME).kind == Kind::Gz && in_path("pigz") {
                 let alt = work.join("pigz.tar.gz");
-                let s = pack(&tar_compressor(codecs.tar, "pigz"), &alt)?;
+                let s = pack(
+                    &tar_compressor(codecs.of(emit::tarball::NAME), "pigz"),
+                    &alt,
+                )?;
                 native.tar_pigz = Some((s, size(&alt)?));
             }
         }

@@ -12,6 +12,7 @@ use anyhow::{bail, Context, Result};
 
 use super::measure::{self, Sample};
 use super::native::in_path;
+use crate::emit;
 use crate::emit::codec::{Codecs, Kind};
 
 pub struct Sysext {
@@ -62,7 +63,7 @@ pub fn run(
             .arg(&image),
         &log,
     )?;
-    let codec = codecs.sysext;
+    let codec = codecs.of(emit::sysext::NAME);
     let comp = match codec.kind {
         Kind::Gz => "gzip",
         Kind::Zstd => "zstd",

@@ -94,44 +94,61 @@ impl fmt::Display for Codec {
     }
 }
 
-/// The codec of each format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Codecs {
-    pub deb: Codec,
-    pub rpm: Codec,
-    pub tar: Codec,
-    pub sysext: Codec,
-}
+/// The codec of each format that has one, in `FORMATS` order: made only
+/// from the formats' own settings, so every such format has its entry.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Codecs(Vec<(&'static str, Codec)>);
 
 impl Codecs {
-    /// What the distributions themselves use: dpkg-deb's default xz -6,
-    /// Fedora's and RHEL's zstd -19, gzip -9 for the tarball that every
-    /// air-gapped host must be able to unpack, and mksquashfs's default
-    /// gzip -9 for the sysext image that every kernel can mount.
-    pub const DEFAULT: Codecs = Codecs {
-        deb: Codec::new(Kind::Xz, 6),
-        rpm: Codec::new(Kind::Zstd, 19),
-        tar: Codec::new(Kind::Gz, 9),
-        sysext: Codec::new(Kind::Gz, 9),
-    };
+    /// Each format's default: what the distributions themselves use
+    /// (`Format::codecs`).
+    pub fn defaults() -> Codecs {
+        Codecs::from_formats(|c| c.default)
+    }
+
     /// Quick trial builds: larger files in a fraction of the time.
-    pub const FAST: Codecs = Codecs {
-        deb: Codec::new(Kind::Xz, 1),
-        rpm: Codec::new(Kind::Zstd, 3),
-        tar: Codec::new(Kind::Gz, 1),
-        sysext: Codec::new(Kind::Gz, 1),
-    };
+    pub fn fast() -> Codecs {
+        Codecs::from_formats(|c| c.fast)
+    }
+
+    fn from_formats(pick: impl Fn(&super::FormatCodecs) -> Codec) -> Codecs {
+        Codecs(
+            super::FORMATS
+                .iter()
+                .filter_map(|f| f.codecs().map(|c| (f.name(), pick(&c))))
+                .collect(),
+        )
+    }
+
+    /// The codec of the format `name` (one with codecs of its own).
+    pub fn of(&self, name: &str) -> Codec {
+        self.0
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, c)| *c)
+            .unwrap_or_else(|| panic!("no codec for format {name:?}"))
+    }
+
+    /// The formats that take a codec, comma-separated.
+    fn names(&self) -> String {
+        self.0
+            .iter()
+            .map(|(n, _)| *n)
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
 
     /// Parses `[PRESET,]FORMAT=CODEC:LEVEL,...` on top of `base`: presets
-    /// `default` and `fast`, formats `deb`, `rpm`, `tar`, codecs `xz`,
-    /// `zstd`, `gz` (a missing level means the codec's usual one).
+    /// `default` and `fast`, the formats that take a codec, codecs `xz`,
+    /// `zstd`, `gz` (a missing level means the codec's usual one); a codec
+    /// a format's writer cannot use is refused by that format.
     pub fn parse(text: &str, base: Codecs) -> Result<Codecs> {
         let mut codecs = base;
         for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             let Some((format, codec)) = item.split_once('=') else {
                 codecs = match item {
-                    "default" => Codecs::DEFAULT,
-                    "fast" => Codecs::FAST,
+                    "default" => Codecs::defaults(),
+                    "fast" => Codecs::fast(),
                     _ => bail!(
                         "--compression {item:?}: expected FORMAT=CODEC[:LEVEL] \
                          (e.g. deb=xz:6) or a preset (default, fast)"
@@ -141,28 +158,19 @@ impl Codecs {
             };
             let codec =
                 parse_codec(codec.trim()).with_context(|| format!("--compression {item:?}"))?;
-            let slot = match format.trim() {
-                "deb" => &mut codecs.deb,
-                "rpm" => &mut codecs.rpm,
-                "tar" => &mut codecs.tar,
-                "sysext" => &mut codecs.sysext,
-                other => bail!(
-                    "--compression {item:?}: unknown format {other:?} (deb, rpm, tar, sysext)"
-                ),
+            let names = codecs.names();
+            let Some(slot) = codecs.0.iter_mut().find(|(n, _)| *n == format.trim()) else {
+                bail!(
+                    "--compression {item:?}: unknown format {:?} ({names})",
+                    format.trim()
+                );
             };
-            *slot = codec;
+            slot.1 = codec;
         }
-        if codecs.rpm.kind == Kind::Xz {
-            bail!(
-                "--compression rpm=xz: not available: the rpm crate's xz links a second \
-                 liblzma, which cannot share a program with the debs' (use zstd or gz)"
-            );
-        }
-        if codecs.sysext.kind == Kind::Xz {
-            bail!(
-                "--compression sysext=xz: not available: the squashfs writer's xz links a \
-                 second liblzma, which cannot share a program with the debs' (use gz or zstd)"
-            );
+        for format in super::FORMATS {
+            if format.codecs().is_some() {
+                format.check_codec(codecs.of(format.name()))?;
+            }
         }
         Ok(codecs)
     }
@@ -170,11 +178,8 @@ impl Codecs {
 
 impl fmt::Display for Codecs {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "deb={},rpm={},tar={},sysext={}",
-            self.deb, self.rpm, self.tar, self.sysext
-        )
+        let items: Vec<String> = self.0.iter().map(|(n, c)| format!("{n}={c}")).collect();
+        f.write_str(&items.join(","))
     }
 }
 
@@ -625,16 +630,16 @@ mod tests {
 
     #[test]
     fn compression_options_parse() {
-        let c = Codecs::parse("deb=zstd:10,tar=xz", Codecs::DEFAULT).unwrap();
+        let c = Codecs::parse("deb=zstd:10,tar=xz", Codecs::defaults()).unwrap();
         assert_eq!(
             c.to_string(),
             "deb=zstd:10,rpm=zstd:19,tar=xz:6,sysext=gz:9"
         );
-        let c = Codecs::parse("fast,rpm=gz:6,sysext=zstd:15", Codecs::DEFAULT).unwrap();
+        let c = Codecs::parse("fast,rpm=gz:6,sysext=zstd:15", Codecs::defaults()).unwrap();
         assert_eq!(c.to_string(), "deb=xz:1,rpm=gz:6,tar=gz:1,sysext=zstd:15");
         assert_eq!(
-            Codecs::parse("", Codecs::FAST).unwrap(),
-            Codecs::FAST,
+            Codecs::parse("", Codecs::fast()).unwrap(),
+            Codecs::fast(),
             "nothing overrides nothing"
         );
         for (bad, says) in [
@@ -646,7 +651,7 @@ mod tests {
             ("quick", "a preset"),
             ("deb=zstd:22", "zstd takes 1-19"),
         ] {
-            let err = format!("{:#}", Codecs::parse(bad, Codecs::DEFAULT).unwrap_err());
+            let err = format!("{:#}", Codecs::parse(bad, Codecs::defaults()).unwrap_err());
             assert!(err.contains(says), "{bad}: {err}");
         }
     }

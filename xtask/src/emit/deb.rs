@@ -21,8 +21,48 @@ use cargo_deb::config::{BuildOptions, ExtendedDescription};
 use cargo_deb::listener::Listener;
 use cargo_deb::BuildEnvironment;
 
-use super::{Options, MAINTAINER};
-use crate::stage::Staged;
+use super::codec::{Codec, Kind};
+use super::{Families, Format, FormatCodecs, Input, Job, Options, MAINTAINER};
+use crate::spec::Family;
+use crate::stage::{Staged, StagedArch, StagedOci};
+
+/// The format's name in `--formats` and `--compression`.
+pub const NAME: &str = "deb";
+
+pub struct Deb;
+
+impl Format for Deb {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+    fn about(&self) -> &'static str {
+        "one .deb per package, for apt and dpkg"
+    }
+    fn codecs(&self) -> Option<FormatCodecs> {
+        Some(FormatCodecs {
+            // dpkg-deb's own default.
+            default: Codec::new(Kind::Xz, 6),
+            fast: Codec::new(Kind::Xz, 1),
+            help: "xz:0-9 (default xz:6; every dpkg), zstd:1-19 (dpkg >= 1.21.18), gz:1-9",
+        })
+    }
+    fn families(&self) -> Families {
+        Families::Own(Family::Deb)
+    }
+    fn jobs<'a>(&'static self, arches: &'a [StagedArch], _: Option<&'a StagedOci>) -> Vec<Job<'a>> {
+        super::package_jobs(self, arches, Family::Deb)
+    }
+    fn write(
+        &self,
+        input: &Input,
+        _k8s_version: &str,
+        options: &Options,
+        work: &Path,
+        out_dir: &Path,
+    ) -> Result<PathBuf> {
+        write(input.package()?, options, work, out_dir)
+    }
+}
 
 /// Where a `config = true` file's pristine default lives in a deb.
 pub const SEED_DIR: &str = "/usr/share/kubedist/seed";
@@ -131,7 +171,7 @@ fn build(
     deb.extended_description = ExtendedDescription::String(pkg.description.clone());
     deb.resolve_assets(listener)?;
     deb.sort_assets_by_type();
-    let codec = meta.codecs.deb;
+    let codec = meta.codecs.of(NAME);
     super::debpack::write(
         &config,
         &deb,

@@ -1,10 +1,12 @@
-//! The artifact writers: `deb` (cargo-deb as a library, its data archive
-//! from `debpack`), `rpm` (the `rpm` crate), `tarball` (tar + a codec) and
-//! `sysext` (a squashfs image, the `backhand` crate), with the codecs of
-//! `codec`. Each is a job `write(staged, options, out)`:
-//! it reads only what `crate::stage` returned (and the staged files it
-//! names), never `pkg/` or the repository, and writes one file through a
-//! temp file and a rename.
+//! The artifact formats. Each is one module implementing [`Format`], listed
+//! once in [`FORMATS`]: `deb` (cargo-deb as a library, its data archive from
+//! `debpack`), `rpm` (the `rpm` crate), `tarball` (tar + a codec), `sysext`
+//! (a squashfs image, the `backhand` crate) and `oci` (the installer
+//! image), with the codecs of `codec`. `dist` turns the list into jobs
+//! without naming a format; `--formats`, `--compression` and their help come
+//! from it. A job is `write(input, options, out)`: it reads only what
+//! `crate::stage` returned (and the staged files it names), never `pkg/` or
+//! the repository, and writes one file through a temp file and a rename.
 
 pub mod codec;
 pub mod deb;
@@ -17,11 +19,178 @@ pub mod tarball;
 use std::collections::BTreeMap;
 use std::fs;
 use std::io::{self, Read, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
-use crate::stage::Staged;
+use crate::spec::Family;
+use crate::stage::{Staged, StagedArch, StagedOci};
+
+/// Every format, in the order `--formats` and `--compression` list them:
+/// the only list of formats.
+pub static FORMATS: &[&dyn Format] = &[
+    &deb::Deb,
+    &rpm::Rpm,
+    &tarball::Tarball,
+    &sysext::Sysext,
+    &oci::Oci,
+];
+
+/// An artifact format: what it is called, which codecs it takes, what it
+/// needs staged, and how it turns that into artifacts.
+pub trait Format: Sync {
+    /// Its name in `--formats` and `--compression`.
+    fn name(&self) -> &'static str;
+    /// What it writes, for `--help`.
+    fn about(&self) -> &'static str;
+    /// Its codec and level by default and with `--fast`, and the codecs it
+    /// takes, for `--help`; `None` for a format that compresses with
+    /// another's codec ([`Format::codec_of`]).
+    fn codecs(&self) -> Option<FormatCodecs> {
+        None
+    }
+    /// The format whose `--compression` setting it uses: its own.
+    fn codec_of(&self) -> &'static str {
+        self.name()
+    }
+    /// Refuses a codec its writer cannot use, in one line.
+    fn check_codec(&self, _codec: codec::Codec) -> Result<()> {
+        Ok(())
+    }
+    /// Whose staged trees it reads.
+    fn families(&self) -> Families;
+    /// What it needs staged besides the packages' trees.
+    fn staging(&self) -> Staging {
+        Staging::Packages
+    }
+    /// Its encoder runs on one thread (such jobs start first).
+    fn single_threaded(&self) -> bool {
+        false
+    }
+    /// One job per artifact it writes from the staged architectures (and
+    /// the installer image's own input, when staged).
+    fn jobs<'a>(
+        &'static self,
+        arches: &'a [StagedArch],
+        image: Option<&'a StagedOci>,
+    ) -> Vec<Job<'a>>;
+    /// Writes the artifact of `input` into `out_dir` (`work` is scratch
+    /// space) and returns its path.
+    fn write(
+        &self,
+        input: &Input,
+        k8s_version: &str,
+        options: &Options,
+        work: &Path,
+        out_dir: &Path,
+    ) -> Result<PathBuf>;
+    /// Puts what it serves beside its artifact into the output directory,
+    /// once every artifact was built, and returns their names.
+    fn publish_beside(
+        &self,
+        _input: &Input,
+        _artifact: &Path,
+        _out_dir: &Path,
+    ) -> Result<Vec<String>> {
+        Ok(Vec::new())
+    }
+}
+
+/// A format's codec settings.
+pub struct FormatCodecs {
+    pub default: codec::Codec,
+    pub fast: codec::Codec,
+    /// The codecs it takes and who can read them, one line for `--help`.
+    pub help: &'static str,
+}
+
+/// Whose staged trees a format reads.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Families {
+    /// One family's packages.
+    Own(Family),
+    /// Every family's (the tarball and the installer image hold both).
+    All,
+    /// The family `pkg/sysext.toml` stages the sysext image from.
+    OfTheSysextImage,
+}
+
+/// What a format needs staged besides the packages' trees.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Staging {
+    Packages,
+    /// The sysext image's own files and settings (`--sysext-os`).
+    SysextImage,
+    /// The installer image's shell per architecture and its own scripts.
+    InstallerImage,
+}
+
+/// The whole input of one artifact.
+#[derive(Clone, Copy)]
+pub enum Input<'a> {
+    /// One package of one family and architecture.
+    Package(&'a Staged),
+    /// Everything staged for one architecture.
+    Arch(&'a StagedArch),
+    /// Every architecture, and the installer image's own input.
+    Image(&'a [StagedArch], &'a StagedOci),
+}
+
+impl<'a> Input<'a> {
+    pub fn package(&self) -> Result<&'a Staged> {
+        match self {
+            Input::Package(p) => Ok(p),
+            _ => anyhow::bail!("a package format was given another input"),
+        }
+    }
+    pub fn arch(&self) -> Result<&'a StagedArch> {
+        match self {
+            Input::Arch(a) => Ok(a),
+            _ => anyhow::bail!("a per-architecture format was given another input"),
+        }
+    }
+    pub fn image(&self) -> Result<(&'a [StagedArch], &'a StagedOci)> {
+        match self {
+            Input::Image(a, o) => Ok((a, o)),
+            _ => anyhow::bail!("the installer image was given another input"),
+        }
+    }
+}
+
+/// One artifact to write: the format that writes it and its whole input.
+pub struct Job<'a> {
+    pub format: &'static dyn Format,
+    pub input: Input<'a>,
+}
+
+/// The jobs of one package per family and architecture, for the formats
+/// that write one artifact per package.
+fn package_jobs<'a>(
+    format: &'static dyn Format,
+    arches: &'a [StagedArch],
+    family: Family,
+) -> Vec<Job<'a>> {
+    arches
+        .iter()
+        .flat_map(|arch| &arch.packages)
+        .filter_map(|p| p.all().find(|s| s.family == family))
+        .map(|staged| Job {
+            format,
+            input: Input::Package(staged),
+        })
+        .collect()
+}
+
+/// The jobs of one artifact per architecture.
+fn arch_jobs<'a>(format: &'static dyn Format, arches: &'a [StagedArch]) -> Vec<Job<'a>> {
+    arches
+        .iter()
+        .map(|arch| Job {
+            format,
+            input: Input::Arch(arch),
+        })
+        .collect()
+}
 
 /// Who the packages name as their maintainer/packager. A placeholder until
 /// the project has a real list; lintian and rpmlint accept it.

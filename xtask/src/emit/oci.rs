@@ -34,7 +34,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
-use anyhow::{anyhow, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use oci_spec::image::{
     ConfigBuilder, Descriptor, DescriptorBuilder, Digest, HistoryBuilder,
     ImageConfigurationBuilder, ImageIndexBuilder, ImageManifestBuilder, MediaType, Os,
@@ -44,9 +44,111 @@ use serde::Serialize;
 
 use super::codec::{self, Codec, Kind};
 use super::tarball::{self, Entry};
-use super::{add_parent_dirs, append_tar, Item, Options};
+use super::{add_parent_dirs, append_tar, Families, Format, Input, Item, Job, Options, Staging};
 use crate::digest::sha256_bytes;
 use crate::stage::{StagedArch, StagedOci};
+
+/// The format's name in `--formats`.
+pub const NAME: &str = "oci";
+
+pub struct Oci;
+
+impl Format for Oci {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+    fn about(&self) -> &'static str {
+        "the installer image: an OCI archive that podman and docker load, and its \
+         layout directory, every architecture in one index; its shell is Debian's \
+         busybox-static, so it is built on Debian or Ubuntu"
+    }
+    /// Its layers are tarballs: gzip-compressed as `--compression tar` says.
+    fn codec_of(&self) -> &'static str {
+        tarball::NAME
+    }
+    fn families(&self) -> Families {
+        Families::All
+    }
+    fn staging(&self) -> Staging {
+        Staging::InstallerImage
+    }
+    fn jobs<'a>(
+        &'static self,
+        arches: &'a [StagedArch],
+        image: Option<&'a StagedOci>,
+    ) -> Vec<Job<'a>> {
+        image
+            .map(|image| Job {
+                format: self,
+                input: Input::Image(arches, image),
+            })
+            .into_iter()
+            .collect()
+    }
+    fn write(
+        &self,
+        input: &Input,
+        k8s_version: &str,
+        options: &Options,
+        _work: &Path,
+        out_dir: &Path,
+    ) -> Result<PathBuf> {
+        let (arches, image) = input.image()?;
+        write(arches, image, k8s_version, options, out_dir)
+    }
+    /// The image's layout directory (`skopeo copy --all oci:DIR`), unpacked
+    /// from the archive, and its run examples.
+    fn publish_beside(&self, input: &Input, archive: &Path, out_dir: &Path) -> Result<Vec<String>> {
+        let (_, image) = input.image()?;
+        let name = layout_dir_name(&image.tag);
+        let layout = out_dir.join(&name);
+        let temp = crate::util::temp_path(&layout)?;
+        let unpacked = unpack(archive, &temp);
+        let replaced = unpacked.and_then(|()| crate::util::replace_dir(&temp, &layout));
+        if let Err(e) = replaced {
+            let _ = std::fs::remove_dir_all(&temp);
+            return Err(e.context(format!("writing {}", layout.display())));
+        }
+        let mut names = vec![name];
+        for (example, text) in &image.examples {
+            crate::util::write_bytes_atomic(&out_dir.join(example), text.as_bytes(), 0o644)?;
+            names.push(example.clone());
+        }
+        Ok(names)
+    }
+}
+
+/// The installer image's layout directory in the output directory.
+fn layout_dir_name(tag: &str) -> String {
+    format!("kubedist-installer-{tag}.oci")
+}
+
+/// Unpacks the installer image's archive into the new directory `dir`: it
+/// holds regular files and directories only, at relative paths.
+fn unpack(archive: &Path, dir: &Path) -> Result<()> {
+    let file =
+        std::fs::File::open(archive).with_context(|| format!("reading {}", archive.display()))?;
+    std::fs::create_dir(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let mut tar = tar::Archive::new(std::io::BufReader::new(file));
+    for entry in tar
+        .entries()
+        .with_context(|| archive.display().to_string())?
+    {
+        let mut entry = entry.with_context(|| archive.display().to_string())?;
+        let kind = entry.header().entry_type();
+        if !(kind.is_file() || kind.is_dir()) {
+            bail!("{}: unexpected entry type {kind:?}", archive.display());
+        }
+        // unpack_in refuses paths that leave `dir`.
+        if !entry
+            .unpack_in(dir)
+            .with_context(|| format!("unpacking {} into {}", archive.display(), dir.display()))?
+        {
+            bail!("{}: an entry leaves the archive", archive.display());
+        }
+    }
+    Ok(())
+}
 
 /// The archive's file name for an image tag.
 pub fn file_name(tag: &str) -> String {
@@ -271,7 +373,7 @@ fn image(
     layers.push((release, options.epoch, format!("release {release_name}")));
 
     let created = rfc3339(options.epoch)?;
-    let gzip = match options.codecs.tar {
+    let gzip = match options.codecs.of(tarball::NAME) {
         Codec {
             kind: Kind::Gz,
             level,

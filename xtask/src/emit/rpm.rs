@@ -20,9 +20,59 @@ use rpm::{
 };
 
 use super::codec::{Codec, Kind};
-use super::{Options, MAINTAINER};
-use crate::spec::{ConfigStyle, Dep};
-use crate::stage::Staged;
+use super::{Families, Format, FormatCodecs, Input, Job, Options, MAINTAINER};
+use crate::spec::{ConfigStyle, Dep, Family};
+use crate::stage::{Staged, StagedArch, StagedOci};
+
+/// The format's name in `--formats` and `--compression`.
+pub const NAME: &str = "rpm";
+
+pub struct Rpm;
+
+impl Format for Rpm {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+    fn about(&self) -> &'static str {
+        "one .rpm per package, for dnf, yum and zypper"
+    }
+    fn codecs(&self) -> Option<FormatCodecs> {
+        Some(FormatCodecs {
+            // Fedora's and RHEL's own.
+            default: Codec::new(Kind::Zstd, 19),
+            fast: Codec::new(Kind::Zstd, 3),
+            help: "zstd:1-19 (default zstd:19; rpm >= 4.14), gz:1-9 (every rpm; one thread)",
+        })
+    }
+    fn check_codec(&self, codec: Codec) -> Result<()> {
+        if codec.kind == Kind::Xz {
+            bail!(
+                "--compression rpm=xz: not available: the rpm crate's xz links a second \
+                 liblzma, which cannot share a program with the debs' (use zstd or gz)"
+            );
+        }
+        Ok(())
+    }
+    fn families(&self) -> Families {
+        Families::Own(Family::Rpm)
+    }
+    fn single_threaded(&self) -> bool {
+        true
+    }
+    fn jobs<'a>(&'static self, arches: &'a [StagedArch], _: Option<&'a StagedOci>) -> Vec<Job<'a>> {
+        super::package_jobs(self, arches, Family::Rpm)
+    }
+    fn write(
+        &self,
+        input: &Input,
+        _k8s_version: &str,
+        options: &Options,
+        _work: &Path,
+        out_dir: &Path,
+    ) -> Result<PathBuf> {
+        write(input.package()?, options, out_dir)
+    }
+}
 
 /// Writes `<name>-<version>.<rpmarch>.rpm` into `out_dir` and returns its path.
 pub fn write(pkg: &Staged, meta: &Options, out_dir: &Path) -> Result<PathBuf> {
@@ -30,7 +80,7 @@ pub fn write(pkg: &Staged, meta: &Options, out_dir: &Path) -> Result<PathBuf> {
     let out = out_dir.join(format!("{}-{}.{arch}.rpm", pkg.name, pkg.version));
     let epoch =
         u32::try_from(meta.epoch).context("SOURCE_DATE_EPOCH does not fit rpm's 32-bit times")?;
-    let compression = match meta.codecs.rpm {
+    let compression = match meta.codecs.of(NAME) {
         Codec {
             kind: Kind::Zstd,
             level,

@@ -35,10 +35,64 @@ use anyhow::{bail, Context, Result};
 use backhand::compression::{CompressionOptions, Compressor, Gzip, Zstd};
 use backhand::{FilesystemCompressor, FilesystemWriter, NodeHeader};
 
-use super::codec::Kind;
-use super::{add_parent_dirs, Item, Options};
+use super::codec::{Codec, Kind};
+use super::{add_parent_dirs, Families, Format, FormatCodecs, Input, Item, Job, Options, Staging};
 use crate::spec::Family;
-use crate::stage::{StagedArch, StagedDir, StagedSysext};
+use crate::stage::{StagedArch, StagedDir, StagedOci, StagedSysext};
+
+/// The format's name in `--formats` and `--compression`.
+pub const NAME: &str = "sysext";
+
+pub struct Sysext;
+
+impl Format for Sysext {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+    fn about(&self) -> &'static str {
+        "the systemd-sysext image, for Flatcar, Fedora CoreOS and other hosts \
+         with a read-only /usr"
+    }
+    fn codecs(&self) -> Option<FormatCodecs> {
+        Some(FormatCodecs {
+            // mksquashfs's default: every kernel's squashfs reads it.
+            default: Codec::new(Kind::Gz, 9),
+            fast: Codec::new(Kind::Gz, 1),
+            help: "gz:1-9 (default gz:9; every kernel), zstd:1-19 (kernels with SQUASHFS_ZSTD)",
+        })
+    }
+    fn check_codec(&self, codec: Codec) -> Result<()> {
+        if codec.kind == Kind::Xz {
+            bail!(
+                "--compression sysext=xz: not available: the squashfs writer's xz links a \
+                 second liblzma, which cannot share a program with the debs' (use gz or zstd)"
+            );
+        }
+        Ok(())
+    }
+    fn families(&self) -> Families {
+        Families::OfTheSysextImage
+    }
+    fn staging(&self) -> Staging {
+        Staging::SysextImage
+    }
+    fn single_threaded(&self) -> bool {
+        true
+    }
+    fn jobs<'a>(&'static self, arches: &'a [StagedArch], _: Option<&'a StagedOci>) -> Vec<Job<'a>> {
+        super::arch_jobs(self, arches)
+    }
+    fn write(
+        &self,
+        input: &Input,
+        k8s_version: &str,
+        options: &Options,
+        _work: &Path,
+        out_dir: &Path,
+    ) -> Result<PathBuf> {
+        write(input.arch()?, k8s_version, options, out_dir)
+    }
+}
 
 /// The image's file name for a Kubernetes version.
 pub fn file_name(sysext: &StagedSysext, k8s_version: &str) -> String {
@@ -105,7 +159,7 @@ pub fn write(
 }
 
 fn compressor(options: &Options) -> Result<FilesystemCompressor> {
-    let codec = options.codecs.sysext;
+    let codec = options.codecs.of(NAME);
     let (id, opts) = match codec.kind {
         Kind::Gz => (
             Compressor::Gzip,

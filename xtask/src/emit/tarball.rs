@@ -27,11 +27,51 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use sha2::{Digest, Sha256};
 
-use super::codec::{self, Codec};
-use super::{add_parent_dirs, append_tar, Item, Options};
+use super::codec::{self, Codec, Kind};
+use super::{
+    add_parent_dirs, append_tar, Families, Format, FormatCodecs, Input, Item, Job, Options,
+};
 use crate::spec::Arch;
-use crate::stage::{Staged, StagedArch, StagedFile};
+use crate::stage::{Staged, StagedArch, StagedFile, StagedOci};
 use crate::util::hex;
+
+/// The format's name in `--formats` and `--compression`.
+pub const NAME: &str = "tar";
+
+pub struct Tarball;
+
+impl Format for Tarball {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+    fn about(&self) -> &'static str {
+        "the air-gapped tarball per architecture, with install.sh"
+    }
+    fn codecs(&self) -> Option<FormatCodecs> {
+        Some(FormatCodecs {
+            // Every air-gapped host unpacks gzip, busybox included.
+            default: Codec::new(Kind::Gz, 9),
+            fast: Codec::new(Kind::Gz, 1),
+            help: "gz:1-9 (default gz:9; every host), xz:0-9 (.tar.xz), zstd:1-19 (.tar.zst)",
+        })
+    }
+    fn families(&self) -> Families {
+        Families::All
+    }
+    fn jobs<'a>(&'static self, arches: &'a [StagedArch], _: Option<&'a StagedOci>) -> Vec<Job<'a>> {
+        super::arch_jobs(self, arches)
+    }
+    fn write(
+        &self,
+        input: &Input,
+        k8s_version: &str,
+        options: &Options,
+        _work: &Path,
+        out_dir: &Path,
+    ) -> Result<PathBuf> {
+        write(input.arch()?, k8s_version, options, out_dir)
+    }
+}
 
 /// The tarball's file name for a Kubernetes version, architecture and codec.
 pub fn file_name(k8s_version: &str, arch: Arch, codec: Codec) -> String {
@@ -79,7 +119,7 @@ pub fn write(
     out_dir: &Path,
 ) -> Result<PathBuf> {
     let arch = staged.arch;
-    let out = out_dir.join(file_name(k8s_version, arch, meta.codecs.tar));
+    let out = out_dir.join(file_name(k8s_version, arch, meta.codecs.of(NAME)));
     let mut items: BTreeMap<String, Item> = contents(staged, meta)?
         .into_iter()
         .map(|e| (e.path, e.item))
@@ -88,7 +128,7 @@ pub fn write(
 
     let top = top_dir(k8s_version, arch);
     crate::util::write_atomic(&out, 0o644, |file| {
-        let encoder = codec::encoder(meta.codecs.tar, meta.threads, BufWriter::new(file))
+        let encoder = codec::encoder(meta.codecs.of(NAME), meta.threads, BufWriter::new(file))
             .context("starting the compressor")?;
         let mut tar = tar::Builder::new(encoder);
         append_tar(&mut tar, &top, &Item::Dir(0o755), meta.epoch)?;

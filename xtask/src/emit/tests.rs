@@ -70,7 +70,7 @@ fn options() -> Options {
     Options {
         homepage: "https://example.invalid/kubedist".into(),
         epoch: EPOCH,
-        codecs: Codecs::FAST,
+        codecs: Codecs::fast(),
         threads: 1,
         signer: None,
     }
