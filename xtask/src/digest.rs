@@ -1,11 +1,13 @@
 //! Published checksums (`FILE.sha256` / `FILE.sha512`) and hashing: the
-//! one place that hashes files, for fetch, stage, emit and the cache.
+//! one place that hashes files, for fetch, stage, emit, the cache and the
+//! repository's indices.
 
 use crate::util::hex;
 use std::io::{Read, Write};
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
+use md5::Md5;
 use sha2::{Digest, Sha256, Sha512};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,37 +81,80 @@ impl Published {
     }
 }
 
-/// The digests of one file: sha256 always (the lock records it), sha512 when
-/// the published checksum is one.
-#[derive(Debug, Clone)]
+/// The digests of one file or buffer: its size and SHA-256 always (the
+/// lock records it), SHA-512 when the published checksum is one, MD5 where
+/// apt's indices list it. (Serialised as the repository's state file has
+/// it: size, md5, sha256.)
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Digests {
+    pub size: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub md5: Option<String>,
     pub sha256: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sha512: Option<String>,
+}
+
+impl Digests {
+    /// Size, MD5 and SHA-256 of bytes in memory (what apt's indices list).
+    pub fn of_bytes(data: &[u8]) -> Digests {
+        let mut hasher = Hasher::new(Algo::Sha256).with_md5();
+        hasher.update(data);
+        hasher.finish()
+    }
+
+    /// Size, MD5 and SHA-256 of a file (what apt's indices list).
+    pub fn of_file(path: &Path) -> Result<Digests> {
+        hash_file(path, Hasher::new(Algo::Sha256).with_md5())
+    }
+
+    /// The MD5, or "" where it was not asked for.
+    pub fn md5(&self) -> &str {
+        self.md5.as_deref().unwrap_or_default()
+    }
 }
 
 /// Hashes a stream as it is written elsewhere.
 pub struct Hasher {
+    size: u64,
     sha256: Sha256,
     sha512: Option<Sha512>,
+    md5: Option<Md5>,
 }
 
 impl Hasher {
     pub fn new(algo: Algo) -> Hasher {
         Hasher {
+            size: 0,
             sha256: Sha256::new(),
             sha512: (algo == Algo::Sha512).then(Sha512::new),
+            md5: None,
+        }
+    }
+
+    /// MD5 too.
+    fn with_md5(self) -> Hasher {
+        Hasher {
+            md5: Some(Md5::new()),
+            ..self
         }
     }
 
     pub fn update(&mut self, data: &[u8]) {
+        self.size += data.len() as u64;
         self.sha256.update(data);
         if let Some(h) = &mut self.sha512 {
+            h.update(data);
+        }
+        if let Some(h) = &mut self.md5 {
             h.update(data);
         }
     }
 
     pub fn finish(self) -> Digests {
         Digests {
+            size: self.size,
+            md5: self.md5.map(|h| hex(&h.finalize())),
             sha256: hex(&self.sha256.finalize()),
             sha512: self.sha512.map(|h| hex(&h.finalize())),
         }
@@ -118,9 +163,12 @@ impl Hasher {
 
 /// Hashes a file on disk.
 pub fn file_digests(path: &Path, algo: Algo) -> Result<Digests> {
+    hash_file(path, Hasher::new(algo))
+}
+
+fn hash_file(path: &Path, mut hasher: Hasher) -> Result<Digests> {
     let mut file =
         std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
-    let mut hasher = Hasher::new(algo);
     let mut buf = vec![0u8; 1 << 16];
     loop {
         let n = file
@@ -173,6 +221,17 @@ pub fn copy_hashing(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn digests_match_known_values() {
+        let d = Digests::of_bytes(b"abc");
+        assert_eq!(d.size, 3);
+        assert_eq!(d.md5(), "900150983cd24fb0d6963f7d28e17f72");
+        assert_eq!(
+            d.sha256,
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
 
     const ABC: &str = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
 

@@ -334,7 +334,10 @@ fn packages_index<'a>(entries: impl Iterator<Item = &'a PoolEntry>) -> String {
         }
         out.push_str(&format!(
             "Filename: {}\nSize: {}\nMD5sum: {}\nSHA256: {}\n",
-            e.filename, e.digests.size, e.digests.md5, e.digests.sha256
+            e.filename,
+            e.digests.size,
+            e.digests.md5(),
+            e.digests.sha256
         ));
         if let Some(d) = description {
             out.push_str(&format!("Description: {d}\n"));
@@ -367,7 +370,7 @@ fn release_file(
     out.push_str("Acquire-By-Hash: yes\n");
     out.push_str("MD5Sum:\n");
     for (path, d) in indices {
-        out.push_str(&format!(" {} {:>16} {path}\n", d.md5, d.size));
+        out.push_str(&format!(" {} {:>16} {path}\n", d.md5(), d.size));
     }
     out.push_str("SHA256:\n");
     for (path, d) in indices {
@@ -425,7 +428,7 @@ mod tests {
             "Package: kubectl\nVersion: 1.31.2-1\nArchitecture: amd64\nMaintainer: k <k@x>\n\
              Filename: pool/main/k/kubectl/kubectl_1.31.2-1_amd64.deb\nSize: {}\nMD5sum: {}\nSHA256: {}\n\
              Description: cli\n long\n",
-            e.digests.size, e.digests.md5, e.digests.sha256
+            e.digests.size, e.digests.md5(), e.digests.sha256
         );
         assert_eq!(text, expected);
     }

@@ -3,59 +3,17 @@
 //! rename, modes are explicit.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read};
+use std::io;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
-use md5::Md5;
-use sha2::{Digest, Sha256};
 
 pub const FILE_MODE: u32 = 0o644;
 pub const DIR_MODE: u32 = 0o755;
 
-/// The digests and size that indices list for a file.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Digests {
-    pub size: u64,
-    pub md5: String,
-    pub sha256: String,
-}
-
-impl Digests {
-    pub fn of_bytes(data: &[u8]) -> Self {
-        Digests {
-            size: data.len() as u64,
-            md5: crate::util::hex(&Md5::digest(data)),
-            sha256: crate::util::hex(&Sha256::digest(data)),
-        }
-    }
-
-    pub fn of_file(path: &Path) -> Result<Self> {
-        let mut file =
-            File::open(path).with_context(|| format!("{}: cannot open", path.display()))?;
-        let (mut md5, mut sha256) = (Md5::new(), Sha256::new());
-        let mut size = 0u64;
-        let mut buf = vec![0u8; 1 << 16];
-        loop {
-            let n = file
-                .read(&mut buf)
-                .with_context(|| format!("{}: cannot read", path.display()))?;
-            if n == 0 {
-                break;
-            }
-            md5.update(&buf[..n]);
-            sha256.update(&buf[..n]);
-            size += n as u64;
-        }
-        Ok(Digests {
-            size,
-            md5: crate::util::hex(&md5.finalize()),
-            sha256: crate::util::hex(&sha256.finalize()),
-        })
-    }
-}
+pub use crate::digest::Digests;
 
 /// `mkdir -p` with mode 0755 for the directories it creates.
 pub fn create_dir(dir: &Path) -> Result<()> {
@@ -185,17 +143,6 @@ fn walk(dir: &Path, suffix: &str, found: &mut Vec<PathBuf>) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn digests_match_known_values() {
-        let d = Digests::of_bytes(b"abc");
-        assert_eq!(d.size, 3);
-        assert_eq!(d.md5, "900150983cd24fb0d6963f7d28e17f72");
-        assert_eq!(
-            d.sha256,
-            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
-        );
-    }
 
     #[test]
     fn second_lock_fails() {
