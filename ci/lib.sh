@@ -1,3 +1,4 @@
+# shellcheck shell=sh
 # Shared helpers for the install suites in ci/t-*.sh (sourced, POSIX sh).
 #
 # Each suite builds clean Debian roots from a cached mmdebstrap tarball,

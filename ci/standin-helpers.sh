@@ -1,3 +1,4 @@
+# shellcheck shell=sh
 # Shell functions for scripts that run inside a test root and watch the
 # recorder stand-in kubelet (prepended to their in-root scripts by
 # t-openrc.sh, t-runit.sh and t-tarball.sh; POSIX sh).
