@@ -49,7 +49,7 @@ pub struct Args {
         value_name = "FORMAT[,FORMAT...]",
         value_delimiter = ',',
         value_parser = clap::builder::PossibleValuesParser::new(
-            emit::FORMATS.iter().map(|f| clap::builder::PossibleValue::new(f.name()).help(f.about()))
+            emit::FORMATS.iter().map(|f| clap::builder::PossibleValue::new(f.about().name).help(f.about().summary))
         ),
     )]
     pub formats: Vec<String>,
@@ -136,12 +136,14 @@ Compression (see docs/performance.md for times and sizes):
 ",
     );
     for format in emit::FORMATS {
-        match format.codecs() {
-            Some(codecs) => help.push_str(&format!("  {:<6}  {}\n", format.name(), codecs.help)),
+        match &format.about().codecs {
+            Some(codecs) => {
+                help.push_str(&format!("  {:<6}  {}\n", format.about().name, codecs.help))
+            }
             None => help.push_str(&format!(
                 "  {:<6}  the codec of {}\n",
-                format.name(),
-                format.codec_of()
+                format.about().name,
+                format.about().codec_of
             )),
         }
     }
@@ -222,14 +224,14 @@ fn plan(spec: &Spec, args: &Args) -> Result<Plan> {
     let formats: Vec<&'static dyn Format> = emit::FORMATS
         .iter()
         .copied()
-        .filter(|f| args.formats.is_empty() || args.formats.iter().any(|n| n == f.name()))
+        .filter(|f| args.formats.is_empty() || args.formats.iter().any(|n| n == f.about().name))
         .collect();
-    let staging = |kind: Staging| formats.iter().any(|f| f.staging() == kind);
+    let staging = |kind: Staging| formats.iter().any(|f| f.about().staging == kind);
     let sysext = staging(Staging::SysextImage);
     let families = Family::ALL
         .into_iter()
         .filter(|&family| {
-            formats.iter().any(|f| match f.families() {
+            formats.iter().any(|f| match f.about().families {
                 Families::Own(own) => own == family,
                 Families::All => true,
                 Families::OfTheSysextImage => spec.sysext.family == family,
@@ -436,7 +438,7 @@ fn oci_base(spec: &Spec, arch: Arch, epoch: u64, stage_dir: &Path) -> Result<sta
 impl Plan {
     /// Whether a format asked for needs `kind` staged.
     fn stages(&self, kind: Staging) -> bool {
-        self.formats.iter().any(|f| f.staging() == kind)
+        self.formats.iter().any(|f| f.about().staging == kind)
     }
 }
 
@@ -445,9 +447,9 @@ fn jobs<'a>(plan: &Plan, staged: &'a [StagedArch], oci: Option<&'a StagedOci>) -
     let mut jobs: Vec<Job> = plan
         .formats
         .iter()
-        .flat_map(|format| format.jobs(staged, oci))
+        .flat_map(|format| emit::jobs(*format, staged, oci))
         .collect();
-    jobs.sort_by_key(|j| start_order(j.format.single_threaded(), size(j)));
+    jobs.sort_by_key(|j| start_order(j.format.about().single_threaded, size(j)));
     jobs
 }
 
@@ -483,9 +485,13 @@ fn write_artifacts(plan: &Plan, args: &Args, jobs: &[Job], work: &Path) -> Resul
                 });
             }
         }
-        let path = job
-            .format
-            .write(&job.input, &plan.k8s_version, &options, work, &built_dir)?;
+        let run = emit::Run {
+            k8s_version: &plan.k8s_version,
+            options: &options,
+            work,
+            out_dir: &built_dir,
+        };
+        let path = job.format.write(&job.input, &run)?;
         let sha256 = match (&plan.cache, &key) {
             (Some(cache), Some(key)) => Some(cache.store(key, &path)?),
             _ => None,
@@ -697,7 +703,7 @@ impl stage::Sources for ArchSources<'_> {
 /// The payload a job compresses, in bytes, for scheduling.
 fn size(job: &Job) -> u64 {
     let files = |s: &Staged| s.package_files().map(|f| f.size).sum::<u64>();
-    match (job.input, job.format.families()) {
+    match (job.input, job.format.about().families) {
         (Input::Package(p), _) => files(p),
         // One family's files: about half the tarball.
         (Input::Arch(arch), Families::Own(_) | Families::OfTheSysextImage) => arch
@@ -715,8 +721,8 @@ fn size(job: &Job) -> u64 {
 fn label(job: &Job) -> String {
     match job.input {
         Input::Package(p) => format!("{} {} ({})", p.family, p.name, p.arch),
-        Input::Arch(arch) => format!("{} ({})", job.format.name(), arch.arch),
-        Input::Image(..) => job.format.name().to_string(),
+        Input::Arch(arch) => format!("{} ({})", job.format.about().name, arch.arch),
+        Input::Image(..) => job.format.about().name.to_string(),
     }
 }
 
@@ -725,8 +731,8 @@ fn label(job: &Job) -> String {
 /// input (its files by digest, never by scratch path). The cache key is the
 /// hash of this and of the program.
 fn describe(job: &Job, k8s_version: &str, options: &Options) -> Result<String> {
-    let format = job.format.name();
-    let codec = options.codecs.of(job.format.codec_of());
+    let format = job.format.about().name;
+    let codec = options.codecs.of(job.format.about().codec_of);
     let input = match job.input {
         Input::Package(p) => serde_json::to_string(p)?,
         Input::Arch(arch) => serde_json::to_string(arch)?,

@@ -373,7 +373,7 @@ fn formats_come_from_the_one_registry() {
         FORMATS.len(),
         "impl Format in emit/ against FORMATS"
     );
-    let mut names: Vec<&str> = FORMATS.iter().map(|f| f.name()).collect();
+    let mut names: Vec<&str> = FORMATS.iter().map(|f| f.about().name).collect();
     let all = names.join(",");
     names.sort();
     names.dedup();

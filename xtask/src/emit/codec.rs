@@ -115,7 +115,7 @@ impl Codecs {
         Codecs(
             super::FORMATS
                 .iter()
-                .filter_map(|f| f.codecs().map(|c| (f.name(), pick(&c))))
+                .filter_map(|f| f.about().codecs.as_ref().map(|c| (f.about().name, pick(c))))
                 .collect(),
         )
     }
@@ -168,8 +168,8 @@ impl Codecs {
             slot.1 = codec;
         }
         for format in super::FORMATS {
-            if format.codecs().is_some() {
-                format.check_codec(codecs.of(format.name()))?;
+            if format.about().codecs.is_some() {
+                format.check_codec(codecs.of(format.about().name))?;
             }
         }
         Ok(codecs)

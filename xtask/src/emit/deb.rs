@@ -22,45 +22,39 @@ use cargo_deb::listener::Listener;
 use cargo_deb::BuildEnvironment;
 
 use super::codec::{Codec, Kind};
-use super::{Families, Format, FormatCodecs, Input, Job, Options, MAINTAINER};
+use super::{
+    About, Artifacts, Families, Format, FormatCodecs, Input, Options, Run, Staging, MAINTAINER,
+};
 use crate::spec::Family;
-use crate::stage::{Staged, StagedArch, StagedOci};
+use crate::stage::Staged;
 
 /// The format's name in `--formats` and `--compression`.
 pub const NAME: &str = "deb";
 
 pub struct Deb;
 
+static ABOUT: About = About {
+    name: NAME,
+    summary: "one .deb per package, for apt and dpkg",
+    codecs: Some(FormatCodecs {
+        // dpkg-deb's own default.
+        default: Codec::new(Kind::Xz, 6),
+        fast: Codec::new(Kind::Xz, 1),
+        help: "xz:0-9 (default xz:6; every dpkg), zstd:1-19 (dpkg >= 1.21.18), gz:1-9",
+    }),
+    codec_of: NAME,
+    artifacts: Artifacts::Package(Family::Deb),
+    families: Families::Own(Family::Deb),
+    staging: Staging::Packages,
+    single_threaded: false,
+};
+
 impl Format for Deb {
-    fn name(&self) -> &'static str {
-        NAME
+    fn about(&self) -> &'static About {
+        &ABOUT
     }
-    fn about(&self) -> &'static str {
-        "one .deb per package, for apt and dpkg"
-    }
-    fn codecs(&self) -> Option<FormatCodecs> {
-        Some(FormatCodecs {
-            // dpkg-deb's own default.
-            default: Codec::new(Kind::Xz, 6),
-            fast: Codec::new(Kind::Xz, 1),
-            help: "xz:0-9 (default xz:6; every dpkg), zstd:1-19 (dpkg >= 1.21.18), gz:1-9",
-        })
-    }
-    fn families(&self) -> Families {
-        Families::Own(Family::Deb)
-    }
-    fn jobs<'a>(&'static self, arches: &'a [StagedArch], _: Option<&'a StagedOci>) -> Vec<Job<'a>> {
-        super::package_jobs(self, arches, Family::Deb)
-    }
-    fn write(
-        &self,
-        input: &Input,
-        _k8s_version: &str,
-        options: &Options,
-        work: &Path,
-        out_dir: &Path,
-    ) -> Result<PathBuf> {
-        write(input.package()?, options, work, out_dir)
+    fn write(&self, input: &Input, run: &Run) -> Result<PathBuf> {
+        write(input.package()?, run.options, run.work, run.out_dir)
     }
 }
 

@@ -4,9 +4,10 @@
 //! (a squashfs image, the `backhand` crate) and `oci` (the installer
 //! image), with the codecs of `codec`. `dist` turns the list into jobs
 //! without naming a format; `--formats`, `--compression` and their help come
-//! from it. A job is `write(input, options, out)`: it reads only what
-//! `crate::stage` returned (and the staged files it names), never `pkg/` or
-//! the repository, and writes one file through a temp file and a rename.
+//! from it. A format is data ([`About`]) and `write(input, run)`, which
+//! reads only what `crate::stage` returned (and the staged files it names),
+//! never `pkg/` or the repository, and writes one file through a temp file
+//! and a rename.
 
 pub mod codec;
 pub mod deb;
@@ -36,54 +37,17 @@ pub static FORMATS: &[&dyn Format] = &[
     &oci::Oci,
 ];
 
-/// An artifact format: what it is called, which codecs it takes, what it
-/// needs staged, and how it turns that into artifacts.
+/// An artifact format: what it is ([`About`], data) and how it writes one
+/// artifact from its staged input.
 pub trait Format: Sync {
-    /// Its name in `--formats` and `--compression`.
-    fn name(&self) -> &'static str;
-    /// What it writes, for `--help`.
-    fn about(&self) -> &'static str;
-    /// Its codec and level by default and with `--fast`, and the codecs it
-    /// takes, for `--help`; `None` for a format that compresses with
-    /// another's codec ([`Format::codec_of`]).
-    fn codecs(&self) -> Option<FormatCodecs> {
-        None
-    }
-    /// The format whose `--compression` setting it uses: its own.
-    fn codec_of(&self) -> &'static str {
-        self.name()
-    }
+    /// Its name, codecs, inputs and needs.
+    fn about(&self) -> &'static About;
+    /// Writes the artifact of `input` and returns its path.
+    fn write(&self, input: &Input, run: &Run) -> Result<PathBuf>;
     /// Refuses a codec its writer cannot use, in one line.
     fn check_codec(&self, _codec: codec::Codec) -> Result<()> {
         Ok(())
     }
-    /// Whose staged trees it reads.
-    fn families(&self) -> Families;
-    /// What it needs staged besides the packages' trees.
-    fn staging(&self) -> Staging {
-        Staging::Packages
-    }
-    /// Its encoder runs on one thread (such jobs start first).
-    fn single_threaded(&self) -> bool {
-        false
-    }
-    /// One job per artifact it writes from the staged architectures (and
-    /// the installer image's own input, when staged).
-    fn jobs<'a>(
-        &'static self,
-        arches: &'a [StagedArch],
-        image: Option<&'a StagedOci>,
-    ) -> Vec<Job<'a>>;
-    /// Writes the artifact of `input` into `out_dir` (`work` is scratch
-    /// space) and returns its path.
-    fn write(
-        &self,
-        input: &Input,
-        k8s_version: &str,
-        options: &Options,
-        work: &Path,
-        out_dir: &Path,
-    ) -> Result<PathBuf>;
     /// Puts what it serves beside its artifact into the output directory,
     /// once every artifact was built, and returns their names.
     fn publish_beside(
@@ -96,12 +60,54 @@ pub trait Format: Sync {
     }
 }
 
+/// What a format is.
+pub struct About {
+    /// Its name in `--formats` and `--compression`.
+    pub name: &'static str,
+    /// What it writes, for `--help`.
+    pub summary: &'static str,
+    /// Its codec settings; `None` for a format that compresses with another
+    /// format's codec (`codec_of`).
+    pub codecs: Option<FormatCodecs>,
+    /// The format whose `--compression` setting it uses.
+    pub codec_of: &'static str,
+    /// What one artifact is made of.
+    pub artifacts: Artifacts,
+    /// Whose staged trees it reads.
+    pub families: Families,
+    /// What it needs staged besides the packages' trees.
+    pub staging: Staging,
+    /// Its encoder runs on one thread (such jobs start first).
+    pub single_threaded: bool,
+}
+
+/// What a run gives every job besides its input.
+pub struct Run<'a> {
+    pub k8s_version: &'a str,
+    pub options: &'a Options,
+    /// Scratch space.
+    pub work: &'a Path,
+    /// Where the artifact goes.
+    pub out_dir: &'a Path,
+}
+
 /// A format's codec settings.
 pub struct FormatCodecs {
     pub default: codec::Codec,
     pub fast: codec::Codec,
     /// The codecs it takes and who can read them, one line for `--help`.
     pub help: &'static str,
+}
+
+/// What one artifact of a format is made of.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Artifacts {
+    /// One package of one family: an artifact per package and architecture.
+    Package(Family),
+    /// Everything staged for one architecture.
+    Arch,
+    /// Every architecture, with the installer image's own input.
+    Image,
 }
 
 /// Whose staged trees a format reads.
@@ -163,33 +169,26 @@ pub struct Job<'a> {
     pub input: Input<'a>,
 }
 
-/// The jobs of one package per family and architecture, for the formats
-/// that write one artifact per package.
-fn package_jobs<'a>(
+/// The jobs of `format`: one per artifact its staged input makes.
+pub fn jobs<'a>(
     format: &'static dyn Format,
     arches: &'a [StagedArch],
-    family: Family,
+    image: Option<&'a StagedOci>,
 ) -> Vec<Job<'a>> {
-    arches
-        .iter()
-        .flat_map(|arch| &arch.packages)
-        .filter_map(|p| p.all().find(|s| s.family == family))
-        .map(|staged| Job {
-            format,
-            input: Input::Package(staged),
-        })
-        .collect()
-}
-
-/// The jobs of one artifact per architecture.
-fn arch_jobs<'a>(format: &'static dyn Format, arches: &'a [StagedArch]) -> Vec<Job<'a>> {
-    arches
-        .iter()
-        .map(|arch| Job {
-            format,
-            input: Input::Arch(arch),
-        })
-        .collect()
+    let job = |input| Job { format, input };
+    match format.about().artifacts {
+        Artifacts::Package(family) => arches
+            .iter()
+            .flat_map(|arch| &arch.packages)
+            .filter_map(|p| p.all().find(|s| s.family == family))
+            .map(|staged| job(Input::Package(staged)))
+            .collect(),
+        Artifacts::Arch => arches.iter().map(|a| job(Input::Arch(a))).collect(),
+        Artifacts::Image => image
+            .map(|image| job(Input::Image(arches, image)))
+            .into_iter()
+            .collect(),
+    }
 }
 
 /// Who the packages name as their maintainer/packager. A placeholder until

@@ -44,7 +44,10 @@ use serde::Serialize;
 
 use super::codec::{self, Codec, Kind};
 use super::tarball::{self, Entry};
-use super::{add_parent_dirs, append_tar, Families, Format, Input, Item, Job, Options, Staging};
+use super::{
+    add_parent_dirs, append_tar, About, Artifacts, Families, Format, Input, Item, Options, Run,
+    Staging,
+};
 use crate::digest::sha256_bytes;
 use crate::stage::{StagedArch, StagedOci};
 
@@ -53,48 +56,27 @@ pub const NAME: &str = "oci";
 
 pub struct Oci;
 
+static ABOUT: About = About {
+    name: NAME,
+    summary: "the installer image: an OCI archive that podman and docker load, and its \
+              layout directory, every architecture in one index; its shell is Debian's \
+              busybox-static, so it is built on Debian or Ubuntu",
+    codecs: None,
+    // Its layers are tarballs: gzip-compressed as `--compression tar` says.
+    codec_of: tarball::NAME,
+    artifacts: Artifacts::Image,
+    families: Families::All,
+    staging: Staging::InstallerImage,
+    single_threaded: false,
+};
+
 impl Format for Oci {
-    fn name(&self) -> &'static str {
-        NAME
+    fn about(&self) -> &'static About {
+        &ABOUT
     }
-    fn about(&self) -> &'static str {
-        "the installer image: an OCI archive that podman and docker load, and its \
-         layout directory, every architecture in one index; its shell is Debian's \
-         busybox-static, so it is built on Debian or Ubuntu"
-    }
-    /// Its layers are tarballs: gzip-compressed as `--compression tar` says.
-    fn codec_of(&self) -> &'static str {
-        tarball::NAME
-    }
-    fn families(&self) -> Families {
-        Families::All
-    }
-    fn staging(&self) -> Staging {
-        Staging::InstallerImage
-    }
-    fn jobs<'a>(
-        &'static self,
-        arches: &'a [StagedArch],
-        image: Option<&'a StagedOci>,
-    ) -> Vec<Job<'a>> {
-        image
-            .map(|image| Job {
-                format: self,
-                input: Input::Image(arches, image),
-            })
-            .into_iter()
-            .collect()
-    }
-    fn write(
-        &self,
-        input: &Input,
-        k8s_version: &str,
-        options: &Options,
-        _work: &Path,
-        out_dir: &Path,
-    ) -> Result<PathBuf> {
+    fn write(&self, input: &Input, run: &Run) -> Result<PathBuf> {
         let (arches, image) = input.image()?;
-        write(arches, image, k8s_version, options, out_dir)
+        write(arches, image, run.k8s_version, run.options, run.out_dir)
     }
     /// The image's layout directory (`skopeo copy --all oci:DIR`), unpacked
     /// from the archive, and its run examples.

@@ -20,29 +20,40 @@ use rpm::{
 };
 
 use super::codec::{Codec, Kind};
-use super::{Families, Format, FormatCodecs, Input, Job, Options, MAINTAINER};
+use super::{
+    About, Artifacts, Families, Format, FormatCodecs, Input, Options, Run, Staging, MAINTAINER,
+};
 use crate::spec::{ConfigStyle, Dep, Family};
-use crate::stage::{Staged, StagedArch, StagedOci};
+use crate::stage::Staged;
 
 /// The format's name in `--formats` and `--compression`.
 pub const NAME: &str = "rpm";
 
 pub struct Rpm;
 
+static ABOUT: About = About {
+    name: NAME,
+    summary: "one .rpm per package, for dnf, yum and zypper",
+    codecs: Some(FormatCodecs {
+        // Fedora's and RHEL's own.
+        default: Codec::new(Kind::Zstd, 19),
+        fast: Codec::new(Kind::Zstd, 3),
+        help: "zstd:1-19 (default zstd:19; rpm >= 4.14), gz:1-9 (every rpm; one thread)",
+    }),
+    codec_of: NAME,
+    artifacts: Artifacts::Package(Family::Rpm),
+    families: Families::Own(Family::Rpm),
+    staging: Staging::Packages,
+    // The rpm crate compresses the payload itself, on one thread.
+    single_threaded: true,
+};
+
 impl Format for Rpm {
-    fn name(&self) -> &'static str {
-        NAME
+    fn about(&self) -> &'static About {
+        &ABOUT
     }
-    fn about(&self) -> &'static str {
-        "one .rpm per package, for dnf, yum and zypper"
-    }
-    fn codecs(&self) -> Option<FormatCodecs> {
-        Some(FormatCodecs {
-            // Fedora's and RHEL's own.
-            default: Codec::new(Kind::Zstd, 19),
-            fast: Codec::new(Kind::Zstd, 3),
-            help: "zstd:1-19 (default zstd:19; rpm >= 4.14), gz:1-9 (every rpm; one thread)",
-        })
+    fn write(&self, input: &Input, run: &Run) -> Result<PathBuf> {
+        write(input.package()?, run.options, run.out_dir)
     }
     fn check_codec(&self, codec: Codec) -> Result<()> {
         if codec.kind == Kind::Xz {
@@ -52,25 +63,6 @@ impl Format for Rpm {
             );
         }
         Ok(())
-    }
-    fn families(&self) -> Families {
-        Families::Own(Family::Rpm)
-    }
-    fn single_threaded(&self) -> bool {
-        true
-    }
-    fn jobs<'a>(&'static self, arches: &'a [StagedArch], _: Option<&'a StagedOci>) -> Vec<Job<'a>> {
-        super::package_jobs(self, arches, Family::Rpm)
-    }
-    fn write(
-        &self,
-        input: &Input,
-        _k8s_version: &str,
-        options: &Options,
-        _work: &Path,
-        out_dir: &Path,
-    ) -> Result<PathBuf> {
-        write(input.package()?, options, out_dir)
     }
 }
 

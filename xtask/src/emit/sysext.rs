@@ -36,30 +36,42 @@ use backhand::compression::{CompressionOptions, Compressor, Gzip, Zstd};
 use backhand::{FilesystemCompressor, FilesystemWriter, NodeHeader};
 
 use super::codec::{Codec, Kind};
-use super::{add_parent_dirs, Families, Format, FormatCodecs, Input, Item, Job, Options, Staging};
+use super::{
+    add_parent_dirs, About, Artifacts, Families, Format, FormatCodecs, Input, Item, Options, Run,
+    Staging,
+};
 use crate::spec::Family;
-use crate::stage::{StagedArch, StagedDir, StagedOci, StagedSysext};
+use crate::stage::{StagedArch, StagedDir, StagedSysext};
 
 /// The format's name in `--formats` and `--compression`.
 pub const NAME: &str = "sysext";
 
 pub struct Sysext;
 
+static ABOUT: About = About {
+    name: NAME,
+    summary: "the systemd-sysext image, for Flatcar, Fedora CoreOS and other hosts \
+              with a read-only /usr",
+    codecs: Some(FormatCodecs {
+        // mksquashfs's default: every kernel's squashfs reads it.
+        default: Codec::new(Kind::Gz, 9),
+        fast: Codec::new(Kind::Gz, 1),
+        help: "gz:1-9 (default gz:9; every kernel), zstd:1-19 (kernels with SQUASHFS_ZSTD)",
+    }),
+    codec_of: NAME,
+    artifacts: Artifacts::Arch,
+    families: Families::OfTheSysextImage,
+    staging: Staging::SysextImage,
+    // backhand compresses on one thread.
+    single_threaded: true,
+};
+
 impl Format for Sysext {
-    fn name(&self) -> &'static str {
-        NAME
+    fn about(&self) -> &'static About {
+        &ABOUT
     }
-    fn about(&self) -> &'static str {
-        "the systemd-sysext image, for Flatcar, Fedora CoreOS and other hosts \
-         with a read-only /usr"
-    }
-    fn codecs(&self) -> Option<FormatCodecs> {
-        Some(FormatCodecs {
-            // mksquashfs's default: every kernel's squashfs reads it.
-            default: Codec::new(Kind::Gz, 9),
-            fast: Codec::new(Kind::Gz, 1),
-            help: "gz:1-9 (default gz:9; every kernel), zstd:1-19 (kernels with SQUASHFS_ZSTD)",
-        })
+    fn write(&self, input: &Input, run: &Run) -> Result<PathBuf> {
+        write(input.arch()?, run.k8s_version, run.options, run.out_dir)
     }
     fn check_codec(&self, codec: Codec) -> Result<()> {
         if codec.kind == Kind::Xz {
@@ -69,28 +81,6 @@ impl Format for Sysext {
             );
         }
         Ok(())
-    }
-    fn families(&self) -> Families {
-        Families::OfTheSysextImage
-    }
-    fn staging(&self) -> Staging {
-        Staging::SysextImage
-    }
-    fn single_threaded(&self) -> bool {
-        true
-    }
-    fn jobs<'a>(&'static self, arches: &'a [StagedArch], _: Option<&'a StagedOci>) -> Vec<Job<'a>> {
-        super::arch_jobs(self, arches)
-    }
-    fn write(
-        &self,
-        input: &Input,
-        k8s_version: &str,
-        options: &Options,
-        _work: &Path,
-        out_dir: &Path,
-    ) -> Result<PathBuf> {
-        write(input.arch()?, k8s_version, options, out_dir)
     }
 }
 

@@ -29,10 +29,11 @@ use sha2::{Digest, Sha256};
 
 use super::codec::{self, Codec, Kind};
 use super::{
-    add_parent_dirs, append_tar, Families, Format, FormatCodecs, Input, Item, Job, Options,
+    add_parent_dirs, append_tar, About, Artifacts, Families, Format, FormatCodecs, Input, Item,
+    Options, Run, Staging,
 };
 use crate::spec::Arch;
-use crate::stage::{Staged, StagedArch, StagedFile, StagedOci};
+use crate::stage::{Staged, StagedArch, StagedFile};
 use crate::util::hex;
 
 /// The format's name in `--formats` and `--compression`.
@@ -40,36 +41,28 @@ pub const NAME: &str = "tar";
 
 pub struct Tarball;
 
+static ABOUT: About = About {
+    name: NAME,
+    summary: "the air-gapped tarball per architecture, with install.sh",
+    codecs: Some(FormatCodecs {
+        // Every air-gapped host unpacks gzip, busybox included.
+        default: Codec::new(Kind::Gz, 9),
+        fast: Codec::new(Kind::Gz, 1),
+        help: "gz:1-9 (default gz:9; every host), xz:0-9 (.tar.xz), zstd:1-19 (.tar.zst)",
+    }),
+    codec_of: NAME,
+    artifacts: Artifacts::Arch,
+    families: Families::All,
+    staging: Staging::Packages,
+    single_threaded: false,
+};
+
 impl Format for Tarball {
-    fn name(&self) -> &'static str {
-        NAME
+    fn about(&self) -> &'static About {
+        &ABOUT
     }
-    fn about(&self) -> &'static str {
-        "the air-gapped tarball per architecture, with install.sh"
-    }
-    fn codecs(&self) -> Option<FormatCodecs> {
-        Some(FormatCodecs {
-            // Every air-gapped host unpacks gzip, busybox included.
-            default: Codec::new(Kind::Gz, 9),
-            fast: Codec::new(Kind::Gz, 1),
-            help: "gz:1-9 (default gz:9; every host), xz:0-9 (.tar.xz), zstd:1-19 (.tar.zst)",
-        })
-    }
-    fn families(&self) -> Families {
-        Families::All
-    }
-    fn jobs<'a>(&'static self, arches: &'a [StagedArch], _: Option<&'a StagedOci>) -> Vec<Job<'a>> {
-        super::arch_jobs(self, arches)
-    }
-    fn write(
-        &self,
-        input: &Input,
-        k8s_version: &str,
-        options: &Options,
-        _work: &Path,
-        out_dir: &Path,
-    ) -> Result<PathBuf> {
-        write(input.arch()?, k8s_version, options, out_dir)
+    fn write(&self, input: &Input, run: &Run) -> Result<PathBuf> {
+        write(input.arch()?, run.k8s_version, run.options, run.out_dir)
     }
 }
 
