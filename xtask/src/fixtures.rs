@@ -225,12 +225,30 @@ fn write_arch(spec: &Spec, top: &Path, arch: Arch, debs: &Path, epoch: u64) -> R
                         "REAL: /usr/lib/cni/* of Debian's containernetworking-plugins {}, repacked flat",
                         plugins.version
                     );
-                    (tgz(&members, true, epoch)?, 0o644, note)
+                    (
+                        crate::archive::release_tgz(
+                            &members,
+                            true,
+                            epoch,
+                            flate2::Compression::default(),
+                        )?,
+                        0o644,
+                        note,
+                    )
                 }
                 Some(Fixture::CrictlTarball) => {
                     let members = [("crictl".to_string(), standin.as_slice())];
                     let note = "STAND-IN: member crictl is kubedist-standin".to_string();
-                    (tgz(&members, false, epoch)?, 0o644, note)
+                    (
+                        crate::archive::release_tgz(
+                            &members,
+                            false,
+                            epoch,
+                            flate2::Compression::default(),
+                        )?,
+                        0o644,
+                        note,
+                    )
                 }
                 None => {
                     bail!("pkg/release.toml lists {rel}, which fixtures do not know how to make")
@@ -271,50 +289,6 @@ fn only(files: Vec<(String, Vec<u8>)>, name: &str) -> Result<Vec<u8>> {
         .find(|(n, _)| n == name)
         .map(|(_, d)| d)
         .with_context(|| format!("no {name} in the package"))
-}
-
-/// A gzip'd tar of `members` as release tarballs are made: in the order
-/// given, root-owned, mode 0755, one mtime; optionally led by a `./` entry
-/// like the upstream CNI tarball.
-fn tgz(members: &[(String, &[u8])], dot_dir: bool, mtime: u64) -> Result<Vec<u8>> {
-    let gz = flate2::GzBuilder::new()
-        .mtime(0)
-        .write(Vec::new(), flate2::Compression::default());
-    let mut tar = tar::Builder::new(gz);
-    if dot_dir {
-        let h = tar_header("./", tar::EntryType::Directory, 0, mtime)?;
-        tar.append(&h, std::io::empty())
-            .context("writing a tar entry")?;
-    }
-    for (name, data) in members {
-        let h = tar_header(name, tar::EntryType::Regular, data.len() as u64, mtime)?;
-        tar.append(&h, *data)
-            .with_context(|| format!("adding {name} to a tarball"))?;
-    }
-    let gz = tar.into_inner().context("finishing a tarball")?;
-    gz.finish().context("finishing a tarball")
-}
-
-/// A header whose name is stored verbatim: the tar crate's path setters
-/// drop a leading `./`, which upstream's CNI tarball has on every member.
-fn tar_header(name: &str, kind: tar::EntryType, size: u64, mtime: u64) -> Result<tar::Header> {
-    let mut h = tar::Header::new_gnu();
-    let field = &mut h.as_old_mut().name;
-    if name.len() >= field.len() {
-        bail!(
-            "tar member name {name:?} is longer than {} bytes",
-            field.len() - 1
-        );
-    }
-    field[..name.len()].copy_from_slice(name.as_bytes());
-    h.set_entry_type(kind);
-    h.set_size(size);
-    h.set_mode(0o755);
-    h.set_uid(0);
-    h.set_gid(0);
-    h.set_mtime(mtime);
-    h.set_cksum();
-    Ok(h)
 }
 
 /// STANDINS: every architecture's stand-ins, then those of some

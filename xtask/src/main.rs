@@ -1,6 +1,7 @@
 //! `cargo xtask`: the kubedist workflow. This file only parses the command
 //! line; each subcommand lives in its own module (see ARCHITECTURE.md).
 
+mod archive;
 mod bench;
 mod build;
 mod cache;

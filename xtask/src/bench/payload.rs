@@ -12,7 +12,7 @@
 //! the same sizes give the same bytes.
 
 use std::fs;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
@@ -262,40 +262,13 @@ fn untar_gz(path: &Path) -> Result<Vec<(String, Vec<u8>)>> {
     Ok(out)
 }
 
-/// A .tar.gz of `members` laid out like the release tarballs (names stored
-/// verbatim, mode 0755, root-owned), optionally led by a `./` entry.
+/// A .tar.gz of `members` laid out like the release tarballs, quickly.
 fn tgz(members: &[(String, Vec<u8>)], dot_dir: bool) -> Result<Vec<u8>> {
-    let gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-    let mut tar = tar::Builder::new(gz);
-    let header = |name: &str, kind: tar::EntryType, size: u64| -> Result<tar::Header> {
-        let mut h = tar::Header::new_gnu();
-        let field = &mut h.as_old_mut().name;
-        if name.len() >= field.len() {
-            bail!("tar member name {name:?} is too long");
-        }
-        field[..name.len()].copy_from_slice(name.as_bytes());
-        h.set_entry_type(kind);
-        h.set_size(size);
-        h.set_mode(0o755);
-        h.set_uid(0);
-        h.set_gid(0);
-        h.set_cksum();
-        Ok(h)
-    };
-    if dot_dir {
-        tar.append(
-            &header("./", tar::EntryType::Directory, 0)?,
-            std::io::empty(),
-        )?;
-    }
-    for (name, data) in members {
-        let h = header(name, tar::EntryType::Regular, data.len() as u64)?;
-        tar.append(&h, data.as_slice())
-            .with_context(|| format!("adding {name}"))?;
-    }
-    let mut gz = tar.into_inner().context("finishing a tarball")?;
-    gz.flush().context("finishing a tarball")?;
-    gz.finish().context("finishing a tarball")
+    let members: Vec<(String, &[u8])> = members
+        .iter()
+        .map(|(n, d)| (n.clone(), d.as_slice()))
+        .collect();
+    crate::archive::release_tgz(&members, dot_dir, 0, flate2::Compression::fast())
 }
 
 #[cfg(test)]

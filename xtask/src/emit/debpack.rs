@@ -64,22 +64,13 @@ pub fn write(
         CargoDebError::IoFile("can't compress the control archive", e, out_path.into())
     })?;
 
-    let mut ar = ar::Builder::new(io::BufWriter::new(out));
-    for (name, bytes) in [
-        ("debian-binary".to_string(), &b"2.0\n"[..]),
-        ("control.tar.xz".to_string(), &control),
-        (format!("data.tar.{}", codec.ext()), &data),
-    ] {
-        let mut header = ar::Header::new(name.into_bytes(), bytes.len() as u64);
-        // What dpkg-deb and cargo-deb write.
-        header.set_mode(0o100644);
-        header.set_mtime(epoch);
-        header.set_uid(0);
-        header.set_gid(0);
-        ar.append(&header, bytes)
-            .map_err(|e| CargoDebError::IoFile("can't write the .deb", e, out_path.into()))?;
-    }
-    ar.into_inner()
+    let data_name = format!("data.tar.{}", codec.ext());
+    let members: [(&str, &[u8]); 3] = [
+        ("debian-binary", b"2.0\n"),
+        ("control.tar.xz", &control),
+        (&data_name, &data),
+    ];
+    crate::archive::ar(&members, epoch, io::BufWriter::new(out))
         .and_then(|mut w| w.flush())
         .map_err(|e| CargoDebError::IoFile("can't write the .deb", e, out_path.into()))?;
     Ok(())

@@ -17,12 +17,9 @@ pub mod rpm;
 pub mod sysext;
 pub mod tarball;
 
-use std::collections::BTreeMap;
-use std::fs;
-use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
 use crate::spec::Family;
 use crate::stage::{Staged, StagedArch, StagedOci};
@@ -194,80 +191,6 @@ pub fn jobs<'a>(
 /// Who the packages name as their maintainer/packager. A placeholder until
 /// the project has a real list; lintian and rpmlint accept it.
 pub const MAINTAINER: &str = "kubedist maintainers <kubedist@lists.example.org>";
-
-/// One entry of an archive or image the emitter builds itself (the tarball,
-/// the sysext image, the installer image's layers), by its path inside it.
-enum Item {
-    Dir(u32),
-    Bytes(Vec<u8>, u32),
-    File { path: PathBuf, size: u64, mode: u32 },
-    Symlink(String),
-}
-
-/// Adds the directories above every path of `items` (`a/b/c` → `a`, `a/b`)
-/// that it does not hold yet, mode 0755. Paths are relative, without a
-/// trailing `/`, so that a directory sorts before what it holds.
-fn add_parent_dirs(items: &mut BTreeMap<String, Item>) {
-    let parents: Vec<String> = items
-        .keys()
-        .flat_map(|k| {
-            let parts: Vec<&str> = k.split('/').collect();
-            (1..parts.len()).map(move |n| parts[..n].join("/"))
-        })
-        .collect();
-    for dir in parents {
-        items.entry(dir).or_insert(Item::Dir(0o755));
-    }
-}
-
-/// Appends `item` to a tar stream as `path`: root-owned by number, mtime
-/// `mtime`, nothing else (no names, no extended headers), so that the same
-/// items give the same bytes.
-fn append_tar<W: Write>(
-    tar: &mut tar::Builder<W>,
-    path: &str,
-    item: &Item,
-    mtime: u64,
-) -> Result<()> {
-    let mut header = tar::Header::new_gnu();
-    header.set_uid(0);
-    header.set_gid(0);
-    header.set_mtime(mtime);
-    let result = match item {
-        Item::Dir(mode) => {
-            header.set_entry_type(tar::EntryType::Directory);
-            header.set_mode(*mode);
-            header.set_size(0);
-            tar.append_data(&mut header, format!("{path}/"), io::empty())
-        }
-        Item::Bytes(data, mode) => {
-            header.set_entry_type(tar::EntryType::Regular);
-            header.set_mode(*mode);
-            header.set_size(data.len() as u64);
-            tar.append_data(&mut header, path, data.as_slice())
-        }
-        Item::File {
-            path: src,
-            size,
-            mode,
-        } => {
-            header.set_entry_type(tar::EntryType::Regular);
-            header.set_mode(*mode);
-            header.set_size(*size);
-            let file = fs::File::open(src).with_context(|| format!("reading {}", src.display()))?;
-            // take(): a file that grew since staging must not corrupt the
-            // archive; a shorter one fails in append_data.
-            tar.append_data(&mut header, path, file.take(*size))
-        }
-        Item::Symlink(target) => {
-            header.set_entry_type(tar::EntryType::Symlink);
-            header.set_mode(0o777);
-            header.set_size(0);
-            tar.append_link(&mut header, path, target)
-        }
-    };
-    result.with_context(|| format!("adding {path}"))
-}
 
 /// What every job is given besides its staged input: the choices of this
 /// run, never a file to read.

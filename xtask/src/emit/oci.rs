@@ -44,10 +44,8 @@ use serde::Serialize;
 
 use super::codec::{self, Codec, Kind};
 use super::tarball::{self, Entry};
-use super::{
-    add_parent_dirs, append_tar, About, Artifacts, Families, Format, Input, Item, Options, Run,
-    Staging,
-};
+use super::{About, Artifacts, Families, Format, Input, Options, Run, Staging};
+use crate::archive::{add_parent_dirs, append_tar, Item};
 use crate::digest::sha256_bytes;
 use crate::stage::{StagedArch, StagedOci};
 

@@ -36,10 +36,8 @@ use backhand::compression::{CompressionOptions, Compressor, Gzip, Zstd};
 use backhand::{FilesystemCompressor, FilesystemWriter, NodeHeader};
 
 use super::codec::{Codec, Kind};
-use super::{
-    add_parent_dirs, About, Artifacts, Families, Format, FormatCodecs, Input, Item, Options, Run,
-    Staging,
-};
+use super::{About, Artifacts, Families, Format, FormatCodecs, Input, Options, Run, Staging};
+use crate::archive::{add_parent_dirs, Item};
 use crate::spec::Family;
 use crate::stage::{StagedArch, StagedDir, StagedSysext};
 

@@ -28,10 +28,8 @@ use anyhow::{bail, Context, Result};
 use sha2::{Digest, Sha256};
 
 use super::codec::{self, Codec, Kind};
-use super::{
-    add_parent_dirs, append_tar, About, Artifacts, Families, Format, FormatCodecs, Input, Item,
-    Options, Run, Staging,
-};
+use super::{About, Artifacts, Families, Format, FormatCodecs, Input, Options, Run, Staging};
+use crate::archive::{add_parent_dirs, append_tar, Item};
 use crate::spec::Arch;
 use crate::stage::{Staged, StagedArch, StagedFile};
 use crate::util::hex;

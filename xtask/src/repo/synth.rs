@@ -126,18 +126,12 @@ fn write_deb(
     let control_tar = targz(&[("./control", control.as_bytes(), 0o644)], epoch)?;
     let path = format!("./usr/bin/{name}");
     let data_tar = targz(&[(path.as_str(), payload, 0o755)], epoch)?;
-    let mut ar = ar::Builder::new(Vec::new());
-    for (member, bytes) in [
-        ("debian-binary", &b"2.0\n"[..]),
+    let members: [(&str, &[u8]); 3] = [
+        ("debian-binary", b"2.0\n"),
         ("control.tar.gz", &control_tar),
         ("data.tar.gz", &data_tar),
-    ] {
-        let mut header = ar::Header::new(member.as_bytes().to_vec(), bytes.len() as u64);
-        header.set_mode(0o100644);
-        header.set_mtime(epoch);
-        ar.append(&header, bytes)?;
-    }
-    Ok(ar.into_inner()?)
+    ];
+    Ok(crate::archive::ar(&members, epoch, Vec::new())?)
 }
 
 fn targz(entries: &[(&str, &[u8], u32)], epoch: u64) -> Result<Vec<u8>> {
@@ -146,12 +140,8 @@ fn targz(entries: &[(&str, &[u8], u32)], epoch: u64) -> Result<Vec<u8>> {
         .write(Vec::new(), flate2::Compression::default());
     let mut tar = tar::Builder::new(gz);
     for (path, bytes, mode) in entries {
-        let mut header = tar::Header::new_gnu();
-        header.set_size(bytes.len() as u64);
-        header.set_mode(*mode);
-        header.set_mtime(epoch);
-        header.set_entry_type(tar::EntryType::Regular);
-        tar.append_data(&mut header, path, *bytes)?;
+        let item = crate::archive::Item::Bytes(bytes.to_vec(), *mode);
+        crate::archive::append_tar(&mut tar, path, &item, epoch)?;
     }
     let mut gz = tar.into_inner()?;
     gz.flush()?;
