@@ -192,87 +192,43 @@ pub fn run(root: &Path, args: &Args) -> Result<()> {
 
 fn publish(root: &Path, args: &Args, settings: &Settings) -> Result<()> {
     let spec = crate::spec::Spec::load(root)?;
-    // What can refuse the run is checked before REPO_DIR is created or
-    // locked: a refused run leaves no trace. (A test key is generated later:
-    // it must lie outside REPO_DIR, which is resolved only once it exists.)
-    let given_key = if let Some(path) = &args.key {
-        Some(crate::keys::RepoKey::load(path, passphrase(args)?)?)
-    } else if let Some(spec) = &args.gpg_key {
-        Some(crate::keys::RepoKey::from_gpg(spec)?)
-    } else {
-        None
-    };
-    if let Some(key) = &given_key {
-        for warning in key.check_validity(SystemTime::now())? {
-            eprintln!("warning: {warning}");
-        }
-    }
-    // The packages to add, by channel: "" is the flat layout's one channel.
-    let mut adds: BTreeMap<String, (Vec<PathBuf>, Vec<PathBuf>)> = BTreeMap::new();
-    let mut raws = Vec::new();
-    let mut sha256 = BTreeMap::new();
-    for dir in &args.from {
-        let found = inputs::read_dist_dir(dir)?;
-        let channel = match args.channels {
-            Layout::Flat => String::new(),
-            Layout::Minor if found.debs.is_empty() && found.rpms.is_empty() => String::new(),
-            Layout::Minor => channels::minor_of(dir, &found.debs, &found.rpms)?,
-        };
-        if !found.debs.is_empty() || !found.rpms.is_empty() {
-            let entry = adds.entry(channel).or_default();
-            entry.0.extend(found.debs);
-            entry.1.extend(found.rpms);
-        }
-        raws.extend(found.raws);
-        sha256.extend(found.sha256);
-    }
-    // One package file per name and channel: the same bytes given twice are
-    // added once, different ones refuse the run. (Of sysext images with one
-    // name the highest revision is served: sysext.rs decides.)
-    for (debs, rpms) in adds.values_mut() {
-        inputs::one_per_name(debs, &sha256)?;
-        inputs::one_per_name(rpms, &sha256)?;
-    }
-    let nothing_to_add = adds.is_empty() && raws.is_empty();
+    let given_key = given_key(args)?;
+    let mut adds = read_adds(args)?;
     let no_repo = |out: &Path| -> Result<()> {
         bail!(
             "{}: no packages in the repository and none given: add a release with --from DIST_DIR",
             out.display()
         )
     };
-    let existed = args.out.exists();
-    if nothing_to_add && !existed {
+    if adds.is_empty() && !args.out.exists() {
         no_repo(&args.out)?;
     }
-    // A new repository is checked before it is created: a refused run
-    // leaves no trace.
-    if !existed {
-        let mut none = state::State::load(&args.out)?;
-        check_closure(&args.out, args.channels, &adds, &spec, settings, &mut none)?;
-        check_formats(&args.out, args.channels, &adds, &raws, settings, &mut none)?;
-    }
 
-    // From here on the run writes a new tree beside the published one
-    // (locked against other runs) and publishes it only at the end.
+    // The run writes a new tree beside the published one (locked against
+    // other runs) and publishes it only at the end: a run refused below
+    // leaves the repository, or its absence, as it was.
     let run = transaction::Transaction::begin(&args.out)?;
     let out = run.dir().to_path_buf();
     let mut state = state::State::load(&out)?;
     let flat_exists = apt::exists(&out) || yum::exists(&out)?;
     channels::refuse_other_layout(&out, args.channels, flat_exists)?;
-    if nothing_to_add
+    if adds.is_empty()
         && !flat_exists
         && channels::existing(&out)?.is_empty()
         && !out.join(sysext::DIR).is_dir()
     {
-        no_repo(&out)?;
+        no_repo(run.target())?;
     }
-    // An existing one with what it already holds, under the lock and before
-    // anything is written.
-    let unchanged = if existed {
-        check_closure(&out, args.channels, &adds, &spec, settings, &mut state)?
-    } else {
-        BTreeMap::new()
-    };
+    // Everything is checked before anything is written.
+    let unchanged = check_closure(
+        &out,
+        args.channels,
+        &adds.packages,
+        &spec,
+        settings,
+        &mut state,
+    )?;
+    check_formats(&out, args.channels, &adds, settings, &mut state)?;
     let key = match (given_key, &args.generate_test_key) {
         (Some(key), _) => key,
         (None, Some(path)) => {
@@ -285,69 +241,27 @@ fn publish(root: &Path, args: &Args, settings: &Settings) -> Result<()> {
         }
     };
 
-    if existed {
-        check_formats(&out, args.channels, &adds, &raws, settings, &mut state)?;
-    }
-
     // The key goes out first: metadata is never signed by a key the tree
     // does not publish.
     clients::write_public_key(&out, &key)?;
     match args.channels {
         Layout::Flat => {
-            let (debs, rpms) = adds.remove("").unwrap_or_default();
+            let (debs, rpms) = adds.packages.remove("").unwrap_or_default();
             publish_channel(
                 &out, &out, &out, "", &debs, &rpms, &key, settings, &mut state,
             )?;
         }
-        Layout::Minor => {
-            let mut all = channels::existing(&out)?;
-            all.extend(adds.keys().filter(|c| !c.is_empty()).cloned());
-            all.sort();
-            all.dedup();
-            channels::sort(&mut all);
-            for channel in &all {
-                let (debs, rpms) = adds.remove(channel).unwrap_or_default();
-                // A run adding releases leaves a channel it adds nothing to
-                // as it is when its files and what it was signed with are
-                // those of its last publication (no Valid-Until to renew).
-                let done = format!(
-                    "{} {} {} {}",
-                    crate::util::hex(key.signing_fingerprint().as_bytes()),
-                    settings.suite,
-                    settings.component,
-                    settings.base_url
-                );
-                let same = |files: usize| Some(format!("{done} {files}"));
-                if !args.from.is_empty()
-                    && debs.is_empty()
-                    && rpms.is_empty()
-                    && settings.valid_days.is_none()
-                    && unchanged
-                        .get(channel)
-                        .is_some_and(|files| state.published(channel) == same(*files))
-                {
-                    continue;
-                }
-                let dir = out.join(channel);
-                files::create_dir(&dir)?;
-                clients::write_public_key(&dir, &key)?;
-                publish_channel(
-                    &dir,
-                    &channels::deb_root(&out, channel),
-                    &channels::rpm_root(&out, channel),
-                    channel,
-                    &debs,
-                    &rpms,
-                    &key,
-                    settings,
-                    &mut state,
-                )?;
-                let files = channel_files(&out, channel)?;
-                state.set_published(channel, same(files));
-            }
-        }
+        Layout::Minor => publish_minor_channels(
+            &out,
+            args,
+            &mut adds.packages,
+            &unchanged,
+            &key,
+            settings,
+            &mut state,
+        )?,
     }
-    let sysext = sysext::publish(&out, &raws, &key, settings, &mut state)?;
+    let sysext = sysext::publish(&out, &adds.raws, &key, settings, &mut state)?;
     state.save()?;
     let published = run.target().to_path_buf();
     run.commit()?;
@@ -364,18 +278,137 @@ fn publish(root: &Path, args: &Args, settings: &Settings) -> Result<()> {
     Ok(())
 }
 
-/// Every format of every channel checked before the first write (of a new
-/// repository: before it is created; of an existing one: under its lock),
-/// so that a refused run publishes nothing.
-fn check_formats(
+/// The key of `--key` or `--gpg-key`, loaded and checked (warnings for one
+/// that expires soon), or none for `--generate-test-key`.
+fn given_key(args: &Args) -> Result<Option<crate::keys::RepoKey>> {
+    let key = if let Some(path) = &args.key {
+        Some(crate::keys::RepoKey::load(path, passphrase(args)?)?)
+    } else if let Some(spec) = &args.gpg_key {
+        Some(crate::keys::RepoKey::from_gpg(spec)?)
+    } else {
+        None
+    };
+    if let Some(key) = &key {
+        for warning in key.check_validity(SystemTime::now())? {
+            eprintln!("warning: {warning}");
+        }
+    }
+    Ok(key)
+}
+
+/// What a run adds: `(debs, rpms)` by channel ("" is the flat layout's
+/// one channel), and sysext images.
+#[derive(Default)]
+struct Adds {
+    packages: BTreeMap<String, (Vec<PathBuf>, Vec<PathBuf>)>,
+    raws: Vec<PathBuf>,
+}
+
+impl Adds {
+    fn is_empty(&self) -> bool {
+        self.packages.is_empty() && self.raws.is_empty()
+    }
+}
+
+/// The dist outputs of `--from`, read and checked, by channel.
+fn read_adds(args: &Args) -> Result<Adds> {
+    let mut adds = Adds::default();
+    let mut sha256 = BTreeMap::new();
+    for dir in &args.from {
+        let found = inputs::read_dist_dir(dir)?;
+        let channel = match args.channels {
+            Layout::Flat => String::new(),
+            Layout::Minor if found.debs.is_empty() && found.rpms.is_empty() => String::new(),
+            Layout::Minor => channels::minor_of(dir, &found.debs, &found.rpms)?,
+        };
+        if !found.debs.is_empty() || !found.rpms.is_empty() {
+            let entry = adds.packages.entry(channel).or_default();
+            entry.0.extend(found.debs);
+            entry.1.extend(found.rpms);
+        }
+        adds.raws.extend(found.raws);
+        sha256.extend(found.sha256);
+    }
+    // One package file per name and channel: the same bytes given twice are
+    // added once, different ones refuse the run. (Of sysext images with one
+    // name the highest revision is served: sysext.rs decides.)
+    for (debs, rpms) in adds.packages.values_mut() {
+        inputs::one_per_name(debs, &sha256)?;
+        inputs::one_per_name(rpms, &sha256)?;
+    }
+    Ok(adds)
+}
+
+/// Publishes every channel of the minor layout, those already in `out` and
+/// those `packages` adds.
+fn publish_minor_channels(
     out: &Path,
-    layout: Layout,
-    adds: &BTreeMap<String, (Vec<PathBuf>, Vec<PathBuf>)>,
-    raws: &[PathBuf],
+    args: &Args,
+    packages: &mut BTreeMap<String, (Vec<PathBuf>, Vec<PathBuf>)>,
+    unchanged: &BTreeMap<String, usize>,
+    key: &crate::keys::RepoKey,
     settings: &Settings,
     state: &mut state::State,
 ) -> Result<()> {
-    for (channel, (debs, rpms)) in adds {
+    let mut all = channels::existing(out)?;
+    all.extend(packages.keys().filter(|c| !c.is_empty()).cloned());
+    all.sort();
+    all.dedup();
+    channels::sort(&mut all);
+    // What a channel was last signed with and for.
+    let done = format!(
+        "{} {} {} {}",
+        crate::util::hex(key.signing_fingerprint().as_bytes()),
+        settings.suite,
+        settings.component,
+        settings.base_url
+    );
+    let same = |files: usize| Some(format!("{done} {files}"));
+    for channel in &all {
+        let (debs, rpms) = packages.remove(channel).unwrap_or_default();
+        // A run adding releases leaves a channel it adds nothing to as it
+        // is when its files and what it was signed with are those of its
+        // last publication (no Valid-Until to renew).
+        if !args.from.is_empty()
+            && debs.is_empty()
+            && rpms.is_empty()
+            && settings.valid_days.is_none()
+            && unchanged
+                .get(channel)
+                .is_some_and(|files| state.published(channel) == same(*files))
+        {
+            continue;
+        }
+        let dir = out.join(channel);
+        files::create_dir(&dir)?;
+        clients::write_public_key(&dir, key)?;
+        publish_channel(
+            &dir,
+            &channels::deb_root(out, channel),
+            &channels::rpm_root(out, channel),
+            channel,
+            &debs,
+            &rpms,
+            key,
+            settings,
+            state,
+        )?;
+        let files = channel_files(out, channel)?;
+        state.set_published(channel, same(files));
+    }
+    Ok(())
+}
+
+/// Every format of every channel checked, in the run's next tree, before
+/// anything is written, so that a refused run publishes nothing.
+fn check_formats(
+    out: &Path,
+    layout: Layout,
+    adds: &Adds,
+    settings: &Settings,
+    state: &mut state::State,
+) -> Result<()> {
+    for (channel, (debs, rpms)) in &adds.packages {
         let (deb_root, rpm_root) = match layout {
             Layout::Flat => (out.to_path_buf(), out.to_path_buf()),
             Layout::Minor => (
@@ -386,7 +419,7 @@ fn check_formats(
         apt::check(&deb_root, debs, &settings.component, state)?;
         yum::check(&rpm_root, rpms)?;
     }
-    sysext::check(out, raws, state)
+    sysext::check(out, &adds.raws, state)
 }
 
 /// Publishes one channel: its apt tree in `deb_root`, its dnf trees in
