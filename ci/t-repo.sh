@@ -1041,7 +1041,7 @@ repo_killed_while_re_signing_with_a_new_key_is_old_or_new() {
     # Every rpm of both releases is rewritten with the new key's signature.
     gen_key rotated never
     sweep resign "$REPO" --key "$TMP/rotated.asc" --base-url file:///srv/kubedist
-    assert_grep "note: the signing key changed to" "$TMP/sweep-resign.rerun"
+    assert_grep "note: the signing key changed to" "$TMP/sweep-resign.out"
 }
 
 repo_killed_while_adding_to_a_minor_channel_is_old_or_new() {

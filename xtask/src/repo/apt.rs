@@ -92,7 +92,14 @@ pub fn publish(
         let _ = std::fs::remove_dir_all(&staged);
         return Err(e);
     }
-    crate::util::replace_dir(&staged, &target)?;
+    // Metadata signed the same as the published (a run that changes
+    // nothing) leaves it as it is, with the indices it keeps.
+    if files::same_files(&staged, &target, &["InRelease", "Release.gpg"]) {
+        std::fs::remove_dir_all(&staged)
+            .with_context(|| format!("{}: cannot remove", staged.display()))?;
+    } else {
+        crate::util::replace_dir(&staged, &target)?;
+    }
     Ok(Some(AptSummary {
         packages: entries.len(),
         architectures,

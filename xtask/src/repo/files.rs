@@ -107,6 +107,16 @@ pub fn carry_over(old: &Path, new: &Path, rel_paths: &[String]) -> Result<()> {
     Ok(())
 }
 
+/// Whether `a` and `b` both hold each of `names`, with the same bytes.
+pub fn same_files(a: &Path, b: &Path, names: &[&str]) -> bool {
+    names.iter().all(
+        |name| match (fs::read(a.join(name)), fs::read(b.join(name))) {
+            (Ok(x), Ok(y)) => x == y,
+            _ => false,
+        },
+    )
+}
+
 /// Files under `dir` (recursively) whose name ends with `suffix`, sorted.
 /// A missing `dir` holds none.
 pub fn find_files(dir: &Path, suffix: &str) -> Result<Vec<PathBuf>> {

@@ -758,6 +758,10 @@ mod tests {
                 .find(|l| l.starts_with("Acquire-By-Hash")),
             Some("Acquire-By-Hash: yes")
         );
+        // A run that changes nothing changes nothing: the same release again.
+        let before = tree(&out);
+        repo(&dists[1..2], &out, &key).unwrap();
+        assert!(tree(&out) == before, "a run that changes nothing changed the tree");
         repo(&dists[2..], &out, &key).unwrap();
         for path in first.iter().filter(|p| !second.contains(p)) {
             assert!(!suite.join(path).exists(), "{path} kept two runs on");
@@ -928,7 +932,10 @@ mod tests {
         assert_eq!(mtime(), before, "v1.30 was published again");
         repo_in(Layout::Minor, &[old[0].clone(), new], &once, &key).unwrap();
         assert_eq!(current(tree(&out)), tree(&once));
-        repo_in(Layout::Minor, &[], &out, &key).unwrap();
+        // A run without --from re-signs every channel (here with a new
+        // key; signatures the same as the published ones are left as they
+        // are).
+        repo_in(Layout::Minor, &[], &out, &tmp.path().join("new.key")).unwrap();
         assert_ne!(
             mtime(),
             before,

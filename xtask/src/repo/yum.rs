@@ -261,6 +261,11 @@ fn write_repodata(dir: &Path, key: &RepoKey, settings: &Settings) -> Result<()> 
             signature.as_bytes(),
             files::FILE_MODE,
         )?;
+        // Metadata signed the same as the published (a run that changes
+        // nothing) leaves it as it is, with the files it keeps.
+        if files::same_files(&repodata, &target, &["repomd.xml", "repomd.xml.asc"]) {
+            return Ok(());
+        }
         crate::util::replace_dir(&repodata, &target)
     })();
     let cleanup = fs::remove_dir_all(&staging);
