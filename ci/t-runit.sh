@@ -198,7 +198,11 @@ test_waits_for_kubeadm_without_flapping() {
 rm -f /var/lib/kubelet/config.yaml
 # A wait line every second instead of every minute, to see it within the test.
 start_runsv KUBELET_WRAPPER_WAIT_LOG_INTERVAL=1
-wait_until 15 test -n "$(sv_pid)" || fail "the service did not start"
+wait_until 15 test -n "$(sv_pid)" || {
+	sv status $SV
+	cat /tmp/runsv.out /var/log/kubelet/current 2>/dev/null
+	fail "the service did not start"
+}
 waiter=$(sv_pid)
 sleep 4
 [ "$(starts)" = 0 ] || fail "the kubelet started before kubeadm wrote its config"
