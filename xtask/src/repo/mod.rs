@@ -761,7 +761,10 @@ mod tests {
         // A run that changes nothing changes nothing: the same release again.
         let before = tree(&out);
         repo(&dists[1..2], &out, &key).unwrap();
-        assert!(tree(&out) == before, "a run that changes nothing changed the tree");
+        assert!(
+            tree(&out) == before,
+            "a run that changes nothing changed the tree"
+        );
         repo(&dists[2..], &out, &key).unwrap();
         for path in first.iter().filter(|p| !second.contains(p)) {
             assert!(!suite.join(path).exists(), "{path} kept two runs on");

