@@ -36,7 +36,7 @@ use std::str::FromStr;
 
 use anyhow::{anyhow, bail, Context, Result};
 use oci_spec::image::{
-    ConfigBuilder, Descriptor, DescriptorBuilder, Digest, HistoryBuilder,
+    ConfigBuilder, Descriptor, DescriptorBuilder, Digest, History, HistoryBuilder,
     ImageConfigurationBuilder, ImageIndexBuilder, ImageManifestBuilder, MediaType, Os,
     PlatformBuilder, RootFsBuilder,
 };
@@ -47,7 +47,7 @@ use super::tarball::{self, Entry};
 use super::{About, Artifacts, Families, Format, Input, Options, Run, Staging};
 use crate::archive::{add_parent_dirs, append_tar, Item};
 use crate::digest::sha256_bytes;
-use crate::stage::{StagedArch, StagedOci};
+use crate::stage::{StagedArch, StagedOci, StagedOciBase};
 
 /// The format's name in `--formats`.
 pub const NAME: &str = "oci";
@@ -259,13 +259,46 @@ fn image(
             _ => None,
         })
         .context("installer image: the tarball has no SHA256SUMS")?;
-    let base_label = format!(
+    let mut layers = vec![shell_layer(base)];
+    layers.extend(release_layers(arch, oci, entries, k8s_version, options));
+    let created = rfc3339(options.epoch)?;
+    let (layer_descriptors, diff_ids, history) = write_layers(layers, &created, options, blobs)?;
+    let config = ImageConfig {
+        goarch,
+        oci,
+        base,
+        k8s_version,
+        sha256sums,
+        created,
+        homepage: &options.homepage,
+    };
+    let (manifest, config_descriptor) =
+        config.manifest(layer_descriptors.clone(), diff_ids, history, blobs)?;
+    Ok(Image {
+        arch: goarch.to_string(),
+        manifest,
+        config: hex_of(&config_descriptor),
+        layers: layer_descriptors.iter().map(hex_of).collect(),
+    })
+}
+
+/// One layer: what it holds, its entries' mtime, its history line.
+struct Layer {
+    items: BTreeMap<String, Item>,
+    mtime: u64,
+    comment: String,
+}
+
+/// The label naming the image's shell and where it came from.
+fn base_label(base: &StagedOciBase) -> String {
+    format!(
         "{} {} ({}; source: {})",
         base.package, base.version, base.licence, base.source
-    );
+    )
+}
 
-    // The layers: (what they hold, their mtime, their history line).
-    let mut layers: Vec<(BTreeMap<String, Item>, u64, String)> = Vec::new();
+/// The first layer: Debian's busybox as /bin/sh, its copyright, /tmp.
+fn shell_layer(base: &StagedOciBase) -> Layer {
     let mut shell = BTreeMap::new();
     shell.insert(
         base.binary.dest.trim_start_matches('/').to_string(),
@@ -297,10 +330,24 @@ fn image(
             0o644,
         ),
     );
-    layers.push((shell, 0, format!("the shell: {base_label}")));
+    Layer {
+        items: shell,
+        mtime: 0,
+        comment: format!("the shell: {}", base_label(base)),
+    }
+}
 
-    // Packages released on their own schedule first, by name; then the
-    // release's own files.
+/// The packages released on their own schedule, one layer each by name;
+/// then the release's own files (the tarball's, the image's scripts and
+/// examples): what changes least sits lowest.
+fn release_layers(
+    arch: &StagedArch,
+    oci: &StagedOci,
+    entries: Vec<Entry>,
+    k8s_version: &str,
+    options: &Options,
+) -> Vec<Layer> {
+    let mut layers = Vec::new();
     let own_version: BTreeMap<&str, bool> = arch
         .packages
         .iter()
@@ -331,7 +378,11 @@ fn image(
         }
     }
     for (package, items) in by_package {
-        layers.push((items, 0, format!("package {package}")));
+        layers.push(Layer {
+            items,
+            mtime: 0,
+            comment: format!("package {package}"),
+        });
     }
     let release_name = tarball::top_dir(k8s_version, arch.arch);
     for (name, text) in &oci.scripts {
@@ -350,9 +401,22 @@ fn image(
             Item::Bytes(text.clone().into_bytes(), 0o644),
         );
     }
-    layers.push((release, options.epoch, format!("release {release_name}")));
+    layers.push(Layer {
+        items: release,
+        mtime: options.epoch,
+        comment: format!("release {release_name}"),
+    });
 
-    let created = rfc3339(options.epoch)?;
+    layers
+}
+
+/// Each layer as a gzip'd tar blob, with its diff id and history entry.
+fn write_layers(
+    layers: Vec<Layer>,
+    created: &str,
+    options: &Options,
+    blobs: &mut Blobs,
+) -> Result<(Vec<Descriptor>, Vec<String>, Vec<History>)> {
     let gzip = match options.codecs.of(tarball::NAME) {
         Codec {
             kind: Kind::Gz,
@@ -363,7 +427,12 @@ fn image(
     let mut layer_descriptors = Vec::new();
     let mut diff_ids = Vec::new();
     let mut history = Vec::new();
-    for (mut items, mtime, comment) in layers {
+    for Layer {
+        mut items,
+        mtime,
+        comment,
+    } in layers
+    {
         add_parent_dirs(&mut items);
         let mut tar = tar::Builder::new(Vec::new());
         for (path, item) in &items {
@@ -376,97 +445,128 @@ fn image(
         layer_descriptors.push(blobs.add(MediaType::ImageLayerGzip, compressed)?);
         history.push(
             HistoryBuilder::default()
-                .created(created.clone())
+                .created(created.to_string())
                 .created_by(format!("kubedist: {comment}"))
                 .build()?,
         );
     }
 
-    let labels = HashMap::from([
-        (
-            "org.opencontainers.image.title".to_string(),
-            "kubedist-installer".to_string(),
-        ),
-        (
-            "org.opencontainers.image.version".to_string(),
-            oci.tag.clone(),
-        ),
-        (
-            "org.opencontainers.image.source".to_string(),
-            options.homepage.clone(),
-        ),
-        (
-            "org.opencontainers.image.licenses".to_string(),
-            format!("Apache-2.0 AND {}", base.licence),
-        ),
-        (
-            "org.opencontainers.image.description".to_string(),
-            format!(
-                "Installs the Kubernetes {k8s_version} node components onto the host \
-                 mounted at /host (run with --help)"
+    Ok((layer_descriptors, diff_ids, history))
+}
+
+/// What the image's configuration and manifest say.
+struct ImageConfig<'a> {
+    goarch: &'a str,
+    oci: &'a StagedOci,
+    base: &'a StagedOciBase,
+    k8s_version: &'a str,
+    /// The digest of the payload's SHA256SUMS, which the entrypoint checks.
+    sha256sums: String,
+    created: String,
+    homepage: &'a str,
+}
+
+impl ImageConfig<'_> {
+    /// The configuration and the manifest over `layers`, added to `blobs`:
+    /// the manifest's descriptor (with its platform) and the config's.
+    fn manifest(
+        self,
+        layer_descriptors: Vec<Descriptor>,
+        diff_ids: Vec<String>,
+        history: Vec<History>,
+        blobs: &mut Blobs,
+    ) -> Result<(Descriptor, Descriptor)> {
+        let ImageConfig {
+            goarch,
+            oci,
+            base,
+            k8s_version,
+            sha256sums,
+            created,
+            homepage,
+        } = self;
+        let base_label = base_label(base);
+        let labels = HashMap::from([
+            (
+                "org.opencontainers.image.title".to_string(),
+                "kubedist-installer".to_string(),
             ),
-        ),
-        ("io.kubedist.shell".to_string(), base_label),
-    ]);
-    let mut platform = PlatformBuilder::default()
-        .architecture(oci_spec::image::Arch::from(goarch))
-        .os(Os::Linux);
-    let mut config = ImageConfigurationBuilder::default()
-        .created(created.clone())
-        .architecture(oci_spec::image::Arch::from(goarch))
-        .os(Os::Linux);
-    if goarch == "arm64" {
-        platform = platform.variant("v8");
-        config = config.variant("v8");
-    }
-    let config = config
-        .config(
-            ConfigBuilder::default()
-                .entrypoint(vec![
-                    "/bin/sh".to_string(),
-                    "/kubedist/entrypoint.sh".to_string(),
-                ])
-                .cmd(vec!["install".to_string()])
-                .env(vec![
-                    "PATH=/bin".to_string(),
-                    // The entrypoint checks the payload's list against it.
-                    format!("KUBEDIST_SHA256SUMS={sha256sums}"),
-                ])
-                .working_dir("/")
-                .labels(labels.clone())
-                .build()?,
-        )
-        .rootfs(
-            RootFsBuilder::default()
-                .typ("layers")
-                .diff_ids(diff_ids)
-                .build()?,
-        )
-        .history(history)
-        .build()?;
-    let config_descriptor = blobs.add(MediaType::ImageConfig, canonical_json(&config)?)?;
-    let manifest = ImageManifestBuilder::default()
-        .schema_version(2u32)
-        .media_type(MediaType::ImageManifest)
-        .config(config_descriptor.clone())
-        .layers(layer_descriptors.clone())
-        .annotations(HashMap::from([
-            ("org.opencontainers.image.created".to_string(), created),
             (
                 "org.opencontainers.image.version".to_string(),
                 oci.tag.clone(),
             ),
-        ]))
-        .build()?;
-    let mut manifest_descriptor =
-        blobs.add(MediaType::ImageManifest, canonical_json(&manifest)?)?;
-    manifest_descriptor.set_platform(Some(platform.build()?));
-    Ok(Image {
-        arch: goarch.to_string(),
-        manifest: manifest_descriptor,
-        config: hex_of(&config_descriptor),
-        layers: layer_descriptors.iter().map(hex_of).collect(),
-    })
+            (
+                "org.opencontainers.image.source".to_string(),
+                homepage.to_string(),
+            ),
+            (
+                "org.opencontainers.image.licenses".to_string(),
+                format!("Apache-2.0 AND {}", base.licence),
+            ),
+            (
+                "org.opencontainers.image.description".to_string(),
+                format!(
+                    "Installs the Kubernetes {k8s_version} node components onto the host \
+                     mounted at /host (run with --help)"
+                ),
+            ),
+            ("io.kubedist.shell".to_string(), base_label),
+        ]);
+        let mut platform = PlatformBuilder::default()
+            .architecture(oci_spec::image::Arch::from(goarch))
+            .os(Os::Linux);
+        let mut config = ImageConfigurationBuilder::default()
+            .created(created.clone())
+            .architecture(oci_spec::image::Arch::from(goarch))
+            .os(Os::Linux);
+        if goarch == "arm64" {
+            platform = platform.variant("v8");
+            config = config.variant("v8");
+        }
+        let config = config
+            .config(
+                ConfigBuilder::default()
+                    .entrypoint(vec![
+                        "/bin/sh".to_string(),
+                        "/kubedist/entrypoint.sh".to_string(),
+                    ])
+                    .cmd(vec!["install".to_string()])
+                    .env(vec![
+                        "PATH=/bin".to_string(),
+                        // The entrypoint checks the payload's list against it.
+                        format!("KUBEDIST_SHA256SUMS={sha256sums}"),
+                    ])
+                    .working_dir("/")
+                    .labels(labels.clone())
+                    .build()?,
+            )
+            .rootfs(
+                RootFsBuilder::default()
+                    .typ("layers")
+                    .diff_ids(diff_ids)
+                    .build()?,
+            )
+            .history(history)
+            .build()?;
+        let config_descriptor = blobs.add(MediaType::ImageConfig, canonical_json(&config)?)?;
+        let manifest = ImageManifestBuilder::default()
+            .schema_version(2u32)
+            .media_type(MediaType::ImageManifest)
+            .config(config_descriptor.clone())
+            .layers(layer_descriptors.clone())
+            .annotations(HashMap::from([
+                ("org.opencontainers.image.created".to_string(), created),
+                (
+                    "org.opencontainers.image.version".to_string(),
+                    oci.tag.clone(),
+                ),
+            ]))
+            .build()?;
+        let mut manifest_descriptor =
+            blobs.add(MediaType::ImageManifest, canonical_json(&manifest)?)?;
+        manifest_descriptor.set_platform(Some(platform.build()?));
+        Ok((manifest_descriptor, config_descriptor))
+    }
 }
 
 /// Content-addressed blobs by hex SHA-256; a blob two images share is
