@@ -383,7 +383,7 @@ pub fn stage_package(
     epoch: u64,
     work: &Path,
 ) -> Result<StagedPackage> {
-    let mut shared = BTreeMap::new();
+    let mut shared = Shared::default();
     let mut completions = Completions::new();
     let license = {
         let path = spec.root.join("LICENSE");
@@ -417,7 +417,30 @@ pub fn stage_package(
 
 /// Staged content already written, by (source path, mode): identical
 /// non-template content is linked, not copied again.
-type Shared = BTreeMap<(PathBuf, u32), (PathBuf, String, u64)>;
+#[derive(Default)]
+struct Shared(BTreeMap<(PathBuf, u32), (PathBuf, String, u64)>);
+
+impl Shared {
+    /// `source` staged at `staged` with `mode`: a link to its first staged
+    /// copy, or that copy. Returns its sha256 and size.
+    fn stage(
+        &mut self,
+        source: &Path,
+        mode: u32,
+        staged: &Path,
+        epoch: u64,
+    ) -> Result<(String, u64)> {
+        let key = (source.to_path_buf(), mode);
+        if let Some((first, sha, size)) = self.0.get(&key) {
+            link_file(first, staged)?;
+            return Ok((sha.clone(), *size));
+        }
+        let (sha, size) = copy_file(source, staged, mode, epoch)?;
+        self.0
+            .insert(key, (staged.to_path_buf(), sha.clone(), size));
+        Ok((sha, size))
+    }
+}
 
 #[allow(clippy::too_many_arguments)]
 fn stage_one(
@@ -440,9 +463,7 @@ fn stage_one(
         .join(&package.name);
     let mut files = Vec::new();
     let mut standins = Vec::new();
-    let mut no_completions = Vec::new();
-    let mut completion_dirs = std::collections::BTreeSet::new();
-
+    let mut completed = Completed::default();
     for entry in &package.files {
         let init_dir = root.join(entry.init.map_or("any", Init::name));
         for (dest, source, standin) in contents(spec, entry, &entry.dest_for(fam), sources)? {
@@ -454,16 +475,8 @@ fn stage_one(
                 let text = fill_template(&text, &fam.env_file, family, &version)
                     .with_context(|| source.display().to_string())?;
                 write_file(&staged, text.as_bytes(), entry.mode.0, epoch)?
-            } else if let Some((first, sha, size)) = shared.get(&(source.clone(), entry.mode.0)) {
-                link_file(first, &staged)?;
-                (sha.clone(), *size)
             } else {
-                let (sha, size) = copy_file(&source, &staged, entry.mode.0, epoch)?;
-                shared.insert(
-                    (source.clone(), entry.mode.0),
-                    (staged.clone(), sha.clone(), size),
-                );
-                (sha, size)
+                shared.stage(&source, entry.mode.0, &staged, epoch)?
             };
             if standin {
                 standins.push(dest.clone());
@@ -478,41 +491,9 @@ fn stage_one(
                 size,
             });
         }
-        if let (false, Content::Upstream { source, member }) =
-            (entry.completions.is_empty(), entry.content())
-        {
-            let dest = entry.dest_for(fam);
-            let command = dest.rsplit('/').next().unwrap_or(&dest).to_string();
-            for &shell in &entry.completions {
-                match completions.get(sources, source, member, &command, shell)? {
-                    Ok(text) => {
-                        let dest = fam.completions[&shell].replace("{name}", &command);
-                        check_path(&dest).with_context(|| format!("completion file {dest}"))?;
-                        let staged = root.join("any").join(dest.trim_start_matches('/'));
-                        let (sha256, size) = write_file(&staged, text, 0o644, epoch)?;
-                        let mut dir = Path::new(&dest).parent();
-                        while let Some(d) = dir.and_then(Path::to_str) {
-                            if d == "/" || fam.host_dirs.iter().any(|h| h == d) {
-                                break;
-                            }
-                            completion_dirs.insert(d.to_string());
-                            dir = Path::new(d).parent();
-                        }
-                        files.push(StagedFile {
-                            dest,
-                            path: staged,
-                            mode: 0o644,
-                            config: false,
-                            init: None,
-                            sha256,
-                            size,
-                        });
-                    }
-                    Err(why) => no_completions.push(format!("{shell}: {why}")),
-                }
-            }
-        }
+        completed.stage(entry, fam, sources, completions, &root.join("any"), epoch)?;
     }
+    files.append(&mut completed.files);
     files.sort_by(|a, b| (&a.dest, a.init).cmp(&(&b.dest, b.init)));
     if let Some(w) = files
         .windows(2)
@@ -521,18 +502,7 @@ fn stage_one(
         bail!("two files of the package have the dest {}", w[0].dest);
     }
 
-    let mut dirs = Vec::new();
-    for d in &package.dirs {
-        check_path(&d.path).with_context(|| format!("dir {}", d.path))?;
-        let staged = root.join("any").join(d.path.trim_start_matches('/'));
-        fs::create_dir_all(&staged).with_context(|| format!("creating {}", staged.display()))?;
-        set_mode_and_time(&staged, d.mode.0, epoch)?;
-        dirs.push(StagedDir {
-            path: d.path.clone(),
-            mode: d.mode.0,
-        });
-    }
-    dirs.sort_by(|a, b| a.path.cmp(&b.path));
+    let dirs = stage_dirs(package, &root.join("any"), epoch)?;
 
     let over = match family {
         Family::Deb => &package.deb,
@@ -554,7 +524,7 @@ fn stage_one(
         upstream_url: spec.source(&package.version_from).base.clone(),
         copyright: spec.source(&package.version_from).copyright.clone(),
         summary: package.summary.clone(),
-        description: describe(package, &standins, &no_completions),
+        description: describe(package, &standins, &completed.missing),
         depends: package
             .depends
             .iter()
@@ -570,12 +540,92 @@ fn stage_one(
         systemd_units: package.systemd_units.clone(),
         files,
         dirs,
-        completion_dirs: completion_dirs.into_iter().collect(),
+        completion_dirs: completed.dirs.into_iter().collect(),
         scripts: Vec::new(),
         license: license.to_string(),
     };
     staged.scripts = scripts(spec, &staged)?;
     Ok(staged)
+}
+
+/// The directories `package` owns, created under `any` with their modes.
+fn stage_dirs(package: &Package, any: &Path, epoch: u64) -> Result<Vec<StagedDir>> {
+    let mut dirs = Vec::new();
+    for d in &package.dirs {
+        check_path(&d.path).with_context(|| format!("dir {}", d.path))?;
+        let staged = any.join(d.path.trim_start_matches('/'));
+        fs::create_dir_all(&staged).with_context(|| format!("creating {}", staged.display()))?;
+        set_mode_and_time(&staged, d.mode.0, epoch)?;
+        dirs.push(StagedDir {
+            path: d.path.clone(),
+            mode: d.mode.0,
+        });
+    }
+    dirs.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(dirs)
+}
+
+/// The shell completions a package's programs wrote.
+#[derive(Default)]
+struct Completed {
+    files: Vec<StagedFile>,
+    /// The directories they need that no host has.
+    dirs: std::collections::BTreeSet<String>,
+    /// `shell: why` of each completion a program could not write.
+    missing: Vec<String>,
+}
+
+impl Completed {
+    /// Stages the completions of `entry`'s program (an upstream file with
+    /// `completions`) under `any`.
+    fn stage(
+        &mut self,
+        entry: &crate::spec::FileEntry,
+        fam: &crate::spec::FamilyConf,
+        sources: &dyn Sources,
+        completions: &mut Completions,
+        any: &Path,
+        epoch: u64,
+    ) -> Result<()> {
+        let (false, Content::Upstream { source, member }) =
+            (entry.completions.is_empty(), entry.content())
+        else {
+            return Ok(());
+        };
+        let dest = entry.dest_for(fam);
+        let command = dest.rsplit('/').next().unwrap_or(&dest).to_string();
+        for &shell in &entry.completions {
+            let text = match completions.get(sources, source, member, &command, shell)? {
+                Ok(text) => text,
+                Err(why) => {
+                    self.missing.push(format!("{shell}: {why}"));
+                    continue;
+                }
+            };
+            let dest = fam.completions[&shell].replace("{name}", &command);
+            check_path(&dest).with_context(|| format!("completion file {dest}"))?;
+            let staged = any.join(dest.trim_start_matches('/'));
+            let (sha256, size) = write_file(&staged, text, 0o644, epoch)?;
+            let mut dir = Path::new(&dest).parent();
+            while let Some(d) = dir.and_then(Path::to_str) {
+                if d == "/" || fam.host_dirs.iter().any(|h| h == d) {
+                    break;
+                }
+                self.dirs.insert(d.to_string());
+                dir = Path::new(d).parent();
+            }
+            self.files.push(StagedFile {
+                dest,
+                path: staged,
+                mode: 0o644,
+                config: false,
+                init: None,
+                sha256,
+                size,
+            });
+        }
+        Ok(())
+    }
 }
 
 /// The maintainer scripts of `pkg`, each `pkg/scripts/<family>-<name>` with
