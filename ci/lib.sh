@@ -463,6 +463,34 @@ kd_listing() {
     ) | LC_ALL=C sort
 }
 
+# --- the OpenRC and runit suites' inputs --------------------------------------
+
+# The flags as kubeadm writes them.
+KD_KUBEADM_FLAGS='KUBELET_KUBEADM_ARGS="--container-runtime-endpoint=unix:///run/containerd/containerd.sock --pod-infra-container-image=registry.k8s.io/pause:3.10"'
+# What systemd's drop-in makes of KD_KUBEADM_FLAGS and an admin's file whose
+# last assignment is KUBELET_EXTRA_ARGS='--node-ip=192.0.2.10
+# --node-labels=role=edge,zone=$(hostname);true --v=4', written out by hand.
+# shellcheck disable=SC2016 # $(hostname) is a literal part of a flag
+KD_EXPECTED_ARGV='/usr/bin/kubelet
+--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf
+--kubeconfig=/etc/kubernetes/kubelet.conf
+--config=/var/lib/kubelet/config.yaml
+--container-runtime-endpoint=unix:///run/containerd/containerd.sock
+--pod-infra-container-image=registry.k8s.io/pause:3.10
+--node-ip=192.0.2.10
+--node-labels=role=edge,zone=$(hostname);true
+--v=4'
+
+# kd_service_inputs ROOT TARBALL EXTRA_FILE : TARBALL unpacked in ROOT/root,
+# the kubeadm flags in ROOT/flags.env, EXTRA_FILE (the admin's family file)
+# in ROOT/extra.env, and KD_EXPECTED_ARGV in ROOT/expected-argv.
+kd_service_inputs() {
+    tar -xzf "$2" -C "$1/root"
+    printf '%s\n' "$KD_KUBEADM_FLAGS" >"$1/flags.env"
+    printf '%s' "$3" >"$1/extra.env"
+    printf '%s\n' "$KD_EXPECTED_ARGV" >"$1/expected-argv"
+}
+
 # kd_test FUNCTION : runs the test FUNCTION in a subshell; it passes when it
 # exits 0. Its name, in the report and for KD_ONLY, is the function's name
 # without `test_`, with `-` for `_` (test_upgrade_keeps_x: upgrade-keeps-x).

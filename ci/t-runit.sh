@@ -29,29 +29,17 @@ if [ $# -ne 1 ] || [ ! -f "$1" ]; then
 fi
 TARBALL=$1
 
-# The flags as kubeadm writes them, and an admin's family file whose shell
-# syntax must arrive as data (systemd's EnvironmentFile= rules).
-KUBEADM_FLAGS='KUBELET_KUBEADM_ARGS="--container-runtime-endpoint=unix:///run/containerd/containerd.sock --pod-infra-container-image=registry.k8s.io/pause:3.10"'
+# An admin's family file whose shell syntax must arrive as data (systemd's
+# EnvironmentFile= rules).
 EXTRA_FILE="# An admin's flags; systemd and kubelet-wrapper read this file, no shell does.
 KUBELET_EXTRA_ARGS='--node-ip=192.0.2.10 --node-labels=role=edge,zone=\$(hostname);true --v=4'
 "
-# What systemd's drop-in makes of those two files, written out by hand.
-EXPECTED_ARGV='/usr/bin/kubelet
---bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf
---kubeconfig=/etc/kubernetes/kubelet.conf
---config=/var/lib/kubelet/config.yaml
---container-runtime-endpoint=unix:///run/containerd/containerd.sock
---pod-infra-container-image=registry.k8s.io/pause:3.10
---node-ip=192.0.2.10
---node-labels=role=edge,zone=$(hostname);true
---v=4'
+# (The kubeadm flags, and the argv systemd's drop-in makes of them and of
+# this file: ci/lib.sh's KD_KUBEADM_FLAGS and KD_EXPECTED_ARGV.)
 
 # The root, with pristine copies of the inputs under /srv/pristine.
 ROOT=$(kd_new_root "$BASE")
-tar -xzf "$TARBALL" -C "$ROOT/root"
-printf '%s\n' "$KUBEADM_FLAGS" >"$ROOT/flags.env"
-printf '%s' "$EXTRA_FILE" >"$ROOT/extra.env"
-printf '%s\n' "$EXPECTED_ARGV" >"$ROOT/expected-argv"
+kd_service_inputs "$ROOT" "$TARBALL" "$EXTRA_FILE"
 if ! kd_script "$ROOT" >"$KD_WORK/$KD_SUITE.setup.log" 2>&1 <<'EOF'; then
 # This root shares the host's network namespace: marked as the container it
 # is, so that install.sh leaves the host's kernel settings alone.
