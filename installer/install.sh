@@ -317,63 +317,9 @@ first_words() { head -n 2 "$1" | tr -s '\n\t ' '   ' | sed 's/ *$//'; }
 # Whether PATH exists, as anything (a dangling symlink too).
 present() { [ -e "$1" ] || [ -L "$1" ]; }
 
-# kernel_apply ROOT MODULES_FILE SYSCTL_FILE: loads the kernel modules and
-# applies the sysctl settings the kubelet needs, now, and only on a running
-# host: not into another root, not in a chroot (our / is not PID 1's, or
-# that cannot be told), not in a container or a container build. The boot
-# applies the files in every case. Never fails; prints one line saying what
-# was applied, or skipped and why. A file of the same name in /etc or /run
-# replaces ours, as at boot. (The same text in installer/install.sh and the
-# kubelet package's scripts: a test holds them equal.)
-kernel_apply() {
-	ka_skip=
-	ka_root=$(stat -L -c %d:%i / 2>/dev/null) || ka_root=
-	ka_init=$(stat -L -c %d:%i /proc/1/root/. 2>/dev/null) || ka_init=
-	if [ -n "$1" ] && [ "$1" != / ]; then
-		ka_skip="installing into $1, not into this host's root"
-	elif [ -z "$ka_root" ] || [ -z "$ka_init" ]; then
-		ka_skip="cannot tell whether this is a chroot (/proc/1/root unreadable)"
-	elif [ "$ka_root" != "$ka_init" ]; then
-		ka_skip="running in a chroot"
-	elif [ -e /.dockerenv ] || [ -e /run/.containerenv ] || [ -n "${container:-}" ] ||
-		tr '\0' '\n' </proc/1/environ 2>/dev/null | grep -q '^container='; then
-		ka_skip="running in a container"
-	fi
-	if [ -n "$ka_skip" ]; then
-		echo "kernel prerequisites not applied now: $ka_skip; the boot applies $2 and $3"
-		return 0
-	fi
-	ka_mod=$2
-	ka_sysctl=$3
-	for ka_dir in /run /etc; do
-		[ ! -f "$ka_dir/modules-load.d/${2##*/}" ] || ka_mod=$ka_dir/modules-load.d/${2##*/}
-		[ ! -f "$ka_dir/sysctl.d/${3##*/}" ] || ka_sysctl=$ka_dir/sysctl.d/${3##*/}
-	done
-	ka_loaded=
-	ka_failed=
-	if [ -f "$ka_mod" ]; then
-		while read -r ka_m _; do
-			case $ka_m in '' | '#'* | ';'*) continue ;; esac
-			if modprobe "$ka_m" >/dev/null 2>&1; then
-				ka_loaded="$ka_loaded $ka_m"
-			else
-				ka_failed="$ka_failed $ka_m"
-			fi
-		done <"$ka_mod"
-	fi
-	ka_set="applied $ka_sysctl"
-	if [ ! -f "$ka_sysctl" ]; then
-		ka_set="no $ka_sysctl"
-	elif command -v sysctl >/dev/null 2>&1; then
-		sysctl -p "$ka_sysctl" >/dev/null 2>&1 || ka_set="could not apply $ka_sysctl (sysctl -p failed)"
-	elif [ -x /usr/lib/systemd/systemd-sysctl ]; then
-		/usr/lib/systemd/systemd-sysctl "$ka_sysctl" >/dev/null 2>&1 || ka_set="could not apply $ka_sysctl (systemd-sysctl failed)"
-	else
-		ka_set="could not apply $ka_sysctl (no sysctl)"
-	fi
-	echo "kernel prerequisites: loaded modules:${ka_loaded:- none}${ka_failed:+; could not load:$ka_failed}; $ka_set"
-	return 0
-}
+# kernel_apply: pkg/scripts/kernel-apply, written once for this installer and
+# the kubelet package's scripts; `cargo xtask dist` puts it here.
+@KERNEL_APPLY@
 
 # ---------------------------------------------------------------------------
 # The path rule, for every host path install.sh writes, removes or reads its

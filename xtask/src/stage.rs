@@ -366,10 +366,23 @@ pub fn stage_oci_base(
     })
 }
 
-/// installer/install.sh.
+/// installer/install.sh, with pkg/scripts/kernel-apply (which the
+/// kubelet package's scripts take too) in place of its `@KERNEL_APPLY@`
+/// line.
 pub fn installer(spec: &Spec) -> Result<Vec<u8>> {
-    let path = spec.root.join("installer/install.sh");
-    fs::read(&path).with_context(|| format!("reading {}", path.display()))
+    let read = |rel: &str| {
+        let path = spec.root.join(rel);
+        fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))
+    };
+    let script = read("installer/install.sh")?;
+    let placeholder = "\n@KERNEL_APPLY@\n";
+    if script.matches(placeholder).count() != 1 {
+        bail!("installer/install.sh: needs one @KERNEL_APPLY@ line");
+    }
+    let fragment = read("pkg/scripts/kernel-apply")?;
+    Ok(script
+        .replacen(placeholder, &format!("\n{fragment}"), 1)
+        .into_bytes())
 }
 
 /// Stages `package` for each of `families` under `work`. The families'

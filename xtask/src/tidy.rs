@@ -458,12 +458,21 @@ fn the_family_rule_is_followed_alike_by_the_wrapper_and_the_installer() {
 
 #[test]
 fn the_installer_applies_the_kernel_prerequisites_as_the_packages_do() {
+    // Written once, in pkg/scripts/kernel-apply; staging puts it in.
     let fragment = read("pkg/scripts/kernel-apply");
     assert!(fragment.contains("kernel_apply() {"));
+    let installer = read("installer/install.sh");
     assert!(
-        read("installer/install.sh").contains(&fragment),
-        "installer/install.sh must hold pkg/scripts/kernel-apply verbatim"
+        !installer.contains("kernel_apply() {"),
+        "install.sh writes kernel_apply again"
     );
+    let spec = crate::spec::Spec::load(&crate::util::repo_root()).unwrap();
+    let staged = String::from_utf8(crate::stage::installer(&spec).unwrap()).unwrap();
+    assert!(
+        staged.contains(&fragment),
+        "the staged install.sh lacks kernel_apply"
+    );
+    assert!(!staged.contains("@KERNEL_APPLY@"));
     for script in ["pkg/scripts/deb-postinst", "pkg/scripts/rpm-post"] {
         assert!(read(script).contains("@KERNEL_APPLY@"), "{script}");
     }
