@@ -42,17 +42,7 @@ pub struct Floor {
 /// dist compressed it with.
 pub fn streams(dist: &Path, codecs: &Codecs) -> Result<Vec<Stream>> {
     let mut out = Vec::new();
-    let mut paths: Vec<_> = fs::read_dir(dist)
-        .with_context(|| format!("reading {}", dist.display()))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .collect();
-    paths.sort();
-    for path in paths {
-        let name = path
-            .file_name()
-            .unwrap_or_default()
-            .to_string_lossy()
-            .into_owned();
+    for (path, name) in super::artifacts(dist)? {
         if name.ends_with(".deb") {
             let mut ar = ar::Archive::new(
                 fs::File::open(&path).with_context(|| format!("reading {}", path.display()))?,

@@ -134,6 +134,11 @@ pub fn min_median(xs: &[f64]) -> (f64, f64) {
     (v[0], median)
 }
 
+/// Runs `cmd` as [`run`] does, for its effect only.
+pub fn quiet(cmd: &mut Command, log: &Path) -> Result<()> {
+    run(cmd, log).map(drop)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

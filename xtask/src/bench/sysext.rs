@@ -11,7 +11,6 @@ use std::process::Command;
 use anyhow::{bail, Context, Result};
 
 use super::measure::{self, Sample};
-use super::native::in_path;
 use crate::emit;
 use crate::emit::codec::{Codecs, Kind};
 
@@ -37,7 +36,7 @@ pub fn run(
     logs: &Path,
 ) -> Result<Sysext> {
     for tool in ["mksquashfs", "unsquashfs"] {
-        if !in_path(tool) {
+        if !crate::util::on_path(tool) {
             bail!("{tool} is not installed: apt-get install squashfs-tools (or --no-native)");
         }
     }

@@ -45,7 +45,7 @@ const ARGV: [&str; 8] = [
 ];
 
 pub fn run(root_dir: &Path, arch: Arch, work: &Path, runs: u32) -> Result<Wrapper> {
-    if !super::native::in_path("hyperfine") {
+    if !crate::util::on_path("hyperfine") {
         bail!("hyperfine is not installed: apt-get install hyperfine");
     }
     let wrapper =

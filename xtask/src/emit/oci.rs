@@ -470,22 +470,13 @@ impl ImageConfig<'_> {
     /// The configuration and the manifest over `layers`, added to `blobs`:
     /// the manifest's descriptor (with its platform) and the config's.
     fn manifest(
-        self,
+        &self,
         layer_descriptors: Vec<Descriptor>,
         diff_ids: Vec<String>,
         history: Vec<History>,
         blobs: &mut Blobs,
     ) -> Result<(Descriptor, Descriptor)> {
-        let ImageConfig {
-            goarch,
-            oci,
-            base,
-            k8s_version,
-            sha256sums,
-            created,
-            homepage,
-        } = self;
-        let base_label = base_label(base);
+        let base_label = base_label(self.base);
         let labels = HashMap::from([
             (
                 "org.opencontainers.image.title".to_string(),
@@ -493,33 +484,34 @@ impl ImageConfig<'_> {
             ),
             (
                 "org.opencontainers.image.version".to_string(),
-                oci.tag.clone(),
+                self.oci.tag.clone(),
             ),
             (
                 "org.opencontainers.image.source".to_string(),
-                homepage.to_string(),
+                self.homepage.to_string(),
             ),
             (
                 "org.opencontainers.image.licenses".to_string(),
-                format!("Apache-2.0 AND {}", base.licence),
+                format!("Apache-2.0 AND {}", self.base.licence),
             ),
             (
                 "org.opencontainers.image.description".to_string(),
                 format!(
-                    "Installs the Kubernetes {k8s_version} node components onto the host \
-                     mounted at /host (run with --help)"
+                    "Installs the Kubernetes {} node components onto the host \
+                     mounted at /host (run with --help)",
+                    self.k8s_version
                 ),
             ),
             ("io.kubedist.shell".to_string(), base_label),
         ]);
         let mut platform = PlatformBuilder::default()
-            .architecture(oci_spec::image::Arch::from(goarch))
+            .architecture(oci_spec::image::Arch::from(self.goarch))
             .os(Os::Linux);
         let mut config = ImageConfigurationBuilder::default()
-            .created(created.clone())
-            .architecture(oci_spec::image::Arch::from(goarch))
+            .created(self.created.clone())
+            .architecture(oci_spec::image::Arch::from(self.goarch))
             .os(Os::Linux);
-        if goarch == "arm64" {
+        if self.goarch == "arm64" {
             platform = platform.variant("v8");
             config = config.variant("v8");
         }
@@ -534,7 +526,7 @@ impl ImageConfig<'_> {
                     .env(vec![
                         "PATH=/bin".to_string(),
                         // The entrypoint checks the payload's list against it.
-                        format!("KUBEDIST_SHA256SUMS={sha256sums}"),
+                        format!("KUBEDIST_SHA256SUMS={}", self.sha256sums),
                     ])
                     .working_dir("/")
                     .labels(labels.clone())
@@ -555,10 +547,13 @@ impl ImageConfig<'_> {
             .config(config_descriptor.clone())
             .layers(layer_descriptors.clone())
             .annotations(HashMap::from([
-                ("org.opencontainers.image.created".to_string(), created),
+                (
+                    "org.opencontainers.image.created".to_string(),
+                    self.created.clone(),
+                ),
                 (
                     "org.opencontainers.image.version".to_string(),
-                    oci.tag.clone(),
+                    self.oci.tag.clone(),
                 ),
             ]))
             .build()?;

@@ -33,20 +33,29 @@ impl Client {
         }
     }
 
-    /// A small text file; `None` if the server says 404 (or 410).
-    pub fn get_text(&self, url: &str) -> Result<Option<String>> {
-        let mut resp = self
+    /// The response to a GET of `url`: a success, or `None` where the
+    /// server answers one of `absent`; any other status is an error.
+    fn get(&self, url: &str, absent: &[u16]) -> Result<Option<ureq::http::Response<ureq::Body>>> {
+        let resp = self
             .agent
             .get(url)
             .call()
             .map_err(|e| request_error(url, e))?;
         let status = resp.status();
-        if status == 404 || status == 410 {
+        if absent.contains(&status.as_u16()) {
             return Ok(None);
         }
         if !status.is_success() {
             bail!("{url}: HTTP {status}");
         }
+        Ok(Some(resp))
+    }
+
+    /// A small text file; `None` if the server says 404 (or 410).
+    pub fn get_text(&self, url: &str) -> Result<Option<String>> {
+        let Some(mut resp) = self.get(url, &[404, 410])? else {
+            return Ok(None);
+        };
         let text = resp
             .body_mut()
             .with_config()
@@ -68,14 +77,8 @@ impl Client {
         algo: Algo,
     ) -> Result<(TempFile, Digests)> {
         let mut resp = self
-            .agent
-            .get(url)
-            .call()
-            .map_err(|e| request_error(url, e))?;
-        let status = resp.status();
-        if !status.is_success() {
-            bail!("{url}: HTTP {status}");
-        }
+            .get(url, &[])?
+            .with_context(|| format!("{url}: no response"))?;
         let expected = resp.body().content_length();
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         let (temp, mut out) = TempFile::create(&dir.join(name), 0o644)?;

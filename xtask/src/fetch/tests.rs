@@ -243,6 +243,17 @@ fn a_sha512_is_used_where_no_sha256_is_published() {
     assert!(err.contains("checksum mismatch: sha512"), "{err}");
 }
 
+/// A server holding TOOL at /t/tool, the spec of one source served from
+/// it, and where its cache goes.
+fn one_tool() -> (Server, tempfile::TempDir, Spec, PathBuf) {
+    let server = Server::start();
+    let tmp = tempfile::tempdir().unwrap();
+    server.put_file("/t/tool", TOOL);
+    let spec = spec_with(tmp.path(), &format!("{}/t", server.base), &["tool"]);
+    let cache = tmp.path().join("cache");
+    (server, tmp, spec, cache)
+}
+
 #[test]
 fn a_tampered_file_is_refused_and_nothing_is_cached() {
     let server = Server::start();
@@ -366,11 +377,7 @@ fn a_mirror_serves_source_and_path() {
 
 #[test]
 fn a_corrupted_cache_is_downloaded_again() {
-    let server = Server::start();
-    let tmp = tempfile::tempdir().unwrap();
-    server.put_file("/t/tool", TOOL);
-    let spec = spec_with(tmp.path(), &format!("{}/t", server.base), &["tool"]);
-    let cache = tmp.path().join("cache");
+    let (server, _tmp, spec, cache) = one_tool();
     ensure(&spec, Arch::Amd64, &Origin::Official, &cache).unwrap();
     std::fs::write(cache.join("tools/tool"), b"bit rot").unwrap();
     let up = ensure(&spec, Arch::Amd64, &Origin::Official, &cache).unwrap();
@@ -381,11 +388,7 @@ fn a_corrupted_cache_is_downloaded_again() {
 
 #[test]
 fn a_cached_file_that_differs_from_the_lock_is_refused() {
-    let server = Server::start();
-    let tmp = tempfile::tempdir().unwrap();
-    server.put_file("/t/tool", TOOL);
-    let spec = spec_with(tmp.path(), &format!("{}/t", server.base), &["tool"]);
-    let cache = tmp.path().join("cache");
+    let (_server, tmp, spec, cache) = one_tool();
     ensure(&spec, Arch::Amd64, &Origin::Official, &cache).unwrap();
     let other = digest::sha256_bytes(b"re-pinned");
     std::fs::write(
@@ -399,6 +402,16 @@ fn a_cached_file_that_differs_from_the_lock_is_refused() {
         "{err}"
     );
     assert_eq!(files_under(&cache), Vec::<String>::new());
+}
+
+/// The error of fetching `spec` for amd64 from the directory `dir`.
+fn dir_error(spec: &Spec, dir: &Path, cache: &Path) -> String {
+    err_of(ensure(
+        spec,
+        Arch::Amd64,
+        &Origin::Dir(dir.to_path_buf()),
+        cache,
+    ))
 }
 
 /// A `--from` directory with `tools/<path>` and a `.sha256` beside each.
@@ -437,12 +450,7 @@ fn a_from_dir_is_used_in_place_with_its_standins() {
     assert!(!tmp.path().join("pkg/upstream.lock").exists());
 
     std::fs::write(dir.join("STANDINS"), "kubelet\n").unwrap();
-    let err = err_of(ensure(
-        &spec,
-        Arch::Amd64,
-        &Origin::Dir(dir.clone()),
-        &cache,
-    ));
+    let err = dir_error(&spec, &dir, &cache);
     assert!(
         err.contains("STANDINS:1") && err.contains("kubelet"),
         "{err}"
@@ -482,36 +490,21 @@ fn a_from_dir_with_a_wrong_or_missing_checksum_is_refused() {
     let sum = dir.join("tools/tool.sha256");
 
     std::fs::write(&sum, format!("{}  tool\n", digest::sha256_bytes(b"else"))).unwrap();
-    let err = err_of(ensure(
-        &spec,
-        Arch::Amd64,
-        &Origin::Dir(dir.clone()),
-        &cache,
-    ));
+    let err = dir_error(&spec, &dir, &cache);
     assert!(
         err.contains(&format!("{}: sha256 is", dir.join("tools/tool").display())),
         "{err}"
     );
 
     std::fs::write(&sum, "not a checksum\n").unwrap();
-    let err = err_of(ensure(
-        &spec,
-        Arch::Amd64,
-        &Origin::Dir(dir.clone()),
-        &cache,
-    ));
+    let err = dir_error(&spec, &dir, &cache);
     assert!(
         err.contains("tool.sha256") && err.contains("not a sha256"),
         "{err}"
     );
 
     std::fs::remove_file(&sum).unwrap();
-    let err = err_of(ensure(
-        &spec,
-        Arch::Amd64,
-        &Origin::Dir(dir.clone()),
-        &cache,
-    ));
+    let err = dir_error(&spec, &dir, &cache);
     assert!(
         err.contains(&format!("{}: missing", sum.display())),
         "{err}"

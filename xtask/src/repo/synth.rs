@@ -66,15 +66,17 @@ pub fn release(dir: &Path, minor: u32, patch: u32, arches: &[usize], epoch: u64)
             let payload = payload(&format!("{name} {version} {deb_arch}"));
             let deb = format!("{name}_{version}-1_{deb_arch}.deb");
             let rpm = format!("{name}-{version}-1.{rpm_arch}.rpm");
+            let package = |arch, deps| Synthetic {
+                name,
+                version,
+                arch,
+                deps,
+                payload: &payload,
+                epoch,
+            };
             let files = [
-                (
-                    deb,
-                    write_deb(name, version, deb_arch, deb_deps, &payload, epoch)?,
-                ),
-                (
-                    rpm,
-                    write_rpm(name, version, rpm_arch, rpm_deps, &payload, epoch)?,
-                ),
+                (deb, write_deb(&package(deb_arch, deb_deps))?),
+                (rpm, write_rpm(&package(rpm_arch, rpm_deps))?),
             ];
             for (file, bytes) in files {
                 crate::util::write_bytes_atomic(&dir.join(&file), &bytes, 0o644)?;
@@ -103,21 +105,27 @@ fn payload(seed: &str) -> Vec<u8> {
     out
 }
 
-fn write_deb(
-    name: &str,
-    version: &str,
-    arch: &str,
-    deps: &[&str],
-    payload: &[u8],
+/// One synthetic package of one family.
+struct Synthetic<'a> {
+    name: &'a str,
+    version: &'a str,
+    arch: &'a str,
+    deps: &'a [&'a str],
+    payload: &'a [u8],
     epoch: u64,
-) -> Result<Vec<u8>> {
+}
+
+fn write_deb(p: &Synthetic) -> Result<Vec<u8>> {
+    let (name, payload, epoch) = (p.name, p.payload, p.epoch);
     let mut control = format!(
-        "Package: {name}\nVersion: {version}-1\nArchitecture: {arch}\n\
+        "Package: {name}\nVersion: {}-1\nArchitecture: {}\n\
          Maintainer: kubedist <kubedist@example.invalid>\nInstalled-Size: {}\n",
+        p.version,
+        p.arch,
         payload.len().div_ceil(1024)
     );
-    if !deps.is_empty() {
-        writeln!(control, "Depends: {}", deps.join(", "))?;
+    if !p.deps.is_empty() {
+        writeln!(control, "Depends: {}", p.deps.join(", "))?;
     }
     control.push_str(
         "Section: admin\nPriority: optional\nHomepage: https://kubernetes.io\n\
@@ -148,15 +156,9 @@ fn targz(entries: &[(&str, &[u8], u32)], epoch: u64) -> Result<Vec<u8>> {
     Ok(gz.finish()?)
 }
 
-fn write_rpm(
-    name: &str,
-    version: &str,
-    arch: &str,
-    deps: &[&str],
-    payload: &[u8],
-    epoch: u64,
-) -> Result<Vec<u8>> {
-    let epoch = u32::try_from(epoch).context("SOURCE_DATE_EPOCH beyond 2106")?;
+fn write_rpm(p: &Synthetic) -> Result<Vec<u8>> {
+    let (name, version, arch) = (p.name, p.version, p.arch);
+    let epoch = u32::try_from(p.epoch).context("SOURCE_DATE_EPOCH beyond 2106")?;
     let mut b = rpm::PackageBuilder::new(
         name,
         version,
@@ -172,14 +174,14 @@ fn write_rpm(
     b.release("1")
         .description("A small stand-in for the repository bench.")
         .build_host("kubedist.invalid");
-    for dep in deps {
+    for dep in p.deps {
         b.requires(match dep.split_once(" >= ") {
             Some((n, v)) => rpm::Dependency::greater_eq(n, v),
             None => rpm::Dependency::any(*dep),
         });
     }
     b.with_file_contents(
-        payload.to_vec(),
+        p.payload.to_vec(),
         rpm::FileOptions::new(format!("/usr/bin/{name}"))
             .permissions(0o755)
             .modified_at(rpm::Timestamp(epoch)),
