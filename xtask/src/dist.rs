@@ -290,7 +290,8 @@ fn plan(spec: &Spec, args: &Args) -> Result<Plan> {
         }
     }
     let options = Options {
-        homepage: homepage(&spec.root)?,
+        homepage: workspace_package(&spec.root, "repository")?,
+        license: workspace_package(&spec.root, "license")?,
         epoch,
         codecs,
         // Set once the number of jobs is known (`write_artifacts`).
@@ -595,8 +596,8 @@ fn is_version(v: &str) -> bool {
         })
 }
 
-/// `workspace.package.repository` of the root Cargo.toml.
-fn homepage(root: &Path) -> Result<String> {
+/// `workspace.package.KEY` of the root Cargo.toml.
+fn workspace_package(root: &Path, key: &str) -> Result<String> {
     let path = root.join("Cargo.toml");
     let text = fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
     let doc = text
@@ -604,10 +605,10 @@ fn homepage(root: &Path) -> Result<String> {
         .map_err(|e| anyhow::anyhow!("{}: {}", path.display(), e.to_string().trim_end()))?;
     doc.get("workspace")
         .and_then(|w| w.get("package"))
-        .and_then(|p| p.get("repository"))
+        .and_then(|p| p.get(key))
         .and_then(|r| r.as_str())
         .map(str::to_string)
-        .with_context(|| format!("{}: no workspace.package.repository", path.display()))
+        .with_context(|| format!("{}: no workspace.package.{key}", path.display()))
 }
 
 /// The `build = "<name>"` binaries the packages need.
@@ -745,8 +746,8 @@ fn describe(job: &Job, k8s_version: &str, options: &Options) -> Result<String> {
         .as_ref()
         .map_or(String::new(), |k| k.fingerprint());
     Ok(format!(
-        "{format}\n{codec}\n{}\n{}\n{k8s_version}\n{signer}\n{input}\n",
-        options.epoch, options.homepage
+        "{format}\n{codec}\n{}\n{} {}\n{k8s_version}\n{signer}\n{input}\n",
+        options.epoch, options.homepage, options.license
     ))
 }
 

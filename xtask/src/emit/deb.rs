@@ -73,7 +73,7 @@ pub fn write(pkg: &Staged, meta: &Options, work: &Path, out_dir: &Path) -> Resul
     let docs = crate_dir.join("doc");
     fs::create_dir_all(&docs).with_context(|| format!("creating {}", docs.display()))?;
     let copyright = docs.join("copyright");
-    fs::write(&copyright, copyright_text(pkg, meta))
+    fs::write(&copyright, copyright_text(pkg, meta)?)
         .with_context(|| format!("writing {}", copyright.display()))?;
     let changelog = docs.join("changelog.Debian.gz");
     fs::write(&changelog, changelog_gz(pkg, meta)?)
@@ -217,7 +217,7 @@ fn manifest_text(
     package.insert("name".into(), "kubedist-staged".into());
     package.insert("version".into(), "0.0.0".into());
     package.insert("edition".into(), "2021".into());
-    package.insert("license".into(), "Apache-2.0".into());
+    package.insert("license".into(), meta.license.as_str().into());
     package.insert("description".into(), pkg.summary.as_str().into());
     package.insert("homepage".into(), meta.homepage.as_str().into());
     package.insert("publish".into(), false.into());
@@ -234,9 +234,18 @@ fn manifest_text(
 }
 
 /// `/usr/share/doc/<pkg>/copyright` in Debian's machine-readable format. The
-/// license text itself is in /usr/share/common-licenses on every Debian host.
-fn copyright_text(pkg: &Staged, meta: &Options) -> String {
-    format!(
+/// license text itself is in /usr/share/common-licenses on every Debian host;
+/// the paragraph that points there is Apache-2.0's, so another licence is
+/// refused until it has its own.
+fn copyright_text(pkg: &Staged, meta: &Options) -> Result<String> {
+    if meta.license != "Apache-2.0" {
+        bail!(
+            "Cargo.toml: workspace.package.license is {}: the deb's copyright file has \
+             a licence paragraph for Apache-2.0 only",
+            meta.license
+        );
+    }
+    Ok(format!(
         "Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/
 Upstream-Name: {up}
 Source: {source}
@@ -244,9 +253,9 @@ Comment: Upstream release binaries, packaged by kubedist ({home}).
 
 Files: *
 Copyright: {copyright}
-License: Apache-2.0
+License: {license}
 
-License: Apache-2.0
+License: {license}
  Licensed under the Apache License, Version 2.0 (the \"License\");
  you may not use this file except in compliance with the License.
  You may obtain a copy of the License at
@@ -266,7 +275,8 @@ License: Apache-2.0
         source = pkg.upstream_url,
         copyright = pkg.copyright,
         home = meta.homepage,
-    )
+        license = meta.license,
+    ))
 }
 
 /// A one-entry Debian changelog, gzipped reproducibly (no name, no mtime,

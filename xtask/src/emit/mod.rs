@@ -198,6 +198,9 @@ pub const MAINTAINER: &str = "kubedist maintainers <kubedist@lists.example.org>"
 pub struct Options {
     /// The project's home (Cargo.toml's `workspace.package.repository`).
     pub homepage: String,
+    /// The packages' licence, an SPDX identifier (Cargo.toml's
+    /// `workspace.package.license`).
+    pub license: String,
     /// SOURCE_DATE_EPOCH: every timestamp in every artifact.
     pub epoch: u64,
     /// The codec and level of each format.

@@ -271,6 +271,7 @@ fn image(
         sha256sums,
         created,
         homepage: &options.homepage,
+        license: &options.license,
     };
     let (manifest, config_descriptor) =
         config.manifest(layer_descriptors.clone(), diff_ids, history, blobs)?;
@@ -464,6 +465,8 @@ struct ImageConfig<'a> {
     sha256sums: String,
     created: String,
     homepage: &'a str,
+    /// The release's licence, an SPDX identifier.
+    license: &'a str,
 }
 
 impl ImageConfig<'_> {
@@ -492,7 +495,7 @@ impl ImageConfig<'_> {
             ),
             (
                 "org.opencontainers.image.licenses".to_string(),
-                format!("Apache-2.0 AND {}", self.base.licence),
+                format!("{} AND {}", self.license, self.base.licence),
             ),
             (
                 "org.opencontainers.image.description".to_string(),

@@ -86,7 +86,7 @@ pub fn write(pkg: &Staged, meta: &Options, out_dir: &Path) -> Result<PathBuf> {
     let mut b = PackageBuilder::new(
         &pkg.name,
         &pkg.upstream_version,
-        "Apache-2.0",
+        &meta.license,
         arch,
         &pkg.summary,
     );

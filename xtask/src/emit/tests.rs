@@ -69,6 +69,7 @@ impl Sources for FakeSources {
 fn options() -> Options {
     Options {
         homepage: "https://example.invalid/kubedist".into(),
+        license: "Apache-2.0".into(),
         epoch: EPOCH,
         codecs: Codecs::fast(),
         threads: 1,
