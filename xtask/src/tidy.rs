@@ -378,13 +378,24 @@ fn formats_come_from_the_one_registry() {
     names.sort();
     names.dedup();
     assert_eq!(names.len(), FORMATS.len(), "two formats of one name");
-    // dist turns the registry into jobs: it calls no writer by hand.
+    // dist turns the registry into jobs: it calls no writer by hand, and
+    // neither it nor the command line names a format.
     for file in ["dist.rs", "main.rs", "stage.rs", "cache.rs"] {
         let text = read(&format!("xtask/src/{file}"));
-        for name in ["deb", "rpm", "tarball", "sysext", "oci"] {
+        for module in ["deb", "rpm", "tarball", "sysext", "oci"] {
             assert!(
-                !text.contains(&format!("emit::{name}::")),
-                "{file} calls emit::{name} by hand"
+                !text.contains(&format!("emit::{module}::")),
+                "{file} calls emit::{module} by hand"
+            );
+        }
+    }
+    for file in ["dist.rs", "main.rs"] {
+        let text = read(&format!("xtask/src/{file}"));
+        for format in FORMATS {
+            let literal = format!("\"{}\"", format.about().name);
+            assert!(
+                !text.contains(&literal),
+                "{file} names the format {literal}"
             );
         }
     }
