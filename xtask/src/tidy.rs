@@ -342,6 +342,25 @@ fn emitters_read_nothing_but_their_input() {
     }
 }
 
+/// Every guard ARCHITECTURE.md names (`tidy::NAME`) is a test here.
+#[test]
+fn every_guard_the_architecture_names_exists() {
+    let doc = read("ARCHITECTURE.md");
+    let tidy = read("xtask/src/tidy.rs");
+    let names: Vec<&str> = doc
+        .split("`tidy::")
+        .skip(1)
+        .filter_map(|rest| rest.split('`').next())
+        .collect();
+    assert!(names.len() >= 5, "{names:?}");
+    for name in names {
+        assert!(
+            tidy.contains(&format!("#[test]\nfn {name}()")),
+            "ARCHITECTURE.md names tidy::{name}, which is no test"
+        );
+    }
+}
+
 /// The file names of `xtask/src/emit/`, sorted.
 fn emit_files() -> Vec<String> {
     let dir = crate::util::repo_root().join("xtask/src/emit");
