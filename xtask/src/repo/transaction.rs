@@ -87,17 +87,24 @@ impl Transaction {
             .with_context(|| format!("{}: cannot open", self.next.display()))?;
         rustix::fs::syncfs(&dir)
             .with_context(|| format!("{}: cannot sync", self.next.display()))?;
-        if crate::util::exchange_dir(&self.next, &self.target)? {
-            remove_tree(&self.prev)?;
-            fs::rename(&self.next, &self.prev).with_context(|| {
-                format!(
-                    "renaming {} to {}",
-                    self.next.display(),
-                    self.prev.display()
-                )
-            })?;
-        }
+        let replaced = crate::util::exchange_dir(&self.next, &self.target)?;
+        // Published: what follows only keeps the replaced tree for readers
+        // still in it, and a failure there is no failure of the run.
         self.committed = true;
+        if replaced {
+            let kept = remove_tree(&self.prev).and_then(|()| {
+                fs::rename(&self.next, &self.prev).with_context(|| {
+                    format!(
+                        "renaming {} to {}",
+                        self.next.display(),
+                        self.prev.display()
+                    )
+                })
+            });
+            if let Err(e) = kept {
+                eprintln!("warning: the replaced tree was not kept for readers in it: {e:#}");
+            }
+        }
         Ok(())
     }
 }
