@@ -226,8 +226,7 @@ fn plan(spec: &Spec, args: &Args) -> Result<Plan> {
         .copied()
         .filter(|f| args.formats.is_empty() || args.formats.iter().any(|n| n == f.about().name))
         .collect();
-    let staging = |kind: Staging| formats.iter().any(|f| f.about().staging == kind);
-    let sysext = staging(Staging::SysextImage);
+    let sysext = stages(&formats, Staging::SysextImage);
     let families = Family::ALL
         .into_iter()
         .filter(|&family| {
@@ -252,7 +251,11 @@ fn plan(spec: &Spec, args: &Args) -> Result<Plan> {
             Some(SysextOs::parse(text, &spec.sysext.sysext_level_ids).context(what)?)
         }
     };
-    preflight(&arches, args.fixtures, staging(Staging::InstallerImage))?;
+    preflight(
+        &arches,
+        args.fixtures,
+        stages(&formats, Staging::InstallerImage),
+    )?;
     let out_dir = match &args.out {
         Some(dir) => {
             std::path::absolute(dir).with_context(|| format!("--out {}", dir.display()))?
@@ -381,7 +384,7 @@ fn stage_all(
             }
             None => None,
         };
-        let oci_base = if plan.stages(Staging::InstallerImage) {
+        let oci_base = if stages(&plan.formats, Staging::InstallerImage) {
             Some(oci_base(spec, arch, plan.options.epoch, &stage_dir)?)
         } else {
             None
@@ -394,7 +397,7 @@ fn stage_all(
             oci_base,
         });
     }
-    let oci = if plan.stages(Staging::InstallerImage) {
+    let oci = if stages(&plan.formats, Staging::InstallerImage) {
         let tag = format!("{}-{}", plan.k8s_version, spec.release.revision);
         Some(stage::stage_oci(spec, &tag)?)
     } else {
@@ -436,11 +439,9 @@ fn oci_base(spec: &Spec, arch: Arch, epoch: u64, stage_dir: &Path) -> Result<sta
     )
 }
 
-impl Plan {
-    /// Whether a format asked for needs `kind` staged.
-    fn stages(&self, kind: Staging) -> bool {
-        self.formats.iter().any(|f| f.about().staging == kind)
-    }
+/// Whether one of `formats` needs `kind` staged.
+fn stages(formats: &[&dyn Format], kind: Staging) -> bool {
+    formats.iter().any(|f| f.about().staging == kind)
 }
 
 /// The jobs of the formats asked for, in the order they should start.
@@ -478,7 +479,6 @@ fn write_artifacts(plan: &Plan, args: &Args, jobs: &[Job], work: &Path) -> Resul
         if let (Some(cache), Some(key)) = (&plan.cache, &key) {
             if let Some(hit) = cache.fetch(key, &built_dir)? {
                 return Ok(Built {
-                    job: 0,
                     path: hit.path,
                     sha256: Some(hit.sha256),
                     cache_key: Some(key.clone()),
@@ -498,7 +498,6 @@ fn write_artifacts(plan: &Plan, args: &Args, jobs: &[Job], work: &Path) -> Resul
             _ => None,
         };
         Ok(Built {
-            job: 0,
             path,
             sha256,
             cache_key: key,
@@ -517,8 +516,7 @@ fn publish(plan: &Plan, written: &[Built], jobs: &[Job]) -> Result<()> {
     let mut known = BTreeMap::new();
     // What formats put beside their artifacts (the installer image's
     // layout directory and run examples), before the artifacts are moved.
-    for built in written {
-        let job = &jobs[built.job];
+    for (job, built) in jobs.iter().zip(written) {
         names.extend(
             job.format
                 .publish_beside(&job.input, &built.path, out_dir)?,
@@ -780,8 +778,9 @@ pub fn schedule(cpus: usize, jobs: usize, requested: Option<usize>) -> (usize, u
     (workers, threads as u32)
 }
 
-/// Runs `jobs` on `workers` threads; after the first failure no new job
-/// starts, and that failure is returned.
+/// Runs `jobs` on `workers` threads and returns what each wrote, in the
+/// order of `jobs`; after the first failure no new job starts, and that
+/// failure is returned.
 fn run_jobs<'a>(
     jobs: &'a [Job<'a>],
     workers: usize,
@@ -790,7 +789,7 @@ fn run_jobs<'a>(
     let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
     let failed = AtomicBool::new(false);
-    let results: Mutex<Vec<Result<Built>>> = Mutex::new(Vec::new());
+    let results: Mutex<Vec<(usize, Result<Built>)>> = Mutex::new(Vec::new());
     std::thread::scope(|s| {
         for _ in 0..workers {
             s.spawn(|| loop {
@@ -800,9 +799,7 @@ fn run_jobs<'a>(
                 let i = next.fetch_add(1, Ordering::SeqCst);
                 let Some(job) = jobs.get(i) else { return };
                 let started = Instant::now();
-                let result = work(job)
-                    .map(|built| Built { job: i, ..built })
-                    .with_context(|| label(job));
+                let result = work(job).with_context(|| label(job));
                 let n = done.fetch_add(1, Ordering::SeqCst) + 1;
                 match &result {
                     Ok(built) => eprintln!(
@@ -815,25 +812,25 @@ fn run_jobs<'a>(
                     Err(_) => failed.store(true, Ordering::SeqCst),
                 }
                 if let Ok(mut r) = results.lock() {
-                    r.push(result);
+                    r.push((i, result));
                 }
             });
         }
     });
-    let results = results
+    let mut results = results
         .into_inner()
         .map_err(|_| anyhow::anyhow!("an artifact writer panicked"))?;
     if results.len() < jobs.len() && !failed.load(Ordering::SeqCst) {
         bail!("an artifact writer panicked");
     }
-    results.into_iter().collect()
+    // In the order of `jobs`, whichever finished first.
+    results.sort_by_key(|(i, _)| *i);
+    results.into_iter().map(|(_, r)| r).collect()
 }
 
 /// An artifact written by a job: where, its SHA-256 when already known, and
 /// whether it came from the artifact cache.
 struct Built {
-    /// The index of the job that wrote it (set by `run_jobs`).
-    job: usize,
     path: PathBuf,
     sha256: Option<String>,
     /// Its artifact cache entry, kept when the cache is pruned.
