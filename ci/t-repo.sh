@@ -138,11 +138,12 @@ new_apt_root() {
 
 # apt_client ROOT TREE KEYRING SNIPPET : TREE served at /srv/kubedist in ROOT,
 # KEYRING installed as the operator installs kubedist.gpg, and SNIPPET (a
-# file TREE's build wrote) copied verbatim to /etc/apt/sources.list.d/.
+# file TREE's build wrote, by its path in TREE) copied verbatim to
+# /etc/apt/sources.list.d/.
 apt_client() {
     cp -R "$2" "$1/srv/kubedist"
     install -m 0644 "$3" "$1/etc/apt/keyrings/kubedist.gpg"
-    install -m 0644 "$2/$4" "$1/etc/apt/sources.list.d/$4"
+    install -m 0644 "$2/$4" "$1/etc/apt/sources.list.d/$(basename "$4")"
 }
 
 # offline ROOT OUT : the script on stdin (under set -eu) inside ROOT with no
@@ -947,10 +948,7 @@ clients_accept() {
         dir=$(dirname "$snippet")
         new_apt_root
         root=$NEW_ROOT
-        mkdir -p "$root/srv/kubedist"
-        cp -Rl "$tree/." "$root/srv/kubedist/"
-        install -m 0644 "$tree/$dir/kubedist.gpg" "$root/etc/apt/keyrings/kubedist.gpg"
-        install -m 0644 "$tree/$snippet" "$root/etc/apt/sources.list.d/kubedist.sources"
+        apt_client "$root" "$tree" "$tree/$dir/kubedist.gpg" "$snippet"
         echo 'apt-get update' | offline "$root" "$TMP/sweep.apt"
         assert_clean_update "$TMP/sweep.apt"
         rm -rf "$root"

@@ -85,21 +85,13 @@ pub fn publish(
     let dists = repo.join("dists");
     files::create_dir(&dists)?;
     let target = dists.join(&settings.suite);
+    let carried = by_hash_of_release(&target)?;
     let staged = files::staging_dir(&target)?;
-    let built = write_suite(&staged, &entries, &architectures, key, settings)
-        .and_then(|()| files::carry_over(&target, &staged, &by_hash_of_release(&target)?));
-    if let Err(e) = built {
+    if let Err(e) = write_suite(&staged, &entries, &architectures, key, settings) {
         let _ = std::fs::remove_dir_all(&staged);
         return Err(e);
     }
-    // Metadata signed the same as the published (a run that changes
-    // nothing) leaves it as it is, with the indices it keeps.
-    if files::same_files(&staged, &target, &["InRelease", "Release.gpg"]) {
-        std::fs::remove_dir_all(&staged)
-            .with_context(|| format!("{}: cannot remove", staged.display()))?;
-    } else {
-        crate::util::replace_dir(&staged, &target)?;
-    }
+    files::swap_metadata(&staged, &target, &["InRelease", "Release.gpg"], &carried)?;
     Ok(Some(AptSummary {
         packages: entries.len(),
         architectures,

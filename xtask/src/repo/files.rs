@@ -83,13 +83,36 @@ pub fn lock(path: &Path) -> Result<File> {
     Ok(file)
 }
 
-/// Keeps the files a client of the tree being replaced may still ask for:
-/// each of `rel_paths` that `old` has and `new` has not is hard-linked from
-/// `old` into `new`. A client that read the old top file (InRelease,
-/// repomd.xml) just before the switch then still finds the indices it
-/// names; one generation is kept, as each run carries only what the
-/// replaced top file names.
-pub fn carry_over(old: &Path, new: &Path, rel_paths: &[String]) -> Result<()> {
+/// Puts the metadata tree `staged` in the place of `target` and removes
+/// `staged`. The files `carried` (paths relative to `target`: what its
+/// signed top file names) are kept in the new tree, so a client that read
+/// that top file (InRelease, repomd.xml) just before the switch still finds
+/// them; one generation is kept, as each run carries only what the replaced
+/// top file names. Metadata whose `signed` files are the published ones,
+/// byte for byte (a run that changes nothing), leaves `target` as it is.
+pub fn swap_metadata(
+    staged: &Path,
+    target: &Path,
+    signed: &[&str],
+    carried: &[String],
+) -> Result<()> {
+    let swapped = carry_over(target, staged, carried).and_then(|()| {
+        if same_files(staged, target, signed) {
+            fs::remove_dir_all(staged)
+                .with_context(|| format!("{}: cannot remove", staged.display()))
+        } else {
+            crate::util::replace_dir(staged, target)
+        }
+    });
+    if swapped.is_err() {
+        let _ = fs::remove_dir_all(staged);
+    }
+    swapped
+}
+
+/// Hard-links each of `rel_paths` that `old` has and `new` has not from
+/// `old` into `new`.
+fn carry_over(old: &Path, new: &Path, rel_paths: &[String]) -> Result<()> {
     for rel in rel_paths {
         let (from, to) = (old.join(rel), new.join(rel));
         if rel
@@ -108,7 +131,7 @@ pub fn carry_over(old: &Path, new: &Path, rel_paths: &[String]) -> Result<()> {
 }
 
 /// Whether `a` and `b` both hold each of `names`, with the same bytes.
-pub fn same_files(a: &Path, b: &Path, names: &[&str]) -> bool {
+fn same_files(a: &Path, b: &Path, names: &[&str]) -> bool {
     names.iter().all(
         |name| match (fs::read(a.join(name)), fs::read(b.join(name))) {
             (Ok(x), Ok(y)) => x == y,

@@ -227,6 +227,7 @@ fn write_signed(source: &Path, dest: &Path, key: &RepoKey, timestamp: u64) -> Re
 /// Builds `dir/repodata` beside the old one, signs `repomd.xml`, swaps it in.
 fn write_repodata(dir: &Path, key: &RepoKey, settings: &Settings) -> Result<()> {
     let target = dir.join("repodata");
+    let carried = repodata_files(&target)?;
     let staging = files::staging_dir(&target)?;
     let result = (|| -> Result<()> {
         let sh = xshell::Shell::new()?;
@@ -250,9 +251,6 @@ fn write_repodata(dir: &Path, key: &RepoKey, settings: &Settings) -> Result<()> 
         .run()
         .with_context(|| format!("{}: createrepo_c failed", dir.display()))?;
         let repodata = staging.join("repodata");
-        // The files the replaced repomd.xml names stay one more run, for a
-        // client that read it just before the switch.
-        files::carry_over(&target, &repodata, &repodata_files(&target)?)?;
         let repomd = fs::read(repodata.join("repomd.xml"))
             .with_context(|| format!("{}: createrepo_c wrote no repomd.xml", repodata.display()))?;
         let signature = key.detached_armored(&repomd, settings.timestamp)?;
@@ -261,12 +259,12 @@ fn write_repodata(dir: &Path, key: &RepoKey, settings: &Settings) -> Result<()> 
             signature.as_bytes(),
             files::FILE_MODE,
         )?;
-        // Metadata signed the same as the published (a run that changes
-        // nothing) leaves it as it is, with the files it keeps.
-        if files::same_files(&repodata, &target, &["repomd.xml", "repomd.xml.asc"]) {
-            return Ok(());
-        }
-        crate::util::replace_dir(&repodata, &target)
+        files::swap_metadata(
+            &repodata,
+            &target,
+            &["repomd.xml", "repomd.xml.asc"],
+            &carried,
+        )
     })();
     let cleanup = fs::remove_dir_all(&staging);
     result?;
