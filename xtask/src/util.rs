@@ -28,6 +28,12 @@ pub fn temp_path(path: &Path) -> Result<PathBuf> {
     )))
 }
 
+/// Whether `name` is one [`temp_path`] makes: a file or staging directory
+/// a run was writing, never a finished one.
+pub fn is_temp_name(name: &str) -> bool {
+    name.starts_with('.') && name.contains(".tmp-")
+}
+
 /// A file being written under its temp name; removed when dropped unless
 /// renamed into place with [`TempFile::persist`].
 pub struct TempFile {
@@ -264,6 +270,8 @@ mod tests {
         assert_eq!(a.parent(), Some(Path::new("/out")));
         let name = a.file_name().unwrap().to_str().unwrap();
         assert!(name.starts_with(".kubelet_1_amd64.deb.tmp-"), "{name}");
+        assert!(is_temp_name(name));
+        assert!(!is_temp_name("kubelet_1_amd64.deb") && !is_temp_name(".kubedist-repo-state.json"));
     }
 
     #[test]

@@ -153,11 +153,6 @@ fn remove_tree(dir: &Path) -> Result<()> {
     }
 }
 
-/// A temp file or staging directory of a killed run (`util::temp_path`).
-fn is_temp(name: &str) -> bool {
-    name.starts_with('.') && name.contains(".tmp-")
-}
-
 /// Recreates the tree `from` at `to`: directories with their modes, files
 /// as hard links, symbolic links as they are.
 fn link_tree(from: &Path, to: &Path) -> Result<()> {
@@ -175,7 +170,7 @@ fn link_tree(from: &Path, to: &Path) -> Result<()> {
         let entry = entry.with_context(|| format!("{}: cannot list", from.display()))?;
         let name = entry.file_name();
         let name_str = name.to_string_lossy();
-        if is_temp(&name_str) || name_str == OLD_LOCK_FILE {
+        if crate::util::is_temp_name(&name_str) || name_str == OLD_LOCK_FILE {
             continue;
         }
         let (src, dst) = (entry.path(), to.join(&name));
