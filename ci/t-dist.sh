@@ -9,6 +9,9 @@
 # - a tampered, missing or wrongly summed input fails with one line naming
 #   the file, and leaves the output directory exactly as it was;
 # - SHA256SUMS verifies and names every artifact, with upstream's file names.
+# - release N is, byte for byte, what ci/dist-sums records for the same
+#   compiler, epoch and inputs: a change meant to change no artifact (a
+#   refactoring) changes none, and one that does records it in its commit.
 #
 # Wall time: about 3 min on 2 cores (one full amd64 rebuild from a copy of
 # the checkout, one arm64 build at --fast levels).
@@ -103,6 +106,39 @@ test_sums_verify_and_use_upstream_names() {
     on_disk=$(cd "$KD_DIST" && find . -mindepth 1 -type f ! -name SHA256SUMS | sed 's|^\./||' | sort | tr '\n' ' ')
     listed=$(cut -d ' ' -f 3 "$KD_DIST/SHA256SUMS" | sort | tr '\n' ' ')
     assert_eq "$on_disk" "$listed" "artifacts vs SHA256SUMS"
+}
+
+# dist_record : what release N was built from (the compiler, the epoch, the
+# fixture inputs' digests) and the digest of every artifact, in the form of
+# ci/dist-sums.
+dist_record() {
+    echo "# Release N of \`cargo xtask test\`: \`cargo xtask dist --fixtures --arch amd64"
+    echo "# --revision 2\`, byte for byte; ci/t-dist.sh compares. See the file's end."
+    echo "rustc $(rustc --version | cut -d ' ' -f 2)"
+    echo "epoch $EPOCH"
+    (cd "$FIXTURES" && find . -name '*.sha256' | grep amd64 | sort |
+        while read -r sum; do
+            name=${sum#./}
+            echo "input $(cut -d ' ' -f 1 "$sum")  ${name%.sha256}"
+        done)
+    sed 's/^/artifact /' "$KD_DIST/SHA256SUMS"
+    echo "# Any change to an artifact's bytes must be meant (a new codec, a changed"
+    echo "# file): record it with the file ci/t-dist.sh writes when they differ."
+}
+
+# The artifacts are the bytes recorded in ci/dist-sums for the same inputs:
+# a change that was meant to change nothing (a refactoring) changes no byte,
+# and one that changes an artifact records it in the same commit.
+test_artifacts_are_the_recorded_bytes() {
+    dist_record >"$TMP/dist-sums"
+    if ! diff -u "$KD_REPO/ci/dist-sums" "$TMP/dist-sums" >"$TMP/dist-sums.diff"; then
+        cat "$TMP/dist-sums.diff" >&2
+        echo "release N differs from ci/dist-sums (above: - recorded, + now). If the" \
+            "rustc, epoch or input lines differ, the inputs changed; if only artifact" \
+            "lines do, the output did. When the change is meant:" \
+            "cp $TMP/dist-sums $KD_REPO/ci/dist-sums" >&2
+        return 1
+    fi
 }
 
 test_arm64_artifacts_run_under_qemu() {
@@ -263,6 +299,7 @@ test_wrong_checksum_is_refused_and_output_untouched() { bad_input "linux/amd64/k
 
 kd_test test_new_epoch_compiles_nothing
 kd_test test_sums_verify_and_use_upstream_names
+kd_test test_artifacts_are_the_recorded_bytes
 kd_test test_tampered_input_is_refused_and_output_untouched
 kd_test test_missing_input_is_refused_and_output_untouched
 kd_test test_wrong_checksum_is_refused_and_output_untouched

@@ -29,7 +29,7 @@ Actions:
 Options:
   --init systemd|openrc|runit
                       the init system to install the service for
-  --family deb|rpm    deb: /etc/default/kubelet, rpm: /etc/sysconfig/kubelet
+  --family deb|rpm    deb: @DEB_ENV_FILE@, rpm: @RPM_ENV_FILE@
                       (the file kubeadm's drop-in and kubelet-wrapper read)
   --prefix DIR        install into the root DIR instead of / (DESTDIR=DIR in
                       the environment does the same); no service is touched
@@ -77,8 +77,8 @@ running: pass --init. With --prefix only installed files count.
 
 Family (first rule that applies, the same rule kubelet-wrapper follows):
 --family; the one recorded earlier; the family whose env file exists when
-exactly one of /etc/default/kubelet and /etc/sysconfig/kubelet does; deb if
-/etc/debian_version exists; rpm if /etc/sysconfig exists; deb.
+exactly one of @DEB_ENV_FILE@ and @RPM_ENV_FILE@ does; deb if
+@DEB_MARKER@ exists; rpm if @RPM_MARKER_DIR@ exists; deb.
 
 Files are written to a temporary file beside their destination
 (.NAME.kubedist-tmp, always created anew), given their mode, then renamed
@@ -668,7 +668,7 @@ detect_init() {
 
 # The family rule of pkg/families.toml ([detect]), which kubelet-wrapper
 # follows too: the family named, the one whose env file exists when exactly
-# one does, deb on a Debian host, rpm where /etc/sysconfig exists, else deb.
+# one does, deb on a Debian host, rpm where @RPM_MARKER_DIR@ exists, else deb.
 detect_family() {
 	if [ -n "$opt_family" ]; then
 		family=$opt_family fhow="--family"
@@ -681,15 +681,15 @@ detect_family() {
 	fi
 	fhow="found"
 	deb_env='' rpm_env=''
-	[ ! -e "$root/etc/default/kubelet" ] || deb_env=1
-	[ ! -e "$root/etc/sysconfig/kubelet" ] || rpm_env=1
+	[ ! -e "$root@DEB_ENV_FILE@" ] || deb_env=1
+	[ ! -e "$root@RPM_ENV_FILE@" ] || rpm_env=1
 	if [ -n "$deb_env" ] && [ -z "$rpm_env" ]; then
 		family=deb
 	elif [ -n "$rpm_env" ] && [ -z "$deb_env" ]; then
 		family=rpm
-	elif [ -f "$root/etc/debian_version" ]; then
+	elif [ -f "$root@DEB_MARKER@" ]; then
 		family=deb
-	elif [ -d "$root/etc/sysconfig" ]; then
+	elif [ -d "$root@RPM_MARKER_DIR@" ]; then
 		family=rpm
 	else
 		family=deb

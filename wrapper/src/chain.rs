@@ -5,7 +5,7 @@
 //! Environment="KUBELET_KUBECONFIG_ARGS=--bootstrap-kubeconfig=… --kubeconfig=…"
 //! Environment="KUBELET_CONFIG_ARGS=--config=/var/lib/kubelet/config.yaml"
 //! EnvironmentFile=-/var/lib/kubelet/kubeadm-flags.env
-//! EnvironmentFile=-/etc/default/kubelet        (rpm: /etc/sysconfig/kubelet)
+//! EnvironmentFile=-ENV_FILE                    (the family's, pkg/families.toml: deb's or rpm's)
 //! ExecStart=/usr/bin/kubelet $KUBELET_KUBECONFIG_ARGS $KUBELET_CONFIG_ARGS $KUBELET_KUBEADM_ARGS $KUBELET_EXTRA_ARGS
 //! ```
 //!
@@ -42,9 +42,9 @@ pub const EXEC_START_ARGS: [&str; 4] = [
 ];
 
 /// A file only deb hosts have (pkg/families.toml, `[detect]`).
-const DEB_MARKER: &str = "/etc/debian_version";
+const DEB_MARKER: &str = deb_marker!();
 /// A directory rpm hosts have (pkg/families.toml, `[detect]`).
-const RPM_MARKER_DIR: &str = "/etc/sysconfig";
+const RPM_MARKER_DIR: &str = rpm_marker_dir!();
 
 /// Which distribution family's env file holds `KUBELET_EXTRA_ARGS`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,8 +56,8 @@ pub enum Family {
 impl Family {
     pub fn env_file(self) -> &'static str {
         match self {
-            Family::Deb => "/etc/default/kubelet",
-            Family::Rpm => "/etc/sysconfig/kubelet",
+            Family::Deb => deb_env_file!(),
+            Family::Rpm => rpm_env_file!(),
         }
     }
 
@@ -375,8 +375,8 @@ fn lookup_var<'a>(
 
 /// The family of pkg/families.toml's `[detect]` rule, which install.sh
 /// follows too: the explicit family, else the one whose env file exists
-/// when exactly one does, else deb when /etc/debian_version exists, else
-/// rpm when /etc/sysconfig is a directory, else deb. When both env files
+/// when exactly one does, else deb when the deb marker file exists, else
+/// rpm when the rpm marker directory exists, else deb. When both env files
 /// exist, the other one is returned to be reported as ignored.
 fn choose_family(
     root: &Path,
@@ -389,21 +389,38 @@ fn choose_family(
     let exists = |f: Family| rooted(root, Path::new(f.env_file())).exists();
     let only = |family: Family, why: &str| (family, why.to_string(), None);
     let (host, why) = if rooted(root, Path::new(DEB_MARKER)).exists() {
-        (Family::Deb, "/etc/debian_version exists")
+        (Family::Deb, concat!(deb_marker!(), " exists"))
     } else if rooted(root, Path::new(RPM_MARKER_DIR)).is_dir() {
         (
             Family::Rpm,
-            "/etc/sysconfig exists and /etc/debian_version does not",
+            concat!(
+                rpm_marker_dir!(),
+                " exists and ",
+                deb_marker!(),
+                " does not"
+            ),
         )
     } else {
         (
             Family::Deb,
-            "neither /etc/debian_version nor /etc/sysconfig exists",
+            concat!(
+                "neither ",
+                deb_marker!(),
+                " nor ",
+                rpm_marker_dir!(),
+                " exists"
+            ),
         )
     };
     match (exists(Family::Deb), exists(Family::Rpm)) {
-        (true, false) => only(Family::Deb, "auto: only /etc/default/kubelet exists"),
-        (false, true) => only(Family::Rpm, "auto: only /etc/sysconfig/kubelet exists"),
+        (true, false) => only(
+            Family::Deb,
+            concat!("auto: only ", deb_env_file!(), " exists"),
+        ),
+        (false, true) => only(
+            Family::Rpm,
+            concat!("auto: only ", rpm_env_file!(), " exists"),
+        ),
         (false, false) => (
             host,
             format!("auto: neither family file exists and {why}"),
@@ -416,8 +433,12 @@ fn choose_family(
             };
             let ignored_path = rooted(root, Path::new(ignored.env_file()));
             warnings.push(format!(
-                "both /etc/default/kubelet and /etc/sysconfig/kubelet exist; reading the {} one because {why}; ignoring {} (set KUBELET_WRAPPER_FAMILY to choose)",
+                concat!(
+                    "both ", deb_env_file!(), " and ", rpm_env_file!(),
+                    " exist; reading the {} one because {}; ignoring {} (set KUBELET_WRAPPER_FAMILY to choose)"
+                ),
                 host.name(),
+                why,
                 ignored_path.display()
             ));
             let source = format!("auto: both family files exist and {why}");

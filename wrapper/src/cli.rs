@@ -13,7 +13,8 @@ use std::time::Duration;
 use crate::chain::{Family, Inputs};
 use crate::{envfile, rooted, Error};
 
-pub const USAGE: &str = "\
+pub const USAGE: &str = concat!(
+    "\
 Usage: kubelet-wrapper [WRAPPER-OPTIONS] [--] [KUBELET-ARGS...]
 
 Starts the kubelet (exec, same PID) with the command line and environment
@@ -25,8 +26,12 @@ The kubelet's argv, in order:
                                --kubeconfig=/etc/kubernetes/kubelet.conf
   2. $KUBELET_CONFIG_ARGS      --config=/var/lib/kubelet/config.yaml
   3. $KUBELET_KUBEADM_ARGS     from /var/lib/kubelet/kubeadm-flags.env (kubeadm writes it)
-  4. $KUBELET_EXTRA_ARGS       from the family env file: /etc/default/kubelet (deb)
-                               or /etc/sysconfig/kubelet (rpm)
+  4. $KUBELET_EXTRA_ARGS       from the family env file: ",
+    deb_env_file!(),
+    " (deb)
+                               or ",
+    rpm_env_file!(),
+    " (rpm)
   5. KUBELET-ARGS              this command line
 The files use systemd's EnvironmentFile= syntax (no shell runs), as systemd
 254 and later read it (252 also skips the line after a comment that ends in
@@ -40,7 +45,9 @@ Wrapper options (only before the first other argument; -- ends them):
                      family, kubelet, waits_for); start nothing. Fails like a
                      real start would (e.g. no kubelet), after the JSON
   --root DIR         read every file and run the kubelet under DIR
-                     (DIR/etc/default/kubelet, DIR/usr/bin/kubelet, ...);
+                     (DIR",
+    deb_env_file!(),
+    ", DIR/usr/bin/kubelet, ...);
                      flag values are passed unchanged
   --family deb|rpm   which family env file to read
   --wait SECONDS     longest wait for the --config file (default 3600; 0: no wait)
@@ -55,7 +62,9 @@ Settings: a command-line option beats the process environment, which beats
 the --settings file (an empty value in the environment counts as unset).
   KUBELET_WRAPPER_FAMILY   deb or rpm. When unset: if exactly one family file
                            exists, it is read; if both exist, the host's
-                           convention decides (/etc/debian_version exists:
+                           convention decides (",
+    deb_marker!(),
+    " exists:
                            deb, else rpm) and a warning names the ignored
                            file; if neither exists, deb.
   KUBELET_WRAPPER_WAIT     as --wait
@@ -71,7 +80,8 @@ limit it exits with status 1 and the supervisor starts it again.
 
 Exit status: 2 for bad input (file:line on stderr), 1 when the wait gave up;
 otherwise the kubelet replaces the wrapper.
-";
+",
+);
 
 /// What the command line asks for.
 #[derive(Debug, PartialEq, Eq)]

@@ -10,6 +10,10 @@
 //! - [`explain`]: the `--print` JSON
 //! - [`cli`]: the wrapper's options
 
+// deb_env_file!(), rpm_env_file!(), deb_marker!(), rpm_marker_dir!(): the
+// family facts of pkg/families.toml (build.rs).
+include!(concat!(env!("OUT_DIR"), "/families.rs"));
+
 pub mod argv;
 pub mod chain;
 pub mod cli;

@@ -61,7 +61,7 @@ pub fn installed(root: &Path) -> Vec<String> {
 
 /// Fails with one line naming the path (and, for a pinned version, what is
 /// installed) unless the kubelet to run is a file. `source` says what chose
-/// the version, e.g. `KUBELET_VERSION=v1.30.2 (/etc/default/kubelet:3)`.
+/// the version, e.g. `KUBELET_VERSION=v1.30.2 (ENV_FILE:3)`.
 pub fn check_installed(
     root: &Path,
     kubelet: &Path,

@@ -228,17 +228,14 @@ impl Source {
 pub struct Families {
     pub deb: FamilyConf,
     pub rpm: FamilyConf,
-    /// Not used to build anything: kubelet-wrapper and install.sh carry the
-    /// rule, and a tidy test holds them to it.
-    #[cfg_attr(not(test), allow(dead_code))]
     pub detect: Detect,
 }
 
 /// How a host's family is recognised when nobody names it (families.toml's
-/// `[detect]`); kubelet-wrapper and install.sh follow the same steps.
+/// `[detect]`): the paths kubelet-wrapper (its build reads them) and
+/// install.sh (staging fills them in) look at.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-#[cfg_attr(not(test), allow(dead_code))]
 pub struct Detect {
     /// A file only deb hosts have.
     pub deb_marker: String,
@@ -274,6 +271,23 @@ pub struct FamilyConf {
     /// The packages the host's own distribution supplies: a dependency on
     /// one of them is met outside our repository (`repo`'s closure gate).
     pub distribution: Vec<String>,
+    /// Maintainer script name → what a package must have (any of) to get it.
+    pub scripts: BTreeMap<String, Vec<ScriptNeed>>,
+}
+
+/// Something a package has that a maintainer script handles (families.toml's
+/// `[*.scripts]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ScriptNeed {
+    /// Directories of its own (`[[dirs]]`).
+    Dirs,
+    /// Admin-editable files shipped as seeds.
+    Seeds,
+    /// systemd units it enables (`systemd_units`).
+    Units,
+    /// Any file under the family's unitdir: units or drop-ins.
+    UnitFiles,
 }
 
 impl FamilyConf {

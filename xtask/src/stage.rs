@@ -22,7 +22,8 @@ use crate::digest::{copy_hashing, sha256_bytes};
 use serde::Serialize;
 
 use crate::spec::{
-    Arch, ConfigStyle, Content, Dep, Family, FileEntry, Init, Package, Shell, Spec, SysextOs,
+    Arch, ConfigStyle, Content, Dep, Family, FileEntry, Init, Package, ScriptNeed, Shell, Spec,
+    SysextOs,
 };
 
 /// Where file contents come from, for one architecture.
@@ -258,8 +259,7 @@ pub fn stage_sysext(
         let (sha256, size) = if entry.template {
             let text = fs::read_to_string(&source)
                 .with_context(|| format!("{}: not a UTF-8 text file", source.display()))?;
-            let text = fill_template(&text, &fam.env_file, x.family, version)
-                .with_context(|| source.display().to_string())?;
+            let text = fill_template(&source, &text, &fam.env_file, x.family, version)?;
             write_file(&staged, text.as_bytes(), entry.mode.0, epoch)?
         } else {
             copy_file(&source, &staged, entry.mode.0, epoch)?
@@ -316,10 +316,15 @@ pub fn stage_oci(spec: &Spec, tag: &str) -> Result<StagedOci> {
     let mut examples = Vec::new();
     for rel in &x.examples {
         let base = base_name(rel)?;
-        let text = read(rel)?
-            .replace("@IMAGE@", &image)
-            .replace("@REPOSITORY@", &x.repository)
-            .replace("@TAG@", tag);
+        let text = fill(
+            &spec.root.join(rel),
+            &read(rel)?,
+            &[
+                ("IMAGE", &image),
+                ("REPOSITORY", &x.repository),
+                ("TAG", tag),
+            ],
+        )?;
         examples.push((format!("kubedist-installer-{tag}-{base}"), text));
     }
     Ok(StagedOci {
@@ -366,23 +371,22 @@ pub fn stage_oci_base(
     })
 }
 
-/// installer/install.sh, with pkg/scripts/kernel-apply (which the
-/// kubelet package's scripts take too) in place of its `@KERNEL_APPLY@`
-/// line.
+/// installer/install.sh with its placeholders filled in: the family facts
+/// of pkg/families.toml (env files, the `[detect]` markers) and
+/// pkg/scripts/kernel-apply, which the kubelet package's scripts take too.
 pub fn installer(spec: &Spec) -> Result<Vec<u8>> {
-    let read = |rel: &str| {
-        let path = spec.root.join(rel);
-        fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))
-    };
-    let script = read("installer/install.sh")?;
-    let placeholder = "\n@KERNEL_APPLY@\n";
-    if script.matches(placeholder).count() != 1 {
-        bail!("installer/install.sh: needs one @KERNEL_APPLY@ line");
-    }
-    let fragment = read("pkg/scripts/kernel-apply")?;
-    Ok(script
-        .replacen(placeholder, &format!("\n{fragment}"), 1)
-        .into_bytes())
+    let path = spec.root.join("installer/install.sh");
+    let kernel_apply = read_text(&spec.root.join("pkg/scripts/kernel-apply"))?;
+    let families = &spec.families;
+    let values = [
+        ("DEB_ENV_FILE", families.deb.env_file.as_str()),
+        ("RPM_ENV_FILE", &families.rpm.env_file),
+        ("DEB_MARKER", &families.detect.deb_marker),
+        ("RPM_MARKER_DIR", &families.detect.rpm_marker_dir),
+        // On a line of its own: the function's closing line ends it.
+        ("KERNEL_APPLY", kernel_apply.trim_end_matches('\n')),
+    ];
+    Ok(fill(&path, &read_text(&path)?, &values)?.into_bytes())
 }
 
 /// Stages `package` for each of `families` under `work`. The families'
@@ -485,8 +489,7 @@ fn stage_one(
             let (sha256, size) = if entry.template {
                 let text = fs::read_to_string(&source)
                     .with_context(|| format!("{}: not a UTF-8 text file", source.display()))?;
-                let text = fill_template(&text, &fam.env_file, family, &version)
-                    .with_context(|| source.display().to_string())?;
+                let text = fill_template(&source, &text, &fam.env_file, family, &version)?;
                 write_file(&staged, text.as_bytes(), entry.mode.0, epoch)?
             } else {
                 shared.stage(&source, entry.mode.0, &staged, epoch)?
@@ -643,14 +646,30 @@ impl Completed {
 
 /// The maintainer scripts of `pkg`, each `pkg/scripts/<family>-<name>` with
 /// its `@NAME@` values filled in. Which scripts a package gets is its
-/// family's convention: a deb has postinst and postrm when it has
-/// directories, seeds or units to handle (prerm too with units); an rpm has
-/// post and postun when it has units or drop-ins (preun too with units).
+/// family's convention, `[<family>.scripts]` in pkg/families.toml: each
+/// script with what a package must have, any of, to get it.
 fn scripts(spec: &Spec, pkg: &Staged) -> Result<Vec<Script>> {
     let under_unitdir = pkg.package_files().any(|f| {
         f.dest
             .starts_with(&format!("{}/", pkg.unitdir.trim_end_matches('/')))
     });
+    let has = |need: ScriptNeed| match need {
+        ScriptNeed::Dirs => !pkg.dirs.is_empty(),
+        ScriptNeed::Seeds => !pkg.seeds().is_empty(),
+        ScriptNeed::Units => !pkg.systemd_units.is_empty(),
+        ScriptNeed::UnitFiles => under_unitdir,
+    };
+    let names: Vec<&String> = spec
+        .families
+        .get(pkg.family)
+        .scripts
+        .iter()
+        .filter(|(_, needs)| needs.iter().any(|&need| has(need)))
+        .map(|(name, _)| name)
+        .collect();
+    if names.is_empty() {
+        return Ok(Vec::new());
+    }
     let dirs = pkg
         .dirs
         .iter()
@@ -677,78 +696,28 @@ fn scripts(spec: &Spec, pkg: &Staged) -> Result<Vec<Script>> {
     let kernel_apply = if modules.is_empty() && sysctl.is_empty() {
         String::new()
     } else {
-        let path = spec.root.join("pkg/scripts/kernel-apply");
-        fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?
+        read_text(&spec.root.join("pkg/scripts/kernel-apply"))?
     };
-    let kernel = [
-        ("KERNEL_MODULES", modules),
-        ("KERNEL_SYSCTL", sysctl),
-        ("KERNEL_APPLY", kernel_apply),
+    let values = [
+        ("PACKAGE", pkg.name.as_str()),
+        ("DIRS", &dirs),
+        ("SEEDS", &seeds),
+        ("UNITS", &units),
+        ("RELOAD", reload),
+        ("KERNEL_MODULES", &modules),
+        ("KERNEL_SYSCTL", &sysctl),
+        ("KERNEL_APPLY", &kernel_apply),
     ];
-    let (names, fill): (&[&str], Vec<(&str, String)>) = match pkg.family {
-        Family::Deb => {
-            if dirs.is_empty() && seeds.is_empty() && units.is_empty() && !under_unitdir {
-                return Ok(Vec::new());
-            }
-            let names: &[&str] = if units.is_empty() {
-                &["postinst", "postrm"]
-            } else {
-                &["postinst", "postrm", "prerm"]
-            };
-            (
-                names,
-                vec![
-                    ("PACKAGE", pkg.name.clone()),
-                    ("DIRS", dirs),
-                    ("SEEDS", seeds),
-                    ("UNITS", units.clone()),
-                    ("RELOAD", reload.to_string()),
-                ]
-                .into_iter()
-                .chain(kernel)
-                .collect(),
-            )
-        }
-        Family::Rpm => {
-            if units.is_empty() && !under_unitdir {
-                return Ok(Vec::new());
-            }
-            let names: &[&str] = if units.is_empty() {
-                &["post", "postun"]
-            } else {
-                &["post", "postun", "preun"]
-            };
-            (
-                names,
-                [
-                    ("PACKAGE", pkg.name.clone()),
-                    ("UNITS", units.clone()),
-                    ("RELOAD", reload.to_string()),
-                ]
-                .into_iter()
-                .chain(kernel)
-                .collect(),
-            )
-        }
-    };
     names
-        .iter()
+        .into_iter()
         .map(|name| {
             let path = spec
                 .root
                 .join("pkg/scripts")
                 .join(format!("{}-{name}", pkg.family));
-            let mut text =
-                fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-            for (key, value) in &fill {
-                text = text.replace(&format!("@{key}@"), value);
-            }
-            if let Some(left) = leftover_placeholder(&text) {
-                bail!("{}: placeholder @{left}@ has no value", path.display());
-            }
             Ok(Script {
-                name: name.to_string(),
-                text,
+                name: name.clone(),
+                text: fill(&path, &read_text(&path)?, &values)?,
             })
         })
         .collect()
@@ -893,33 +862,77 @@ fn describe(package: &Package, standins: &[String], no_completions: &[String]) -
     text
 }
 
-/// Fills in `@ENV_FILE@`, `@FAMILY@` and `@VERSION@`; any other `@NAME@` left
-/// is a mistake in the template.
-pub fn fill_template(text: &str, env_file: &str, family: Family, version: &str) -> Result<String> {
-    let out = text
-        .replace("@ENV_FILE@", env_file)
-        .replace("@FAMILY@", family.name())
-        .replace("@VERSION@", version);
-    if let Some(name) = leftover_placeholder(&out) {
-        bail!("unknown template placeholder @{name}@ (known: @ENV_FILE@, @FAMILY@, @VERSION@)");
+/// A text file whole, with an error naming it.
+fn read_text(path: &Path) -> Result<String> {
+    fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))
+}
+
+/// A `template = true` file's text: `@ENV_FILE@`, `@FAMILY@` and `@VERSION@`
+/// filled in.
+fn fill_template(
+    file: &Path,
+    text: &str,
+    env_file: &str,
+    family: Family,
+    version: &str,
+) -> Result<String> {
+    fill(
+        file,
+        text,
+        &[
+            ("ENV_FILE", env_file),
+            ("FAMILY", family.name()),
+            ("VERSION", version),
+        ],
+    )
+}
+
+/// `text`, read from `file`, with each `@KEY@` of `values` replaced by its
+/// value in one pass (a value is never scanned again); any other `@NAME@`
+/// (NAME: A-Z and _) is a mistake in the file. Every placeholder the
+/// project's files hold is filled here.
+pub fn fill(file: &Path, text: &str, values: &[(&str, &str)]) -> Result<String> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some((before, name, after)) = next_placeholder(rest) {
+        let Some((_, value)) = values.iter().find(|(key, _)| *key == name) else {
+            let known: Vec<String> = values.iter().map(|(key, _)| format!("@{key}@")).collect();
+            bail!(
+                "{}: unknown placeholder @{name}@ (known: {})",
+                file.display(),
+                known.join(", ")
+            );
+        };
+        out.push_str(before);
+        out.push_str(value);
+        rest = after;
     }
+    out.push_str(rest);
     Ok(out)
 }
 
-/// The first `@NAME@` (NAME: A-Z and _) in `text`.
-pub fn leftover_placeholder(text: &str) -> Option<&str> {
-    let mut rest = text;
-    while let Some(start) = rest.find('@') {
-        let after = &rest[start + 1..];
+/// The first `@NAME@` in `text` (NAME: A-Z and _) as (the text before it,
+/// NAME, the text after it).
+fn next_placeholder(text: &str) -> Option<(&str, &str, &str)> {
+    let mut from = 0;
+    while let Some(at) = text[from..].find('@') {
+        let start = from + at;
+        let after = &text[start + 1..];
         let len = after
             .find(|c: char| !(c.is_ascii_uppercase() || c == '_'))
             .unwrap_or(after.len());
         if len > 0 && after[len..].starts_with('@') {
-            return Some(&after[..len]);
+            return Some((&text[..start], &after[..len], &after[len + 1..]));
         }
-        rest = after;
+        from = start + 1;
     }
     None
+}
+
+/// The first `@NAME@` (NAME: A-Z and _) in `text`.
+#[cfg(test)]
+pub fn leftover_placeholder(text: &str) -> Option<&str> {
+    next_placeholder(text).map(|(_, name, _)| name)
 }
 
 /// Paths end up in maintainer scripts and archive manifests: keep them to
@@ -994,7 +1007,9 @@ mod tests {
 
     #[test]
     fn templates_fill_known_placeholders_and_reject_others() {
+        let file = Path::new("units/x.conf");
         let out = fill_template(
+            file,
             "a=@ENV_FILE@ f=@FAMILY@ v=@VERSION@ mail@host",
             "/etc/default/kubelet",
             Family::Deb,
@@ -1002,8 +1017,15 @@ mod tests {
         )
         .unwrap();
         assert_eq!(out, "a=/etc/default/kubelet f=deb v=1.2.3-1 mail@host");
-        let err = fill_template("x=@ENVFILE@", "/e", Family::Rpm, "1").unwrap_err();
-        assert!(err.to_string().contains("@ENVFILE@"), "{err}");
+        let err = fill_template(file, "x=@ENVFILE@", "/e", Family::Rpm, "1").unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("units/x.conf: unknown placeholder @ENVFILE@"),
+            "{err}"
+        );
+        // A value is put in as it is, never read for placeholders again.
+        let out = fill(file, "@A@ @B@", &[("A", "@B@"), ("B", "b")]).unwrap();
+        assert_eq!(out, "@B@ b");
     }
 
     #[test]

@@ -436,53 +436,72 @@ fn shell_function<'a>(script: &'a str, name: &str) -> &'a str {
 }
 
 #[test]
-fn the_family_rule_is_followed_alike_by_the_wrapper_and_the_installer() {
+fn family_facts_are_written_only_in_families_toml() {
+    // The env files and the [detect] markers: the wrapper's build and
+    // install.sh's staging take them from pkg/families.toml, so neither
+    // writes one of them itself.
     let spec = crate::spec::Spec::load(&root()).unwrap();
     let detect = &spec.families.detect;
-    let envs = [&spec.families.deb.env_file, &spec.families.rpm.env_file];
-
-    let chain = read("wrapper/src/chain.rs");
-    for (constant, value) in [
-        ("DEB_MARKER", &detect.deb_marker),
-        ("RPM_MARKER_DIR", &detect.rpm_marker_dir),
-    ] {
-        let line = format!("const {constant}: &str = \"{value}\";");
-        assert!(chain.contains(&line), "wrapper/src/chain.rs lacks {line}");
+    let facts = [
+        &spec.families.deb.env_file,
+        &spec.families.rpm.env_file,
+        &detect.deb_marker,
+        &detect.rpm_marker_dir,
+    ];
+    let mut sources = vec!["installer/install.sh".to_string()];
+    sources.extend(
+        repo_files()
+            .into_iter()
+            .filter(|f| f.starts_with("wrapper/src/") && f.ends_with(".rs")),
+    );
+    for source in &sources {
+        for (n, line) in read(source).lines().enumerate() {
+            for fact in facts {
+                // A fact followed by more of a path names another file.
+                let named = line.match_indices(fact.as_str()).any(|(at, _)| {
+                    !line[at + fact.len()..].starts_with(|c: char| c == '/' || c.is_alphanumeric())
+                });
+                assert!(
+                    !named,
+                    "{source}:{}: writes {fact}, which it must take from pkg/families.toml",
+                    n + 1
+                );
+            }
+        }
     }
-    for env in envs {
-        assert!(
-            chain.contains(&format!("=> \"{env}\"")),
-            "wrapper's env_file() lacks {env}"
-        );
-    }
 
+    // install.sh's detect_family follows the rule's steps in order.
     let installer = read("installer/install.sh");
     let body = shell_function(&installer, "detect_family");
-    // The steps of the rule, in order, on the paths of families.toml.
     let steps = [
-        format!("\"$root{}\"", envs[0]),
-        format!("\"$root{}\"", envs[1]),
-        format!("-f \"$root{}\"", detect.deb_marker),
-        format!("-d \"$root{}\"", detect.rpm_marker_dir),
+        "\"$root@DEB_ENV_FILE@\"",
+        "\"$root@RPM_ENV_FILE@\"",
+        "-f \"$root@DEB_MARKER@\"",
+        "-d \"$root@RPM_MARKER_DIR@\"",
     ];
     let mut at = 0;
-    for step in &steps {
-        let found = body[at..].find(step.as_str()).unwrap_or_else(|| {
+    for step in steps {
+        let found = body[at..].find(step).unwrap_or_else(|| {
             panic!("install.sh's detect_family lacks (or misorders) {step}:\n{body}")
         });
         at += found;
     }
     // No other host path decides the family.
     for word in body.split(|c: char| c.is_whitespace() || c == '"') {
-        if let Some(path) = word.strip_prefix("$root/") {
-            let path = format!("/{path}");
+        if let Some(path) = word.strip_prefix("$root") {
             assert!(
-                envs.iter().any(|e| **e == path)
-                    || path == detect.deb_marker
-                    || path == detect.rpm_marker_dir,
+                steps.iter().any(|s| s.contains(&format!("$root{path}\""))),
                 "install.sh's detect_family looks at {path}, which the rule does not name"
             );
         }
+    }
+    // Staging fills every one of them in.
+    let staged = String::from_utf8(crate::stage::installer(&spec).unwrap()).unwrap();
+    for fact in facts {
+        assert!(
+            staged.contains(&format!("\"$root{fact}\"")),
+            "the staged install.sh does not look at {fact}"
+        );
     }
 }
 
