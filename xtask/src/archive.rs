@@ -23,6 +23,17 @@ pub enum Item {
     Symlink(String),
 }
 
+impl Item {
+    /// The bytes of content it holds (a file's or a buffer's).
+    pub fn size(&self) -> u64 {
+        match self {
+            Item::Bytes(bytes, _) => bytes.len() as u64,
+            Item::File { size, .. } => *size,
+            Item::Dir(_) | Item::Symlink(_) => 0,
+        }
+    }
+}
+
 /// Adds the directories above every path of `items` (`a/b/c` → `a`, `a/b`)
 /// that it does not hold yet, mode 0755. Paths are relative, without a
 /// trailing `/`, so that a directory sorts before what it holds.

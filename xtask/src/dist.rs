@@ -451,7 +451,7 @@ fn jobs<'a>(plan: &Plan, staged: &'a [StagedArch], oci: Option<&'a StagedOci>) -
         .iter()
         .flat_map(|format| emit::jobs(*format, staged, oci))
         .collect();
-    jobs.sort_by_key(|j| start_order(j.format.about().single_threaded, size(j)));
+    jobs.sort_by_key(|j| start_order(emit::one_thread(j.format, &plan.options.codecs), size(j)));
     jobs
 }
 

@@ -6,8 +6,7 @@
 //! artifacts: each deb's data.tar, each rpm's cpio payload, the tarball's
 //! tar. (The control archives, a few KiB each, are left out.) They are
 //! compressed in memory with dist's schedule: in the same order, as many at
-//! once and as many encoder threads each as dist uses, and the rpm payloads
-//! on one thread each as the rpm crate compresses them.
+//! once and as many encoder threads each as dist uses.
 
 use std::fs;
 use std::io::Read;
@@ -26,7 +25,7 @@ use crate::emit::codec::{self, Codec, Codecs};
 pub struct Stream {
     name: String,
     codec: Codec,
-    /// Compressed on one thread, as the rpm crate does its payloads.
+    /// Compressed on one thread (a long window), started first as dist does.
     single_threaded: bool,
     bytes: Vec<u8>,
 }
@@ -60,7 +59,7 @@ pub fn streams(dist: &Path, codecs: &Codecs) -> Result<Vec<Stream>> {
                     out.push(Stream {
                         name: name.clone(),
                         codec: codecs.of(emit::deb::NAME),
-                        single_threaded: false,
+                        single_threaded: codecs.of(emit::deb::NAME).long,
                         bytes: tar,
                     });
                 }
@@ -83,7 +82,7 @@ pub fn streams(dist: &Path, codecs: &Codecs) -> Result<Vec<Stream>> {
             out.push(Stream {
                 name,
                 codec: codecs.of(emit::rpm::NAME),
-                single_threaded: true,
+                single_threaded: codecs.of(emit::rpm::NAME).long,
                 bytes: cpio.stdout,
             });
         } else if [".tar.gz", ".tar.xz", ".tar.zst"]
@@ -95,7 +94,7 @@ pub fn streams(dist: &Path, codecs: &Codecs) -> Result<Vec<Stream>> {
             out.push(Stream {
                 name,
                 codec: codecs.of(emit::tarball::NAME),
-                single_threaded: false,
+                single_threaded: codecs.of(emit::tarball::NAME).long,
                 bytes: tar,
             });
         }
@@ -131,7 +130,7 @@ pub fn run(streams: &[Stream]) -> Result<Floor> {
                     let Some(stream) = order.get(next.fetch_add(1, Ordering::SeqCst)) else {
                         return;
                     };
-                    let size = compress(stream, threads)
+                    let size = codec::compress(stream.codec, threads, &stream.bytes)
                         .map(|c| c.len() as u64)
                         .with_context(|| format!("compressing {}'s stream", stream.name));
                     if let Ok(mut v) = sizes.lock() {
@@ -155,23 +154,4 @@ pub fn run(streams: &[Stream]) -> Result<Floor> {
         bytes_in: streams.iter().map(|s| s.bytes.len() as u64).sum(),
         bytes_out,
     })
-}
-
-/// `stream` compressed as dist compresses it: rpm payloads as the rpm crate
-/// does (libzstd's single-threaded mode, or one gzip stream), the rest with
-/// dist's multithreaded encoders.
-fn compress(stream: &Stream, threads: u32) -> std::io::Result<Vec<u8>> {
-    use codec::Kind;
-    let (codec, bytes) = (stream.codec, stream.bytes.as_slice());
-    match (stream.single_threaded, codec.kind) {
-        (true, Kind::Zstd) => zstd::stream::encode_all(bytes, codec.level as i32),
-        (true, Kind::Gz) => {
-            use std::io::Write;
-            let mut e =
-                flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(codec.level));
-            e.write_all(bytes)?;
-            e.finish()
-        }
-        _ => codec::compress(codec, threads, bytes),
-    }
 }

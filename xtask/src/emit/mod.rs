@@ -74,8 +74,17 @@ pub struct About {
     pub families: Families,
     /// What it needs staged besides the packages' trees.
     pub staging: Staging,
-    /// Its encoder runs on one thread (such jobs start first).
+    /// Its writer compresses on one thread whatever the codec (such jobs
+    /// start first; see [`one_thread`]).
     pub single_threaded: bool,
+}
+
+/// Whether `format`'s artifacts are compressed on one thread with `codecs`:
+/// its writer's way, or a long window, which the multithreaded encoders
+/// would cut.
+pub fn one_thread(format: &dyn Format, codecs: &codec::Codecs) -> bool {
+    let about = format.about();
+    about.single_threaded || codecs.of(about.codec_of).long
 }
 
 /// What a run gives every job besides its input.

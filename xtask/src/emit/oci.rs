@@ -422,6 +422,7 @@ fn write_layers(
         Codec {
             kind: Kind::Gz,
             level,
+            ..
         } => Codec::new(Kind::Gz, level),
         _ => Codec::new(Kind::Gz, 9),
     };

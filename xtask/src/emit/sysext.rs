@@ -72,6 +72,12 @@ impl Format for Sysext {
         write(input.arch()?, run.k8s_version, run.options, run.out_dir)
     }
     fn check_codec(&self, codec: Codec) -> Result<()> {
+        if codec.long {
+            bail!(
+                "--compression sysext={codec}: squashfs compresses each block of the image \
+                 on its own (128 KiB): a longer window finds nothing more (drop +long)"
+            );
+        }
         if codec.kind == Kind::Xz {
             bail!(
                 "--compression sysext=xz: not available: the squashfs writer's xz links a \

@@ -46,7 +46,8 @@ static ABOUT: About = About {
         // Every air-gapped host unpacks gzip, busybox included.
         default: Codec::new(Kind::Gz, 9),
         fast: Codec::new(Kind::Gz, 1),
-        help: "gz:1-9 (default gz:9; every host), xz:0-9 (.tar.xz), zstd:1-19 (.tar.zst)",
+        help: "gz:1-9 (default gz:9; every host), xz:0-9 (.tar.xz), zstd:1-19 (.tar.zst); \
+               +long after xz (busybox's unxz too) or zstd (GNU tar >= 1.31)",
     }),
     codec_of: NAME,
     artifacts: Artifacts::Arch,
@@ -119,8 +120,14 @@ pub fn write(
 
     let top = top_dir(k8s_version, arch);
     crate::util::write_atomic(&out, 0o644, |file| {
-        let encoder = codec::encoder(meta.codecs.of(NAME), meta.threads, BufWriter::new(file))
-            .context("starting the compressor")?;
+        let size = items.values().map(Item::size).sum();
+        let encoder = codec::encoder(
+            meta.codecs.of(NAME),
+            meta.threads,
+            size,
+            BufWriter::new(file),
+        )
+        .context("starting the compressor")?;
         let mut tar = tar::Builder::new(encoder);
         append_tar(&mut tar, &top, &Item::Dir(0o755), meta.epoch)?;
         for (key, item) in &items {
