@@ -91,7 +91,7 @@ pub struct Args {
     /// items on top of the default (or of a leading preset, `default` or
     /// `fast`).
     #[arg(long, value_name = "SPEC", long_help = format!(
-        "Codec and level per format, comma-separated FORMAT=CODEC[:LEVEL] items on top \
+        "Codec and level per format, comma-separated FORMAT=CODEC[:LEVEL][+long] items on top \
          of the default {} (or of a leading preset, `default` or `fast`).",
         Codecs::defaults()
     ))]

@@ -191,7 +191,7 @@ impl Codecs {
                     "default" => Codecs::defaults(),
                     "fast" => Codecs::fast(),
                     _ => bail!(
-                        "--compression {item:?}: expected FORMAT=CODEC[:LEVEL] \
+                        "--compression {item:?}: expected FORMAT=CODEC[:LEVEL][+long] \
                          (e.g. deb=xz:6) or a preset (default, fast)"
                     ),
                 };
