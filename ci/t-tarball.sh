@@ -227,18 +227,30 @@ test_shellcheck_and_shells() {
 	dash -n "$KD_REPO/installer/install.sh"
 	busybox sh -n "$KD_REPO/installer/install.sh"
 	# The tarball carries this very installer, with pkg/scripts/kernel-apply
-	# in place of its @KERNEL_APPLY@ line; it passes shellcheck as shipped.
-	top=$(tar -tzf "$TARBALL_CUR" | head -n 1)
-	tar -xzOf "$TARBALL_CUR" "${top%/}/install.sh" >"$TB/shipped-install.sh"
+	# in place of its @KERNEL_APPLY@ line and the family facts of
+	# pkg/families.toml in place of theirs; it passes shellcheck as shipped.
+	shipped_installer >"$TB/shipped-install.sh"
+	fact() { sed -n "/^\[$1\]/,/^\[/s/^$2 = \"\(.*\)\"/\1/p" "$KD_REPO/pkg/families.toml"; }
 	awk -v fragment="$KD_REPO/pkg/scripts/kernel-apply" '
 		$0 == "@KERNEL_APPLY@" { while ((getline line < fragment) > 0) print line; next }
-		{ print }' "$KD_REPO/installer/install.sh" | cmp - "$TB/shipped-install.sh" ||
+		{ print }' "$KD_REPO/installer/install.sh" |
+		sed -e "s|@DEB_ENV_FILE@|$(fact deb env_file)|g" -e "s|@RPM_ENV_FILE@|$(fact rpm env_file)|g" \
+			-e "s|@DEB_MARKER@|$(fact detect deb_marker)|g" -e "s|@RPM_MARKER_DIR@|$(fact detect rpm_marker_dir)|g" |
+		cmp - "$TB/shipped-install.sh" ||
 		{ echo "the tarball's install.sh is not installer/install.sh (rebuild the dist output)"; return 1; }
+	! grep -n '@[A-Z_]*@' "$TB/shipped-install.sh" || { echo "a placeholder left in the shipped install.sh"; return 1; }
 	shellcheck -s sh "$TB/shipped-install.sh"
 }
 
+# shipped_installer : the install.sh of release N's tarball.
+shipped_installer() {
+	top=$(tar -tzf "$TARBALL_CUR" | head -n 1)
+	tar -xzOf "$TARBALL_CUR" "${top%/}/install.sh"
+}
+
 test_help_explains_everything() {
-	sh "$KD_REPO/installer/install.sh" --help >"$TB/help"
+	shipped_installer >"$TB/installer-n.sh"
+	sh "$TB/installer-n.sh" --help >"$TB/help"
 	cat "$TB/help"
 	for w in install uninstall --init systemd openrc runit --family /etc/default /etc/sysconfig \
 		--prefix DESTDIR --dry-run --no-enable --no-start --kubelet-only --kubelet-version \
@@ -250,7 +262,7 @@ test_help_explains_everything() {
 		grep -qF -- "$w" "$TB/help" || { echo "--help does not mention '$w'"; return 1; }
 	done
 	set +e
-	sh "$KD_REPO/installer/install.sh" --bogus >"$TB/bad" 2>&1
+	sh "$TB/installer-n.sh" --bogus >"$TB/bad" 2>&1
 	rc=$?
 	set -e
 	cat "$TB/bad"
