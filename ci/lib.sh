@@ -22,6 +22,8 @@ set -eu
 KD_REPO=$(cd "$(dirname "$0")/.." && pwd)
 KD_CACHE=${KD_CACHE:-$KD_REPO/target/ci-cache}
 KD_WORK=${KD_WORK:-$KD_REPO/target/ci-work}
+# The tools ci/install-deps takes from PyPI (SBOM checkers, Go).
+PATH=$PATH:$KD_REPO/target/ci-tools/sbom/bin
 KD_SUITE=$(basename "$0" .sh)
 KD_SUITE_CODENAME=bookworm
 KD_MIRROR=${KD_MIRROR:-http://deb.debian.org/debian}

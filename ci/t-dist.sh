@@ -9,6 +9,13 @@
 # - a tampered, missing or wrongly summed input fails with one line naming
 #   the file, and leaves the output directory exactly as it was;
 # - SHA256SUMS verifies and names every artifact, with upstream's file names.
+# - every artifact has an SPDX SBOM that spdx-tools validates and that meets
+#   the NTIA minimum elements; its file digests are those of the unpacked
+#   artifact (and an altered file breaks that check); the Go build
+#   information it names is what Go's own `go version -m` reports;
+# - the release's provenance (in-toto, SLSA v1) names every other file of
+#   SHA256SUMS with its digest, which the files have (a changed artifact
+#   fails that check), and Cargo.lock and the inputs as its materials;
 # - release N is, byte for byte, what ci/dist-sums records for the same
 #   compiler, epoch and inputs: a change meant to change no artifact (a
 #   refactoring) changes none, and one that does records it in its commit.
@@ -20,7 +27,7 @@
 . "$(dirname "$0")/lib.sh"
 
 kd_require cargo git sha256sum dpkg-deb rpm rpm2cpio cpio tar qemu-aarch64-static qemu-ppc64le-static \
-    qemu-s390x-static readelf skopeo umoci jq
+    qemu-s390x-static readelf skopeo umoci jq unsquashfs pyspdxtools ntia-checker go
 kd_require_dist
 
 # The epoch of KD_DIST (`cargo xtask test` passes it to the suites). cargo
@@ -47,6 +54,8 @@ test_reproducible_from_another_checkout() {
     kd_remove_on_exit "$copy"
     (cd "$KD_REPO" && git ls-files -z --cached --others --exclude-standard |
         xargs -0 tar -cf - --) | tar -xf - -C "$copy"
+    # The same commit: the provenance names it.
+    cp -a "$KD_REPO/.git" "$copy/.git"
     # The copy gets its own target directory, seeded with this checkout's
     # compiled crates so that cargo does not spend minutes on the registry
     # crates again. tar kept the mtimes, and cargo names workspace crates by
@@ -109,19 +118,19 @@ test_sums_verify_and_use_upstream_names() {
 }
 
 # dist_record : what release N was built from (the compiler, the epoch, the
-# fixture inputs' digests) and the digest of every artifact, in the form of
-# ci/dist-sums.
+# inputs' digests, Cargo.lock's included) and the digest of every artifact,
+# in the form of ci/dist-sums.
 dist_record() {
     echo "# Release N of \`cargo xtask test\`: \`cargo xtask dist --fixtures --arch amd64"
     echo "# --revision 2\`, byte for byte; ci/t-dist.sh compares. See the file's end."
     echo "rustc $(rustc --version | cut -d ' ' -f 2)"
     echo "epoch $EPOCH"
-    (cd "$FIXTURES" && find . -name '*.sha256' | grep amd64 | sort |
-        while read -r sum; do
-            name=${sum#./}
-            echo "input $(cut -d ' ' -f 1 "$sum")  ${name%.sha256}"
-        done)
-    sed 's/^/artifact /' "$KD_DIST/SHA256SUMS"
+    # The inputs as the provenance names them (not the commit: every
+    # commit changes it, and ci/dist-sums with it).
+    jq -r '.predicate.buildDefinition.resolvedDependencies[] | select(.name != "source")
+        | "input " + .digest.sha256 + "  " + .name' "$KD_DIST"/kubedist-*.intoto.json
+    # Not the provenance: it names the commit, which every commit changes.
+    grep -v '\.intoto\.json$' "$KD_DIST/SHA256SUMS" | sed 's/^/artifact /'
     echo "# Any change to an artifact's bytes must be meant (a new codec, a changed"
     echo "# file): record it with the file ci/t-dist.sh writes when they differ."
 }
@@ -137,6 +146,125 @@ test_artifacts_are_the_recorded_bytes() {
             "rustc, epoch or input lines differ, the inputs changed; if only artifact" \
             "lines do, the output did. When the change is meant:" \
             "cp $TMP/dist-sums $KD_REPO/ci/dist-sums" >&2
+        return 1
+    fi
+}
+
+# Every artifact of KD_DIST has its SBOM, listed in SHA256SUMS; spdx-tools
+# validates each and the NTIA checker finds every minimum element and no
+# element left outside the artifact's tree.
+test_sboms_validate_and_meet_the_ntia_minimum() {
+    cut -d ' ' -f 3 "$KD_DIST/SHA256SUMS" | grep -v -e '\.spdx\.json$' -e '\.intoto\.json$' -e '\.yaml$' -e '\.oci/' >"$TMP/artifacts"
+    n=0
+    while read -r a; do
+        doc=$a.spdx.json
+        grep -q "  $doc\$" "$KD_DIST/SHA256SUMS" || { echo "$doc not in SHA256SUMS" >&2; return 1; }
+        pyspdxtools -i "$KD_DIST/$doc" >"$TMP/spdx.out" 2>&1 || { cat "$TMP/spdx.out" >&2; return 1; }
+        ntia-checker --file "$KD_DIST/$doc" >"$TMP/ntia.out" 2>&1 || true
+        grep -q "Conformant: True" "$TMP/ntia.out" || { cat "$TMP/ntia.out" >&2; return 1; }
+        if grep -qi "floating" "$TMP/ntia.out"; then cat "$TMP/ntia.out" >&2; return 1; fi
+        n=$((n + 1))
+    done <"$TMP/artifacts"
+    [ "$n" -ge 10 ] || { echo "only $n SBOMs" >&2; return 1; }
+}
+
+# sbom_matches DOC DIR : every file the SBOM DOC lists is in DIR (the
+# unpacked artifact, its paths from DIR) with the SHA-256 the SBOM gives, and
+# DIR has no other regular file.
+sbom_matches() {
+    jq -r '.files[] | (.checksums[] | select(.algorithm == "SHA256") | .checksumValue) + "  " + .fileName' \
+        "$1" | sort -k 2 >"$TMP/listed"
+    (cd "$2" && find . -type f -exec sha256sum {} + | sort -k 2) >"$TMP/unpacked"
+    diff -u "$TMP/listed" "$TMP/unpacked" >&2
+}
+
+test_sbom_file_digests_are_the_unpacked_artifacts() {
+    u=$TMP/unpacked-artifacts
+    rm -rf "$u"
+    for deb in "$KD_DIST"/*.deb; do
+        mkdir -p "$u/deb" && rm -rf "$u/deb/"* && dpkg-deb -x "$deb" "$u/deb"
+        sbom_matches "$deb.spdx.json" "$u/deb" || { echo "$deb" >&2; return 1; }
+    done
+    for rpm in "$KD_DIST"/*.rpm; do
+        mkdir -p "$u/rpm" && rm -rf "$u/rpm/"*
+        (cd "$u/rpm" && rpm2cpio "$rpm" | cpio -idm --quiet)
+        sbom_matches "$rpm.spdx.json" "$u/rpm" || { echo "$rpm" >&2; return 1; }
+    done
+    tb=$(kd_one "$KD_DIST"/kubedist-*-linux-amd64.tar.gz)
+    mkdir -p "$u/tar" && tar -xzf "$tb" -C "$u/tar"
+    sbom_matches "$tb.spdx.json" "$u/tar"
+    raw=$(kd_one "$KD_DIST"/*.raw)
+    unsquashfs -q -n -d "$u/raw" "$raw" >/dev/null
+    sbom_matches "$raw.spdx.json" "$u/raw"
+    # A file that differs from what the SBOM says fails the check.
+    f=$(find "$u/tar" -type f -name install.sh | head -n 1)
+    echo '# altered' >>"$f"
+    if sbom_matches "$tb.spdx.json" "$u/tar" 2>/dev/null; then
+        echo "an altered install.sh still matched the SBOM" >&2
+        return 1
+    fi
+}
+
+# The Go build information an SBOM gives for each Go program is what
+# `go version -m` prints for the same file (Debian's real kubectl and CNI
+# plugins here).
+test_sbom_go_build_info_is_what_go_reports() {
+    u=$TMP/go-programs
+    n=0
+    for deb in "$KD_DIST"/kubectl_*.deb "$KD_DIST"/kubernetes-cni_*.deb; do
+        rm -rf "$u" && mkdir -p "$u" && dpkg-deb -x "$deb" "$u"
+        # File name and Go package id of each program the SBOM describes.
+        jq -r '. as $d | .relationships[]
+            | select(.relationshipType == "GENERATED_FROM" and (.relatedSpdxElement | startswith("SPDXRef-Go-")))
+            | . as $r | ($d.files[] | select(.SPDXID == $r.spdxElementId) | .fileName) + " " + .relatedSpdxElement' \
+            "$deb.spdx.json" >"$TMP/programs"
+        while read -r file id; do
+            jq -j --arg id "$id" '.packages[] | select(.SPDXID == $id) | .comment' "$deb.spdx.json" |
+                sed 1d >"$TMP/sbom-go"
+            go version -m "$u/$file" | sed "1s|^.*: ||" >"$TMP/go-says"
+            diff -u "$TMP/go-says" "$TMP/sbom-go" >&2 || { echo "$deb: $file" >&2; return 1; }
+            n=$((n + 1))
+        done <"$TMP/programs"
+    done
+    [ "$n" -ge 2 ] || { echo "only $n Go programs compared" >&2; return 1; }
+    echo "$n Go programs: the SBOMs say what go version -m says"
+}
+
+# provenance_verifies DIR : every subject of DIR's provenance is a file of
+# DIR with the digest the statement gives.
+provenance_verifies() {
+    jq -r '.subject[] | .digest.sha256 + "  " + .name' "$1"/kubedist-*.intoto.json >"$TMP/subjects"
+    (cd "$1" && sha256sum --quiet --strict -c "$TMP/subjects")
+}
+
+test_provenance_names_every_artifact_and_input() {
+    prov=$(kd_one "$KD_DIST"/kubedist-*.intoto.json)
+    name=$(basename "$prov")
+    assert_eq "$(jq -r ._type "$prov") $(jq -r .predicateType "$prov")" \
+        "https://in-toto.io/Statement/v1 https://slsa.dev/provenance/v1" "statement type"
+    # The subjects are SHA256SUMS without the statement itself.
+    grep -v "  $name\$" "$KD_DIST/SHA256SUMS" | sort >"$TMP/listed"
+    jq -r '.subject[] | .digest.sha256 + "  " + .name' "$prov" | sort >"$TMP/subjects-sorted"
+    diff -u "$TMP/listed" "$TMP/subjects-sorted" >&2
+    provenance_verifies "$KD_DIST"
+    # Materials: Cargo.lock as built, every upstream input by its digest.
+    lock=$(jq -r '.predicate.buildDefinition.resolvedDependencies[] | select(.name == "Cargo.lock") | .digest.sha256' "$prov")
+    assert_eq "$lock" "$(sha256sum "$KD_REPO/Cargo.lock" | cut -d ' ' -f 1)" "Cargo.lock's digest"
+    for sum in "$FIXTURES"/kubernetes/*/bin/linux/amd64/kubectl.sha256 "$FIXTURES"/cni-plugins/*/*amd64*.sha256; do
+        d=$(cut -d ' ' -f 1 "$sum")
+        jq -e --arg d "$d" '[.predicate.buildDefinition.resolvedDependencies[] | select(.digest.sha256 == $d)] | length == 1' \
+            "$prov" >/dev/null || { echo "no material with digest $d ($sum)" >&2; return 1; }
+    done
+    # A changed artifact no longer matches its subject.
+    copy=$TMP/changed
+    rm -rf "$copy" && mkdir -p "$copy"
+    cp "$prov" "$KD_DIST"/*.deb "$KD_DIST"/*.rpm "$KD_DIST"/*.raw "$KD_DIST"/*.tar.gz "$KD_DIST"/*.spdx.json \
+        "$KD_DIST"/*.yaml "$KD_DIST"/*.oci.tar "$copy/"
+    cp -r "$KD_DIST"/*.oci "$copy/"
+    provenance_verifies "$copy"
+    printf 'x' >>"$(kd_one "$copy"/kubelet_*_amd64.deb)"
+    if provenance_verifies "$copy" 2>/dev/null; then
+        echo "a changed kubelet deb still verified against the provenance" >&2
         return 1
     fi
 }
@@ -300,6 +428,10 @@ test_wrong_checksum_is_refused_and_output_untouched() { bad_input "linux/amd64/k
 kd_test test_new_epoch_compiles_nothing
 kd_test test_sums_verify_and_use_upstream_names
 kd_test test_artifacts_are_the_recorded_bytes
+kd_test test_sboms_validate_and_meet_the_ntia_minimum
+kd_test test_sbom_file_digests_are_the_unpacked_artifacts
+kd_test test_sbom_go_build_info_is_what_go_reports
+kd_test test_provenance_names_every_artifact_and_input
 kd_test test_tampered_input_is_refused_and_output_untouched
 kd_test test_missing_input_is_refused_and_output_untouched
 kd_test test_wrong_checksum_is_refused_and_output_untouched

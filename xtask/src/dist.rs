@@ -21,6 +21,7 @@ use crate::fetch::{self, Origin, OriginArgs, Upstream};
 use crate::keys::RepoKey;
 use crate::spec::{Arch, Content, Family, Spec, SysextOs};
 use crate::stage::{self, Staged, StagedArch, StagedOci};
+use crate::{provenance, sbom};
 
 /// The `[sources.*]` entry whose version names a release.
 const KUBERNETES: &str = "kubernetes";
@@ -176,10 +177,10 @@ pub fn run(spec: &Spec, args: &Args) -> Result<()> {
         .with_context(|| format!("creating a work directory in {}", parent.display()))?;
 
     // Everything that can fail on bad inputs runs before any compression.
-    let (staged, oci) = stage_all(&plan, args, work.path())?;
+    let (staged, oci, origins) = stage_all(&plan, args, work.path())?;
     let jobs = jobs(&plan, &staged, oci.as_ref());
-    let built = write_artifacts(&plan, args, &jobs, work.path())?;
-    publish(&plan, &built, &jobs)?;
+    let built = write_artifacts(&plan, args, &jobs, &origins, work.path())?;
+    publish(&plan, args, &built, &jobs, &origins)?;
     eprintln!("==> done in {:.1} s", started.elapsed().as_secs_f64());
     Ok(())
 }
@@ -317,11 +318,13 @@ fn plan(spec: &Spec, args: &Args) -> Result<Plan> {
 /// For each architecture: the verified upstream files, the static builds,
 /// and every package staged for each family under `work`; and the installer
 /// image's own part when it is asked for.
+/// Stages every architecture; also returns what the artifacts' files come
+/// from, for their SBOMs.
 fn stage_all(
     plan: &Plan,
     args: &Args,
     work: &Path,
-) -> Result<(Vec<StagedArch>, Option<StagedOci>)> {
+) -> Result<(Vec<StagedArch>, Option<StagedOci>, Vec<sbom::Origin>)> {
     let spec = &plan.spec;
     let origin = if args.fixtures {
         let dir = spec.root.join("target/fixtures");
@@ -339,6 +342,10 @@ fn stage_all(
         upstreams.insert(arch, fetch::ensure(spec, arch, &origin, &cache)?);
     }
     let host = fetch::host_arch().ok().and_then(|a| upstreams.get(&a));
+    let mut origins = Vec::new();
+    for upstream in upstreams.values() {
+        origins.extend(sbom::origins::upstream(spec, upstream, &origin)?);
+    }
     let mut staged = Vec::new();
     for &arch in &plan.arches {
         let upstream = &upstreams[&arch];
@@ -349,6 +356,9 @@ fn stage_all(
                 name.clone(),
                 crate::build::static_binary(&spec.root, &name, &name, arch)?,
             );
+        }
+        for (name, path) in &built {
+            origins.push(sbom::origins::built(&spec.root, name, path, arch)?);
         }
         let sources = ArchSources {
             arch,
@@ -385,7 +395,12 @@ fn stage_all(
             None => None,
         };
         let oci_base = if stages(&plan.formats, Staging::InstallerImage) {
-            Some(oci_base(spec, arch, plan.options.epoch, &stage_dir)?)
+            let base = oci_base(spec, arch, plan.options.epoch, &stage_dir)?;
+            origins.push(sbom::origins::debian(
+                &base,
+                spec.families.deb.arch_name(arch)?,
+            ));
+            Some(base)
         } else {
             None
         };
@@ -403,7 +418,7 @@ fn stage_all(
     } else {
         None
     };
-    Ok((staged, oci))
+    Ok((staged, oci, origins))
 }
 
 /// The installer image's shell for `arch`: Debian's package of
@@ -456,8 +471,14 @@ fn jobs<'a>(plan: &Plan, staged: &'a [StagedArch], oci: Option<&'a StagedOci>) -
 }
 
 /// Writes every job's artifact into `work/artifacts` (or copies it from the
-/// artifact cache), several at a time.
-fn write_artifacts(plan: &Plan, args: &Args, jobs: &[Job], work: &Path) -> Result<Vec<Built>> {
+/// artifact cache), several at a time, each with its SBOM.
+fn write_artifacts(
+    plan: &Plan,
+    args: &Args,
+    jobs: &[Job],
+    origins: &[sbom::Origin],
+    work: &Path,
+) -> Result<Vec<Built>> {
     let built_dir = work.join("artifacts");
     fs::create_dir(&built_dir).with_context(|| format!("creating {}", built_dir.display()))?;
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -472,44 +493,129 @@ fn write_artifacts(plan: &Plan, args: &Args, jobs: &[Job], work: &Path) -> Resul
         options.codecs
     );
     run_jobs(jobs, workers, &|job| {
-        let key = match &plan.cache {
-            Some(cache) => Some(cache.key(&describe(job, &plan.k8s_version, &options)?)),
-            None => None,
+        let (path, sha256, cache_key, cached) =
+            write_artifact(plan, &options, job, &built_dir, work)?;
+        let sha256 = match sha256 {
+            Some(sha) => sha,
+            None => crate::digest::sha256_file(&path)?,
         };
-        if let (Some(cache), Some(key)) = (&plan.cache, &key) {
-            if let Some(hit) = cache.fetch(key, &built_dir)? {
-                return Ok(Built {
-                    path: hit.path,
-                    sha256: Some(hit.sha256),
-                    cache_key: Some(key.clone()),
-                    cached: true,
-                });
-            }
-        }
-        let run = emit::Run {
-            k8s_version: &plan.k8s_version,
-            options: &options,
-            work,
-            out_dir: &built_dir,
-        };
-        let path = job.format.write(&job.input, &run)?;
-        let sha256 = match (&plan.cache, &key) {
-            (Some(cache), Some(key)) => Some(cache.store(key, &path)?),
-            _ => None,
-        };
+        let sbom = sbom_path(&path);
+        let doc = sbom::document(
+            &path,
+            &sha256,
+            &subject(plan, job, &path),
+            origins,
+            plan.options.epoch,
+        )
+        .with_context(|| format!("the SBOM of {}", path.display()))?;
+        crate::util::write_bytes_atomic(&sbom, &doc, 0o644)?;
         Ok(Built {
             path,
             sha256,
-            cache_key: key,
-            cached: false,
+            sbom,
+            cache_key,
+            cached,
         })
     })
+}
+
+/// `<artifact>.spdx.json`, beside it.
+fn sbom_path(artifact: &Path) -> PathBuf {
+    let mut name = artifact.file_name().unwrap_or_default().to_os_string();
+    name.push(".spdx.json");
+    artifact.with_file_name(name)
+}
+
+/// What the SBOM of `job`'s artifact `path` says it is.
+fn subject(plan: &Plan, job: &Job, path: &Path) -> sbom::Subject {
+    let file_name = path
+        .file_name()
+        .unwrap_or_default()
+        .to_string_lossy()
+        .into_owned();
+    let release = format!("{}-{}", plan.k8s_version, plan.spec.release.revision);
+    let (name, version, purl) = match &job.input {
+        emit::Input::Package(pkg) => (
+            pkg.name.clone(),
+            pkg.version.clone(),
+            format!(
+                "pkg:{}/kubedist/{}@{}?arch={}",
+                pkg.family, pkg.name, pkg.version, pkg.arch_name
+            ),
+        ),
+        emit::Input::Arch(staged) => (
+            file_name.clone(),
+            release.clone(),
+            format!(
+                "pkg:generic/kubedist/{file_name}@{release}?arch={}",
+                staged.arch
+            ),
+        ),
+        emit::Input::Image(_, oci) => (
+            oci.repository
+                .rsplit('/')
+                .next()
+                .unwrap_or(&oci.repository)
+                .to_string(),
+            oci.tag.clone(),
+            format!(
+                "pkg:oci/{}?repository_url={}&tag={}",
+                oci.repository.rsplit('/').next().unwrap_or(&oci.repository),
+                oci.repository,
+                oci.tag
+            ),
+        ),
+    };
+    sbom::Subject {
+        name,
+        version,
+        purl,
+        licence: plan.options.license.clone(),
+    }
+}
+
+/// One job's artifact, written or copied from the artifact cache: `(path,
+/// SHA-256 when known, cache key, whether it was cached)`.
+fn write_artifact(
+    plan: &Plan,
+    options: &Options,
+    job: &Job,
+    built_dir: &Path,
+    work: &Path,
+) -> Result<(PathBuf, Option<String>, Option<String>, bool)> {
+    let key = match &plan.cache {
+        Some(cache) => Some(cache.key(&describe(job, &plan.k8s_version, options)?)),
+        None => None,
+    };
+    if let (Some(cache), Some(key)) = (&plan.cache, &key) {
+        if let Some(hit) = cache.fetch(key, built_dir)? {
+            return Ok((hit.path, Some(hit.sha256), Some(key.clone()), true));
+        }
+    }
+    let run = emit::Run {
+        k8s_version: &plan.k8s_version,
+        options,
+        work,
+        out_dir: built_dir,
+    };
+    let path = job.format.write(&job.input, &run)?;
+    let sha256 = match (&plan.cache, &key) {
+        (Some(cache), Some(key)) => Some(cache.store(key, &path)?),
+        _ => None,
+    };
+    Ok((path, sha256, key, false))
 }
 
 /// Moves the artifacts into the output directory (only now that all of
 /// them were written), writes SHA256SUMS, prunes the cache and prints the
 /// summary.
-fn publish(plan: &Plan, written: &[Built], jobs: &[Job]) -> Result<()> {
+fn publish(
+    plan: &Plan,
+    args: &Args,
+    written: &[Built],
+    jobs: &[Job],
+    origins: &[sbom::Origin],
+) -> Result<()> {
     let out_dir = &plan.out_dir;
     fs::create_dir_all(out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
     let mut names = Vec::new();
@@ -523,18 +629,49 @@ fn publish(plan: &Plan, written: &[Built], jobs: &[Job]) -> Result<()> {
         );
     }
     for built in written {
-        let path = &built.path;
-        let name = path.file_name().context("artifact without a name")?;
-        let dest = out_dir.join(name);
-        fs::rename(path, &dest)
-            .with_context(|| format!("moving {} to {}", path.display(), dest.display()))?;
-        let name = name.to_string_lossy().into_owned();
-        if let Some(sha) = &built.sha256 {
-            known.insert(name.clone(), sha.clone());
+        for path in [&built.path, &built.sbom] {
+            let name = path.file_name().context("artifact without a name")?;
+            let dest = out_dir.join(name);
+            fs::rename(path, &dest)
+                .with_context(|| format!("moving {} to {}", path.display(), dest.display()))?;
+            names.push(name.to_string_lossy().into_owned());
         }
-        names.push(name);
+        let name = built.path.file_name().unwrap_or_default().to_string_lossy();
+        known.insert(name.into_owned(), built.sha256.clone());
     }
-    let summary = write_sums(out_dir, &known)?;
+    let summary = write_sums(out_dir, &known, |subjects| {
+        let params = provenance::Parameters {
+            version: plan.k8s_version.clone(),
+            revision: plan.spec.release.revision,
+            arches: plan.arches.iter().map(|a| a.to_string()).collect(),
+            formats: plan
+                .formats
+                .iter()
+                .map(|f| f.about().name.to_string())
+                .collect(),
+            compression: plan.options.codecs.to_string(),
+            epoch: plan.options.epoch,
+            // --fixtures is a --from directory: the same inputs, the same
+            // statement.
+            origin: match args.origin.origin()? {
+                _ if args.fixtures => "a directory (--from, --fixtures)".to_string(),
+                Origin::Dir(_) => "a directory (--from, --fixtures)".to_string(),
+                Origin::Official => "official".to_string(),
+                Origin::Mirror(url) => format!("mirror {url}"),
+            },
+            repository: plan.options.homepage.clone(),
+        };
+        let name = provenance::file_name(&plan.k8s_version, plan.spec.release.revision);
+        // An earlier run's statement of the same release is replaced, not
+        // a subject.
+        let subjects: Vec<(String, String)> = subjects
+            .iter()
+            .filter(|(n, _)| *n != name)
+            .cloned()
+            .collect();
+        let statement = provenance::statement(&plan.spec.root, &params, &subjects, origins)?;
+        Ok((name, statement))
+    })?;
     sign_sums(out_dir, &plan.options)?;
     if let Some(cache) = &plan.cache {
         // Room for a few runs like this one.
@@ -544,6 +681,10 @@ fn publish(plan: &Plan, written: &[Built], jobs: &[Job]) -> Result<()> {
             eprintln!("warning: artifact cache: {e:#}");
         }
     }
+    names.push(provenance::file_name(
+        &plan.k8s_version,
+        plan.spec.release.revision,
+    ));
     names.sort();
     print_summary(out_dir, &names, &summary);
     let cached = written.iter().filter(|b| b.cached).count();
@@ -828,20 +969,28 @@ fn run_jobs<'a>(
     results.into_iter().map(|(_, r)| r).collect()
 }
 
-/// An artifact written by a job: where, its SHA-256 when already known, and
-/// whether it came from the artifact cache.
+/// An artifact written by a job: where, its SHA-256, its SBOM, and whether
+/// it came from the artifact cache.
 struct Built {
     path: PathBuf,
-    sha256: Option<String>,
+    sha256: String,
+    /// `<artifact>.spdx.json`, beside it.
+    sbom: PathBuf,
     /// Its artifact cache entry, kept when the cache is pruned.
     cache_key: Option<String>,
     cached: bool,
 }
 
 /// The artifacts of `dir`, `(name, size, sha256)`, also written to
-/// `dir/SHA256SUMS` (`sha256sum -c` format). Digests in `known` (by name)
-/// are not computed again.
-fn write_sums(dir: &Path, known: &BTreeMap<String, String>) -> Result<Vec<(String, u64, String)>> {
+/// `dir/SHA256SUMS` (`sha256sum -c` format), with the release's provenance:
+/// `provenance(subjects)` gives its name and bytes, made from every other
+/// file's `(name, sha256)`. Digests in `known` (by name) are not computed
+/// again.
+fn write_sums(
+    dir: &Path,
+    known: &BTreeMap<String, String>,
+    provenance: impl FnOnce(&[(String, String)]) -> Result<(String, Vec<u8>)>,
+) -> Result<Vec<(String, u64, String)>> {
     let mut rows = Vec::new();
     for entry in fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
         let entry = entry.with_context(|| format!("reading {}", dir.display()))?;
@@ -853,7 +1002,16 @@ fn write_sums(dir: &Path, known: &BTreeMap<String, String>) -> Result<Vec<(Strin
             continue;
         }
         let artifact = [
-            ".deb", ".rpm", ".tar.gz", ".tar.xz", ".tar.zst", ".raw", ".oci.tar", ".yaml",
+            ".deb",
+            ".rpm",
+            ".tar.gz",
+            ".tar.xz",
+            ".tar.zst",
+            ".raw",
+            ".oci.tar",
+            ".yaml",
+            ".spdx.json",
+            ".intoto.json",
         ]
         .iter()
         .any(|ext| name.ends_with(ext));
@@ -870,6 +1028,19 @@ fn write_sums(dir: &Path, known: &BTreeMap<String, String>) -> Result<Vec<(Strin
         };
         rows.push((name, size, sha));
     }
+    rows.sort();
+    let subjects: Vec<(String, String)> = rows
+        .iter()
+        .map(|(n, _, s)| (n.clone(), s.clone()))
+        .collect();
+    let (name, statement) = provenance(&subjects)?;
+    rows.retain(|(n, _, _)| *n != name);
+    crate::util::write_bytes_atomic(&dir.join(&name), &statement, 0o644)?;
+    rows.push((
+        name,
+        statement.len() as u64,
+        crate::digest::sha256_bytes(&statement),
+    ));
     rows.sort();
     let text: String = rows.iter().map(|(n, _, s)| format!("{s}  {n}\n")).collect();
     let path = dir.join("SHA256SUMS");

@@ -219,6 +219,15 @@ pub fn rfc2822(epoch: u64) -> String {
 
 // Where the xtask runs.
 
+/// `SOURCE_DATE_EPOCH` as RFC 3339 in UTC (`2023-11-14T22:13:20Z`).
+pub fn rfc3339(epoch: u64) -> Result<String> {
+    let secs = i64::try_from(epoch)
+        .map_err(|_| anyhow::anyhow!("SOURCE_DATE_EPOCH {epoch}: too large"))?;
+    chrono::DateTime::from_timestamp(secs, 0)
+        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+        .ok_or_else(|| anyhow::anyhow!("SOURCE_DATE_EPOCH {epoch}: out of range"))
+}
+
 /// The workspace root: the xtask always works on the checkout it was built from.
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -1,6 +1,7 @@
 //! What a newcomer waits for before the first artifact: a cold compile of
 //! the xtask, and a fresh clone to its first artifacts with the README's
-//! first command (`cargo xtask dist --fixtures`).
+//! first command for two architectures (`cargo xtask dist --fixtures --arch
+//! amd64,arm64`).
 //!
 //! Both run in a `git clone` of this checkout's HEAD (uncommitted changes
 //! are not in it) with an empty `target/`. Crates come from cargo's local
@@ -14,17 +15,19 @@ use std::process::Command;
 use anyhow::{Context, Result};
 
 use super::measure::{self, Sample};
-use crate::spec::Arch;
 
 pub struct Compile {
     /// `cargo build -p xtask` from an empty target/.
     pub cold: Sample,
-    /// Then `cargo xtask dist --fixtures --arch <host>`: static builds,
-    /// fixtures and every artifact (the xtask is already built).
+    /// Then `cargo xtask dist --fixtures --arch amd64,arm64`: static
+    /// builds, fixtures and every artifact (the xtask is already built).
     pub first_dist: Sample,
 }
 
-pub fn run(root: &Path, work: &Path, logs: &Path, arch: Arch) -> Result<Compile> {
+/// The architectures of the first dist.
+pub const FIRST_ARCHES: &str = "amd64,arm64";
+
+pub fn run(root: &Path, work: &Path, logs: &Path) -> Result<Compile> {
     let clone = work.join("clone");
     let _ = fs::remove_dir_all(&clone);
     measure::run(
@@ -53,7 +56,7 @@ pub fn run(root: &Path, work: &Path, logs: &Path, arch: Arch) -> Result<Compile>
         cold.wall, cold.cpu
     );
     let first_dist = measure::run(
-        &mut cargo(&["xtask", "dist", "--fixtures", "--arch", arch.go_name()]),
+        &mut cargo(&["xtask", "dist", "--fixtures", "--arch", FIRST_ARCHES]),
         &logs.join("first-dist.log"),
     )?;
     eprintln!(

@@ -172,12 +172,7 @@ pub fn run(spec: &Spec, args: &Args) -> Result<()> {
         None
     } else {
         eprintln!("==> bench: a fresh clone, compiled and run");
-        Some(compile::run(
-            &spec.root,
-            &bench.work,
-            &bench.logs,
-            bench.arch,
-        )?)
+        Some(compile::run(&spec.root, &bench.work, &bench.logs)?)
     };
     let mut repro = Vec::new();
     for (i, out) in cold.outs.iter().enumerate().skip(1) {

@@ -34,7 +34,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{bail, Context, Result};
 use oci_spec::image::{
     ConfigBuilder, Descriptor, DescriptorBuilder, Digest, History, HistoryBuilder,
     ImageConfigurationBuilder, ImageIndexBuilder, ImageManifestBuilder, MediaType, Os,
@@ -261,7 +261,7 @@ fn image(
         .context("installer image: the tarball has no SHA256SUMS")?;
     let mut layers = vec![shell_layer(base)];
     layers.extend(release_layers(arch, oci, entries, k8s_version, options));
-    let created = rfc3339(options.epoch)?;
+    let created = crate::util::rfc3339(options.epoch)?;
     let (layer_descriptors, diff_ids, history) = write_layers(layers, &created, options, blobs)?;
     let config = ImageConfig {
         goarch,
@@ -603,12 +603,4 @@ struct DockerEntry {
 fn canonical_json<T: Serialize>(value: &T) -> Result<Vec<u8>> {
     let value = serde_json::to_value(value)?;
     Ok(serde_json::to_vec(&value)?)
-}
-
-/// `SOURCE_DATE_EPOCH` as RFC 3339 in UTC (`2023-11-14T22:13:20Z`).
-fn rfc3339(epoch: u64) -> Result<String> {
-    let secs = i64::try_from(epoch).map_err(|_| anyhow!("SOURCE_DATE_EPOCH {epoch}: too large"))?;
-    chrono::DateTime::from_timestamp(secs, 0)
-        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
-        .ok_or_else(|| anyhow!("SOURCE_DATE_EPOCH {epoch}: out of range"))
 }

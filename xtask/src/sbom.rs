@@ -1,0 +1,317 @@
+//! What is inside each artifact and where it came from: an SPDX 2.3 JSON
+//! document beside every artifact (`<artifact>.spdx.json`), listed in
+//! SHA256SUMS like the artifact, so `--sign` covers it.
+//!
+//! A document names the artifact itself (name, version, architecture,
+//! supplier, licence, package URL, digest); every regular file it holds,
+//! read back from the finished artifact (`contents`) with SHA-1 and SHA-256;
+//! the inputs those files came from, matched by digest (`Origin`): the
+//! upstream downloads with their URLs and verified digests, the programs
+//! built here with the Rust crates inside them, the Debian package the
+//! installer image's shell comes from; and, for each Go program, the build
+//! information it carries (`gobuild`): its Go version, main package, build
+//! settings and the modules linked in, each module a `pkg:golang` package.
+//!
+//! Everything in it comes from the inputs and `SOURCE_DATE_EPOCH`: two
+//! builds give the same bytes.
+
+pub mod contents;
+pub mod gobuild;
+pub mod origins;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use anyhow::Result;
+use serde_json::{json, Value};
+
+use contents::Held;
+
+/// What the document says the artifact is.
+pub struct Subject {
+    /// The package's name (`kubelet`), or the artifact's for the others.
+    pub name: String,
+    pub version: String,
+    /// `pkg:deb/...`, `pkg:rpm/...`, `pkg:oci/...`, `pkg:generic/...`.
+    pub purl: String,
+    /// An SPDX licence expression.
+    pub licence: String,
+}
+
+/// Something the artifacts' files came from.
+#[derive(Debug, Clone)]
+pub struct Origin {
+    pub name: String,
+    pub version: String,
+    /// `Organization: ...`, as SPDX writes a supplier.
+    pub supplier: String,
+    /// Where it was downloaded from, if it was.
+    pub url: Option<String>,
+    pub purl: String,
+    /// The SHA-256 of the file itself (a download, a built program).
+    pub sha256: String,
+    /// Every file it yields, `(name, SHA-256)`: itself, or an archive's
+    /// members.
+    pub yields: Vec<(String, String)>,
+    /// What it says of itself, for the reader (the lock entry, "stand-in").
+    pub comment: String,
+    /// Packages linked into it: `(name, version, purl)` (a Rust program's
+    /// crates).
+    pub linked: Vec<(String, String, String)>,
+}
+
+/// The supplier of kubedist's own artifacts and programs.
+pub const SUPPLIER: &str = "Organization: kubedist";
+
+/// The creator the documents name.
+pub const TOOL: &str = concat!("kubedist-", env!("CARGO_PKG_VERSION"));
+
+/// The SPDX document of the artifact `path`, whose SHA-256 is `sha256`.
+pub fn document(
+    path: &Path,
+    sha256: &str,
+    subject: &Subject,
+    origins: &[Origin],
+    epoch: u64,
+) -> Result<Vec<u8>> {
+    let held = contents::read(path)?;
+    let file_name = path
+        .file_name()
+        .unwrap_or_default()
+        .to_string_lossy()
+        .into_owned();
+    let mut packages = vec![json!({
+        "SPDXID": "SPDXRef-Artifact",
+        "name": subject.name,
+        "versionInfo": subject.version,
+        "packageFileName": file_name,
+        "supplier": SUPPLIER,
+        "originator": SUPPLIER,
+        "downloadLocation": "NOASSERTION",
+        "filesAnalyzed": true,
+        "packageVerificationCode": { "packageVerificationCodeValue": verification_code(&held) },
+        "checksums": [{ "algorithm": "SHA256", "checksumValue": sha256 }],
+        "licenseConcluded": "NOASSERTION",
+        "licenseDeclared": subject.licence,
+        "copyrightText": "NOASSERTION",
+        "externalRefs": [purl_ref(&subject.purl)],
+        "hasFiles": (0..held.len()).map(file_id).collect::<Vec<_>>(),
+    })];
+    let mut relationships = vec![relationship(
+        "SPDXRef-DOCUMENT",
+        "DESCRIBES",
+        "SPDXRef-Artifact",
+    )];
+    let mut files = Vec::new();
+    let mut used = BTreeSet::new();
+    for (i, f) in held.iter().enumerate() {
+        files.push(json!({
+            "SPDXID": file_id(i),
+            "fileName": format!(".{}", f.path),
+            "checksums": [
+                { "algorithm": "SHA1", "checksumValue": f.sha1 },
+                { "algorithm": "SHA256", "checksumValue": f.sha256 },
+            ],
+            "licenseConcluded": "NOASSERTION",
+            "copyrightText": "NOASSERTION",
+        }));
+        relationships.push(relationship("SPDXRef-Artifact", "CONTAINS", &file_id(i)));
+        let from = origin_of(f, origins);
+        if let Some(o) = from {
+            used.insert(o);
+            relationships.push(relationship(&file_id(i), "GENERATED_FROM", &origin_id(o)));
+        }
+        if let Some(go) = &f.go {
+            let version = from.map_or(subject.version.as_str(), |o| origins[o].version.as_str());
+            go_packages(i, go, version, &mut packages, &mut relationships);
+        }
+    }
+    for o in used {
+        let origin = &origins[o];
+        packages.push(json!({
+            "SPDXID": origin_id(o),
+            "name": origin.name,
+            "versionInfo": origin.version,
+            "supplier": origin.supplier,
+            "downloadLocation": origin.url.as_deref().unwrap_or("NOASSERTION"),
+            "filesAnalyzed": false,
+            "checksums": [{ "algorithm": "SHA256", "checksumValue": origin.sha256 }],
+            "licenseConcluded": "NOASSERTION",
+            "licenseDeclared": "NOASSERTION",
+            "copyrightText": "NOASSERTION",
+            "externalRefs": [purl_ref(&origin.purl)],
+            "comment": origin.comment,
+        }));
+        relationships.push(relationship("SPDXRef-Artifact", "CONTAINS", &origin_id(o)));
+        for (k, (name, version, purl)) in origin.linked.iter().enumerate() {
+            let id = format!("{}-Linked-{k}", origin_id(o));
+            packages.push(json!({
+                "SPDXID": id,
+                "name": name,
+                "versionInfo": version,
+                "supplier": format!("Organization: {}", supplier_of(purl)),
+                "downloadLocation": "NOASSERTION",
+                "filesAnalyzed": false,
+                "licenseConcluded": "NOASSERTION",
+                "licenseDeclared": "NOASSERTION",
+                "copyrightText": "NOASSERTION",
+                "externalRefs": [purl_ref(purl)],
+            }));
+            relationships.push(relationship(&origin_id(o), "CONTAINS", &id));
+        }
+    }
+    let doc = json!({
+        "spdxVersion": "SPDX-2.3",
+        "dataLicense": "CC0-1.0",
+        "SPDXID": "SPDXRef-DOCUMENT",
+        "name": file_name,
+        // Unique per artifact content, and the same for the same bytes.
+        "documentNamespace": format!("https://kubedist.invalid/spdx/{file_name}-{sha256}"),
+        "creationInfo": {
+            "created": crate::util::rfc3339(epoch)?,
+            "creators": [format!("Tool: {TOOL}"), SUPPLIER],
+        },
+        "documentDescribes": ["SPDXRef-Artifact"],
+        "packages": packages,
+        "files": files,
+        "relationships": relationships,
+    });
+    let mut bytes = serde_json::to_vec_pretty(&doc)?;
+    bytes.push(b'\n');
+    Ok(bytes)
+}
+
+/// The Go program in file `i`: a package for the program (its build
+/// information as `go version -m` prints it in the comment) and one per
+/// module linked in.
+fn go_packages(
+    i: usize,
+    go: &gobuild::GoBuild,
+    version: &str,
+    packages: &mut Vec<Value>,
+    relationships: &mut Vec<Value>,
+) {
+    let id = format!("SPDXRef-Go-{i}");
+    let path = go.path().unwrap_or("unknown");
+    let modules = go.modules();
+    let main_version = modules
+        .iter()
+        .find(|m| m.main && m.version != "(devel)")
+        .map_or(version, |m| m.version.as_str());
+    let note = if modules.is_empty() {
+        "no module information: built outside module mode"
+    } else {
+        "the modules linked in are the packages it CONTAINS"
+    };
+    packages.push(json!({
+        "SPDXID": id,
+        "name": path,
+        "versionInfo": main_version,
+        "supplier": format!("Organization: {}", supplier_of(&format!("pkg:golang/{path}"))),
+        "downloadLocation": "NOASSERTION",
+        "filesAnalyzed": false,
+        "licenseConcluded": "NOASSERTION",
+        "licenseDeclared": "NOASSERTION",
+        "copyrightText": "NOASSERTION",
+        "externalRefs": [purl_ref(&format!("pkg:golang/{path}@{main_version}"))],
+        "comment": format!("Go build information ({note}):\n{}", go.text()),
+    }));
+    relationships.push(relationship("SPDXRef-Artifact", "CONTAINS", &id));
+    relationships.push(relationship(&file_id(i), "GENERATED_FROM", &id));
+    for (k, m) in modules.iter().enumerate().filter(|(_, m)| !m.main) {
+        let module_id = format!("{id}-Module-{k}");
+        let mut package = json!({
+            "SPDXID": module_id,
+            "name": m.path,
+            "versionInfo": m.version,
+            "supplier": format!("Organization: {}", supplier_of(&format!("pkg:golang/{}", m.path))),
+            "downloadLocation": format!("https://proxy.golang.org/{}/@v/{}.zip", m.path, m.version),
+            "filesAnalyzed": false,
+            "licenseConcluded": "NOASSERTION",
+            "licenseDeclared": "NOASSERTION",
+            "copyrightText": "NOASSERTION",
+            "externalRefs": [purl_ref(&format!("pkg:golang/{}@{}", m.path, m.version))],
+        });
+        if let Some(sum) = &m.sum {
+            package["comment"] = json!(format!("go.sum: {sum}"));
+        }
+        packages.push(package);
+        relationships.push(relationship(&id, "CONTAINS", &module_id));
+    }
+}
+
+/// The origin the file `f` came from: one that yields its bytes under its
+/// name, else one that yields its bytes (the stand-ins of test builds are
+/// one program under several names).
+fn origin_of(f: &Held, origins: &[Origin]) -> Option<usize> {
+    let base = f.path.rsplit('/').next().unwrap_or(&f.path);
+    let yields = |o: &Origin, named: bool| {
+        o.yields
+            .iter()
+            .any(|(name, sha)| *sha == f.sha256 && (!named || name == base))
+    };
+    origins
+        .iter()
+        .position(|o| yields(o, true))
+        .or_else(|| origins.iter().position(|o| yields(o, false)))
+}
+
+fn file_id(i: usize) -> String {
+    format!("SPDXRef-File-{i}")
+}
+
+fn origin_id(o: usize) -> String {
+    format!("SPDXRef-Origin-{o}")
+}
+
+fn relationship(from: &str, kind: &str, to: &str) -> Value {
+    json!({ "spdxElementId": from, "relationshipType": kind, "relatedSpdxElement": to })
+}
+
+fn purl_ref(purl: &str) -> Value {
+    json!({ "referenceCategory": "PACKAGE-MANAGER", "referenceType": "purl", "referenceLocator": purl })
+}
+
+/// Who publishes what a package URL names: a Go module's host and owner
+/// (`github.com/spf13`), a crate's registry, else the URL's namespace.
+fn supplier_of(purl: &str) -> String {
+    let rest = purl.split_once(':').map_or(purl, |(_, r)| r);
+    let (kind, path) = rest.split_once('/').unwrap_or((rest, ""));
+    let path = path.split('@').next().unwrap_or(path);
+    match kind {
+        "cargo" => "crates.io".to_string(),
+        "golang" => path.split('/').take(2).collect::<Vec<_>>().join("/"),
+        _ => path.split('/').next().unwrap_or(path).to_string(),
+    }
+}
+
+/// SPDX's package verification code: the SHA-1 of the files' SHA-1s,
+/// sorted and concatenated.
+fn verification_code(held: &[Held]) -> String {
+    use sha1::Digest as _;
+    let mut sums: Vec<&str> = held.iter().map(|f| f.sha1.as_str()).collect();
+    sums.sort_unstable();
+    crate::util::hex(&sha1::Sha1::digest(sums.concat().as_bytes()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn suppliers_come_from_the_package_url() {
+        assert_eq!(
+            supplier_of("pkg:golang/github.com/spf13/cobra@v1.8.0"),
+            "github.com/spf13"
+        );
+        assert_eq!(
+            supplier_of("pkg:golang/golang.org/x/sys@v0.1.0"),
+            "golang.org/x"
+        );
+        assert_eq!(supplier_of("pkg:cargo/libc@0.2.1"), "crates.io");
+        assert_eq!(
+            supplier_of("pkg:generic/kubernetes/kubelet@1.34.2"),
+            "kubernetes"
+        );
+    }
+}

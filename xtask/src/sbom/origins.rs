@@ -1,0 +1,200 @@
+//! Where the artifacts' files come from, as the SBOMs name it: the verified
+//! upstream downloads (and their archives' members), the programs built
+//! here with the crates linked into them, and the Debian package of the
+//! installer image's shell.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::process::Command;
+
+use anyhow::{bail, Context, Result};
+use serde_json::Value;
+
+use super::Origin;
+use crate::fetch::{self, Upstream};
+use crate::spec::{Arch, Spec};
+use crate::stage::StagedOciBase;
+
+/// Every verified upstream file of one architecture.
+pub fn upstream(spec: &Spec, up: &Upstream, origin: &fetch::Origin) -> Result<Vec<Origin>> {
+    let mut out = Vec::new();
+    for f in up.files() {
+        let source = spec
+            .release
+            .sources
+            .get(&f.source)
+            .with_context(|| format!("pkg/release.toml: no [sources.{}]", f.source))?;
+        let name = f.path.rsplit('/').next().unwrap_or(&f.path).to_string();
+        let (url, how) = match origin {
+            fetch::Origin::Official => (
+                Some(format!("{}/{}", source.base.trim_end_matches('/'), f.path)),
+                "downloaded and verified against pkg/upstream.lock",
+            ),
+            fetch::Origin::Mirror(m) => (
+                Some(format!("{m}/{}/{}", f.source, f.path)),
+                "downloaded from a mirror and verified against pkg/upstream.lock",
+            ),
+            fetch::Origin::Dir(_) => (
+                None,
+                "from a --from directory, checked against its .sha256 files",
+            ),
+        };
+        // A stand-in is listed by its source and member name: the file
+        // itself, or a member of it when it is an archive.
+        let mut names = vec![name.as_str()];
+        names.extend(f.members.iter().flatten().map(|(m, _)| m.as_str()));
+        let standin = names
+            .iter()
+            .any(|n| up.standins().contains(&format!("{}/{n}", f.source)));
+        let mut yields = vec![(name.clone(), f.sha256.clone())];
+        for (member, path) in f.members.iter().flatten() {
+            yields.push((member.clone(), crate::digest::sha256_file(path)?));
+        }
+        out.push(Origin {
+            purl: format!("pkg:generic/{}/{name}@{}", f.source, source.version),
+            name,
+            version: source.version.clone(),
+            supplier: format!("Organization: {}", f.source),
+            url,
+            sha256: f.sha256.clone(),
+            yields,
+            comment: if standin {
+                format!("{how}; a recorder stand-in (kubedist-standin), not the real program")
+            } else {
+                how.to_string()
+            },
+            linked: Vec::new(),
+        });
+    }
+    Ok(out)
+}
+
+/// The workspace program `package` built at `path` for `arch`, with the
+/// crates linked into it (`cargo metadata`: its normal dependencies on
+/// that target, as Cargo.lock resolves them).
+pub fn built(root: &Path, package: &str, path: &Path, arch: Arch) -> Result<Origin> {
+    let out = Command::new(crate::util::cargo())
+        .args(["metadata", "--format-version", "1", "--locked", "--offline"])
+        .args(["--filter-platform", arch.static_target()])
+        .current_dir(root)
+        .output()
+        .context("running cargo metadata")?;
+    if !out.status.success() {
+        bail!(
+            "cargo metadata: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    let meta: Value = serde_json::from_slice(&out.stdout).context("reading cargo metadata")?;
+    let names: BTreeMap<&str, (&str, &str)> = meta["packages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| {
+            Some((
+                p["id"].as_str()?,
+                (p["name"].as_str()?, p["version"].as_str()?),
+            ))
+        })
+        .collect();
+    // A procedural macro runs in the compiler; nothing of it, or of what
+    // it uses, is linked into the program.
+    let proc_macros: BTreeSet<&str> = meta["packages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|p| {
+            p["targets"].as_array().into_iter().flatten().any(|t| {
+                t["kind"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|k| k == "proc-macro")
+            })
+        })
+        .filter_map(|p| p["id"].as_str())
+        .collect();
+    let nodes: BTreeMap<&str, &Value> = meta["resolve"]["nodes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|n| Some((n["id"].as_str()?, n)))
+        .collect();
+    let Some((&root_id, _)) = names.iter().find(|(_, (n, _))| *n == package) else {
+        bail!("cargo metadata: no package {package}");
+    };
+    // Normal dependencies only, transitively: what is linked in.
+    let mut seen = BTreeSet::new();
+    let mut todo = vec![root_id];
+    while let Some(id) = todo.pop() {
+        for dep in nodes
+            .get(id)
+            .and_then(|n| n["deps"].as_array())
+            .into_iter()
+            .flatten()
+        {
+            let normal = dep["dep_kinds"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|k| k["kind"].is_null());
+            if let Some(pkg) = dep["pkg"]
+                .as_str()
+                .filter(|p| normal && !proc_macros.contains(p))
+            {
+                if seen.insert(pkg) {
+                    todo.push(pkg);
+                }
+            }
+        }
+    }
+    let mut linked: Vec<(String, String, String)> = seen
+        .into_iter()
+        .filter_map(|id| names.get(id))
+        .map(|(n, v)| (n.to_string(), v.to_string(), format!("pkg:cargo/{n}@{v}")))
+        .collect();
+    linked.sort();
+    let version = names[root_id].1.to_string();
+    let sha256 = crate::digest::sha256_file(path)?;
+    Ok(Origin {
+        name: package.to_string(),
+        purl: format!("pkg:generic/kubedist/{package}@{version}"),
+        version,
+        supplier: super::SUPPLIER.to_string(),
+        url: None,
+        yields: vec![(package.to_string(), sha256.clone())],
+        sha256,
+        comment: format!(
+            "built from this source tree for {arch} ({}); the crates it CONTAINS are its \
+             dependencies as Cargo.lock resolves them",
+            arch.static_target()
+        ),
+        linked,
+    })
+}
+
+/// The Debian package the installer image's shell comes from.
+pub fn debian(base: &StagedOciBase, debarch: &str) -> Origin {
+    Origin {
+        name: base.package.clone(),
+        version: base.version.clone(),
+        supplier: "Organization: Debian".to_string(),
+        url: None,
+        purl: format!(
+            "pkg:deb/debian/{}@{}?arch={debarch}",
+            base.package, base.version
+        ),
+        sha256: base.binary.sha256.clone(),
+        yields: [&base.binary, &base.copyright]
+            .iter()
+            .map(|f| {
+                let name = f.dest.rsplit('/').next().unwrap_or(&f.dest);
+                (name.to_string(), f.sha256.clone())
+            })
+            .collect(),
+        comment: "taken through apt, which verified it against Debian's signed archive; \
+                  the digest is that of the program taken from it"
+            .to_string(),
+        linked: Vec::new(),
+    }
+}
