@@ -292,6 +292,13 @@ repo_built_from_both_releases_with_test_key() {
         return 1
     fi
     assert_eq 10 "$(find "$REPO/pool" -name '*.deb' | wc -l)" ".debs in the pool"
+    # Each deb's SBOM beside it, naming the deb's digest.
+    assert_eq 10 "$(find "$REPO/pool" -name '*.deb.spdx.json' | wc -l)" "SBOMs in the pool"
+    for deb in $(find "$REPO/pool" -name '*.deb' | sort); do
+        assert_eq "$(sha256sum "$deb" | cut -d ' ' -f 1)" \
+            "$(jq -r '.packages[] | select(.SPDXID == "SPDXRef-Artifact") | .checksums[0].checksumValue' "$deb.spdx.json")" \
+            "the digest $(basename "$deb").spdx.json names"
+    done
     assert_eq 10 "$(find "$REPO/x86_64" -name '*.rpm' | wc -l)" "rpms in x86_64/"
     # The client snippets point at the repository and at the key, and
     # trust nothing unsigned.
@@ -317,6 +324,28 @@ repo_built_from_both_releases_with_test_key() {
 
 kd_test repo_built_from_both_releases_with_test_key
 FPR=$(signer "$TMP/build.out")
+
+# A package's SBOM that does not match the dist output's SHA256SUMS is
+# refused with the package, in one line naming it, before anything is
+# written.
+repo_refuses_a_changed_sbom_and_leaves_the_repo_as_it_was() {
+    dir=$TMP/changed-sbom
+    rm -rf "$dir" && mkdir -p "$dir"
+    cp "$KD_DIST"/*.deb "$KD_DIST"/*.deb.spdx.json "$KD_DIST/SHA256SUMS" "$dir/"
+    sbom=$(kd_one "$dir"/kubectl_*.deb.spdx.json)
+    sed -i 's/"kubectl"/"kubectl-changed"/' "$sbom"
+    tree_listing "$REPO" >"$TMP/before"
+    if repo --from "$dir" --out "$REPO" --key "$TEST_KEY" >"$TMP/changed-sbom.out" 2>"$TMP/changed-sbom.err"; then
+        cat "$TMP/changed-sbom.out" "$TMP/changed-sbom.err"
+        echo "assertion failed: a changed SBOM was published" >&2
+        return 1
+    fi
+    cat "$TMP/changed-sbom.err"
+    assert_grep "$(basename "$sbom"): sha256 .* does not match" "$TMP/changed-sbom.err"
+    tree_listing "$REPO" >"$TMP/after"
+    diff -u "$TMP/before" "$TMP/after" >&2
+}
+kd_test repo_refuses_a_changed_sbom_and_leaves_the_repo_as_it_was
 
 # --- apt: install, pin back ---------------------------------------------------
 

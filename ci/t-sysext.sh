@@ -562,7 +562,10 @@ test_rebuild_is_byte_identical() {
     dist --formats sysext --revision "$REV" --no-cache --out "$TMP/again" >"$TMP/again.log" 2>&1 ||
         { cat "$TMP/again.log"; fail "dist --formats sysext"; }
     cmp "$IMG" "$TMP/again/$IMAGE"
-    assert_eq "$(grep " $IMAGE\$" "$KD_DIST/SHA256SUMS")" "$(cat "$TMP/again/SHA256SUMS")" "SHA256SUMS of the image"
+    # The image, and its SBOM, are the same bytes.
+    for f in "$IMAGE" "$IMAGE.spdx.json"; do
+        assert_eq "$(grep " $f\$" "$KD_DIST/SHA256SUMS")" "$(grep " $f\$" "$TMP/again/SHA256SUMS")" "SHA256SUMS of $f"
+    done
 }
 
 # One line, before anything is built, and no output directory.

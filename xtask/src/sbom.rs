@@ -119,7 +119,11 @@ pub fn document(
         let from = origin_of(f, origins);
         if let Some(o) = from {
             used.insert(o);
-            relationships.push(relationship(&file_id(i), "GENERATED_FROM", &origin_id(o)));
+            relationships.push(relationship(
+                &file_id(i),
+                "GENERATED_FROM",
+                &origin_id(&origins[o]),
+            ));
         }
         if let Some(go) = &f.go {
             let version = from.map_or(subject.version.as_str(), |o| origins[o].version.as_str());
@@ -129,7 +133,7 @@ pub fn document(
     for o in used {
         let origin = &origins[o];
         packages.push(json!({
-            "SPDXID": origin_id(o),
+            "SPDXID": origin_id(origin),
             "name": origin.name,
             "versionInfo": origin.version,
             "supplier": origin.supplier,
@@ -142,9 +146,13 @@ pub fn document(
             "externalRefs": [purl_ref(&origin.purl)],
             "comment": origin.comment,
         }));
-        relationships.push(relationship("SPDXRef-Artifact", "CONTAINS", &origin_id(o)));
+        relationships.push(relationship(
+            "SPDXRef-Artifact",
+            "CONTAINS",
+            &origin_id(origin),
+        ));
         for (k, (name, version, purl)) in origin.linked.iter().enumerate() {
-            let id = format!("{}-Linked-{k}", origin_id(o));
+            let id = format!("{}-Linked-{k}", origin_id(origin));
             packages.push(json!({
                 "SPDXID": id,
                 "name": name,
@@ -157,7 +165,7 @@ pub fn document(
                 "copyrightText": "NOASSERTION",
                 "externalRefs": [purl_ref(purl)],
             }));
-            relationships.push(relationship(&origin_id(o), "CONTAINS", &id));
+            relationships.push(relationship(&origin_id(origin), "CONTAINS", &id));
         }
     }
     let doc = json!({
@@ -260,8 +268,24 @@ fn file_id(i: usize) -> String {
     format!("SPDXRef-File-{i}")
 }
 
-fn origin_id(o: usize) -> String {
-    format!("SPDXRef-Origin-{o}")
+/// An origin's id: from its name and digest, so that it does not depend
+/// on which other origins a run has.
+fn origin_id(origin: &Origin) -> String {
+    let name: String = origin
+        .name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    format!(
+        "SPDXRef-Origin-{name}-{}",
+        &origin.sha256[..origin.sha256.len().min(12)]
+    )
 }
 
 fn relationship(from: &str, kind: &str, to: &str) -> Value {

@@ -74,6 +74,13 @@ pub fn publish(
     for (deb, dest) in planned {
         files::create_dir(dest.parent().context("pool path has no parent")?)?;
         files::copy_atomic(deb, &dest, files::FILE_MODE)?;
+        // Its SBOM beside it, when dist made one (checked with the deb by
+        // inputs::read_dist_dir): it names the deb's digest, which the
+        // signed Packages index gives too.
+        let sbom = super::inputs::sbom_of(deb);
+        if sbom.is_file() {
+            files::copy_atomic(&sbom, &super::inputs::sbom_of(&dest), files::FILE_MODE)?;
+        }
     }
     let entries = read_pool(repo, state)?;
     if entries.is_empty() {

@@ -57,9 +57,17 @@ fn regular(path: &Path) -> Result<()> {
     Ok(())
 }
 
+/// The SBOM dist writes beside `package`: `<package>.spdx.json`.
+pub fn sbom_of(package: &Path) -> PathBuf {
+    let mut name = package.file_name().unwrap_or_default().to_os_string();
+    name.push(".spdx.json");
+    package.with_file_name(name)
+}
+
 /// Lists the `.deb`, `.rpm` and `.raw` files of `dir`, with their sha256;
-/// each must be a regular file listed in `dir/SHA256SUMS` and match it (a
-/// truncated copy must not be published).
+/// each, and the SBOM beside it when there is one, must be a regular file
+/// listed in `dir/SHA256SUMS` and match it (a truncated copy must not be
+/// published).
 pub fn read_dist_dir(dir: &Path) -> Result<DistPackages> {
     let sums_path = dir.join("SHA256SUMS");
     if sums_path.exists() {
@@ -83,27 +91,21 @@ pub fn read_dist_dir(dir: &Path) -> Result<DistPackages> {
         let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
             continue;
         };
+        let is_package = |n: &str| [".deb", ".rpm", ".raw"].iter().any(|e| n.ends_with(e));
         let list = if name.ends_with(".deb") {
             &mut packages.debs
         } else if name.ends_with(".rpm") {
             &mut packages.rpms
         } else if name.ends_with(".raw") {
             &mut packages.raws
+        } else if name.strip_suffix(".spdx.json").is_some_and(is_package) {
+            // A package's SBOM: checked here, published beside it.
+            check_listed(&path, name, &sums, &sums_path)?;
+            continue;
         } else {
             continue;
         };
-        let Some(expected) = sums.get(name) else {
-            bail!("{}: not listed in {}", path.display(), sums_path.display());
-        };
-        regular(&path)?;
-        let actual = Digests::of_file(&path)?.sha256;
-        if &actual != expected {
-            bail!(
-                "{}: sha256 {actual} does not match {} ({expected})",
-                path.display(),
-                sums_path.display()
-            );
-        }
+        let actual = check_listed(&path, name, &sums, &sums_path)?;
         list.push(path.clone());
         packages.sha256.insert(path, actual);
     }
@@ -114,6 +116,29 @@ pub fn read_dist_dir(dir: &Path) -> Result<DistPackages> {
     packages.rpms.sort();
     packages.raws.sort();
     Ok(packages)
+}
+
+/// The sha256 of `path` (named `name` in `sums`, read from `sums_path`),
+/// a regular file that SHA256SUMS lists with that digest.
+fn check_listed(
+    path: &Path,
+    name: &str,
+    sums: &BTreeMap<String, String>,
+    sums_path: &Path,
+) -> Result<String> {
+    let Some(expected) = sums.get(name) else {
+        bail!("{}: not listed in {}", path.display(), sums_path.display());
+    };
+    regular(path)?;
+    let actual = Digests::of_file(path)?.sha256;
+    if &actual != expected {
+        bail!(
+            "{}: sha256 {actual} does not match {} ({expected})",
+            path.display(),
+            sums_path.display()
+        );
+    }
+    Ok(actual)
 }
 
 /// `sha256sum` output: `<hex>  <name>` or `<hex> *<name>` per line.
