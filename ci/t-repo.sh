@@ -292,13 +292,11 @@ repo_built_from_both_releases_with_test_key() {
         return 1
     fi
     assert_eq 10 "$(find "$REPO/pool" -name '*.deb' | wc -l)" ".debs in the pool"
-    # Each deb's SBOM beside it, naming the deb's digest.
+    # Each package's SBOM beside it, naming the package as served (the
+    # rpms signed by the repository).
     assert_eq 10 "$(find "$REPO/pool" -name '*.deb.spdx.json' | wc -l)" "SBOMs in the pool"
-    for deb in $(find "$REPO/pool" -name '*.deb' | sort); do
-        assert_eq "$(sha256sum "$deb" | cut -d ' ' -f 1)" \
-            "$(jq -r '.packages[] | select(.SPDXID == "SPDXRef-Artifact") | .checksums[0].checksumValue' "$deb.spdx.json")" \
-            "the digest $(basename "$deb").spdx.json names"
-    done
+    assert_eq 10 "$(find "$REPO/x86_64" -name '*.rpm.spdx.json' | wc -l)" "SBOMs in x86_64/"
+    sboms_name_what_is_served "$REPO"
     assert_eq 10 "$(find "$REPO/x86_64" -name '*.rpm' | wc -l)" "rpms in x86_64/"
     # The client snippets point at the repository and at the key, and
     # trust nothing unsigned.
@@ -320,6 +318,17 @@ repo_built_from_both_releases_with_test_key() {
     gpgv_ --keyring "$REPO/kubedist.gpg" "$REPO/x86_64/repodata/repomd.xml.asc" "$REPO/x86_64/repodata/repomd.xml"
     assert_eq "$fpr" "$(gpg_ --with-colons --show-keys "$REPO/kubedist.asc" | awk -F: '$1 == "fpr" { print $10; exit }')" \
         "fingerprint of kubedist.asc"
+}
+
+# sboms_name_what_is_served TREE : the SBOM beside each deb and rpm of TREE
+# names that file's digest.
+sboms_name_what_is_served() {
+    find "$1" -name '*.deb' -o -name '*.rpm' | sort >"$TMP/served"
+    while read -r pkg; do
+        assert_eq "$(sha256sum "$pkg" | cut -d ' ' -f 1)" \
+            "$(jq -r '.packages[] | select(.SPDXID == "SPDXRef-Artifact") | .checksums[0].checksumValue' "$pkg.spdx.json")" \
+            "the digest $(basename "$pkg").spdx.json names"
+    done <"$TMP/served"
 }
 
 kd_test repo_built_from_both_releases_with_test_key
@@ -924,6 +933,8 @@ EOF
         done
     done
     assert_eq "$(expect_debs "$KD_DIST")" "$(installed "$ROOT_I")" "versions after the upgrade"
+    # Re-signed rpms: their SBOMs name them as they now are.
+    sboms_name_what_is_served "$INC"
 }
 
 # A client that read InRelease or repomd.xml just before a run switched the

@@ -22,7 +22,7 @@ pub mod origins;
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use serde_json::{json, Value};
 
 use contents::Held;
@@ -184,6 +184,31 @@ pub fn document(
         "files": files,
         "relationships": relationships,
     });
+    let mut bytes = serde_json::to_vec_pretty(&doc)?;
+    bytes.push(b'\n');
+    Ok(bytes)
+}
+
+/// The SBOM `doc` of a package, for the same package signed by the
+/// repository (`repo` re-signs every rpm it serves): the signature changes
+/// the file's digest, not a byte of what it installs. The document names
+/// the signed file's digest instead, and the one dist wrote in a comment.
+pub fn for_signed(doc: &[u8], sha256: &str) -> Result<Vec<u8>> {
+    let mut doc: Value = serde_json::from_slice(doc).context("not an SBOM of kubedist's")?;
+    let file_name = doc["name"].as_str().unwrap_or_default().to_string();
+    doc["documentNamespace"] = json!(format!(
+        "https://kubedist.invalid/spdx/{file_name}-{sha256}"
+    ));
+    let artifact = doc["packages"]
+        .as_array_mut()
+        .and_then(|p| p.iter_mut().find(|p| p["SPDXID"] == "SPDXRef-Artifact"))
+        .context("an SBOM without its artifact")?;
+    let unsigned = artifact["checksums"][0]["checksumValue"].clone();
+    artifact["checksums"] = json!([{ "algorithm": "SHA256", "checksumValue": sha256 }]);
+    artifact["comment"] = json!(format!(
+        "signed by the repository that serves it; as dist wrote it, unsigned, its SHA-256 was {}",
+        unsigned.as_str().unwrap_or_default()
+    ));
     let mut bytes = serde_json::to_vec_pretty(&doc)?;
     bytes.push(b'\n');
     Ok(bytes)

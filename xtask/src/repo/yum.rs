@@ -217,10 +217,23 @@ fn write_signed(source: &Path, dest: &Path, key: &RepoKey, timestamp: u64) -> Re
         .with_context(|| format!("{}: signing failed", source.display()))?;
     pkg.apply_signature(signature)
         .with_context(|| format!("{}: cannot add the signature", source.display()))?;
+    // Its SBOM beside it, naming the signed file (read before the rpm is
+    // replaced: a re-signed rpm's SBOM is the one beside it).
+    let sbom = super::inputs::sbom_of(source);
+    let doc = if sbom.is_file() {
+        Some(fs::read(&sbom).with_context(|| format!("reading {}", sbom.display()))?)
+    } else {
+        None
+    };
     crate::util::write_atomic(dest, files::FILE_MODE, |f| {
         pkg.write(f)
             .with_context(|| format!("{}: cannot write", dest.display()))
     })?;
+    if let Some(doc) = doc {
+        let signed = crate::sbom::for_signed(&doc, &crate::digest::sha256_file(dest)?)
+            .with_context(|| sbom.display().to_string())?;
+        crate::util::write_bytes_atomic(&super::inputs::sbom_of(dest), &signed, files::FILE_MODE)?;
+    }
     files::set_mtime(dest, timestamp)
 }
 
