@@ -348,6 +348,28 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_signed_package_is_named_by_its_new_digest() {
+        let doc = br#"{"name": "k.rpm", "documentNamespace": "https://kubedist.invalid/spdx/k.rpm-aaa",
+            "packages": [{"SPDXID": "SPDXRef-Artifact", "checksums": [{"algorithm": "SHA256", "checksumValue": "aaa"}]}],
+            "files": [{"SPDXID": "SPDXRef-File-0"}]}"#;
+        let signed: Value = serde_json::from_slice(&for_signed(doc, "bbb").unwrap()).unwrap();
+        assert_eq!(
+            signed["documentNamespace"],
+            "https://kubedist.invalid/spdx/k.rpm-bbb"
+        );
+        assert_eq!(
+            signed["packages"][0]["checksums"][0]["checksumValue"],
+            "bbb"
+        );
+        assert!(signed["packages"][0]["comment"]
+            .as_str()
+            .unwrap()
+            .contains("aaa"));
+        assert_eq!(signed["files"][0]["SPDXID"], "SPDXRef-File-0");
+        assert!(for_signed(b"{}", "bbb").is_err());
+    }
+
+    #[test]
     fn suppliers_come_from_the_package_url() {
         assert_eq!(
             supplier_of("pkg:golang/github.com/spf13/cobra@v1.8.0"),
