@@ -96,6 +96,19 @@ repo() {
     (cd "$KD_REPO" && cargo xtask repo "$@")
 }
 
+# repo_fails NAME ARGS... : `cargo xtask repo ARGS` must fail; its output is
+# printed and kept in $TMP/NAME.out and $TMP/NAME.err.
+repo_fails() {
+    name=$1
+    shift
+    if repo "$@" >"$TMP/$name.out" 2>"$TMP/$name.err"; then
+        cat "$TMP/$name.out" "$TMP/$name.err"
+        echo "assertion failed: cargo xtask repo $* succeeded" >&2
+        return 1
+    fi
+    cat "$TMP/$name.out" "$TMP/$name.err"
+}
+
 # signer STDOUT : the fingerprint `cargo xtask repo` reports it signed with.
 signer() { sed -n 's/^signed by \([0-9A-F]\{40\}\) .*/\1/p' "$1"; }
 
@@ -344,12 +357,7 @@ repo_refuses_a_changed_sbom_and_leaves_the_repo_as_it_was() {
     sbom=$(kd_one "$dir"/kubectl_*.deb.spdx.json)
     sed -i 's/"kubectl"/"kubectl-changed"/' "$sbom"
     tree_listing "$REPO" >"$TMP/before"
-    if repo --from "$dir" --out "$REPO" --key "$TEST_KEY" >"$TMP/changed-sbom.out" 2>"$TMP/changed-sbom.err"; then
-        cat "$TMP/changed-sbom.out" "$TMP/changed-sbom.err"
-        echo "assertion failed: a changed SBOM was published" >&2
-        return 1
-    fi
-    cat "$TMP/changed-sbom.err"
+    repo_fails changed-sbom --from "$dir" --out "$REPO" --key "$TEST_KEY" || return 1
     assert_grep "$(basename "$sbom"): sha256 .* does not match" "$TMP/changed-sbom.err"
     tree_listing "$REPO" >"$TMP/after"
     diff -u "$TMP/before" "$TMP/after" >&2
@@ -621,12 +629,7 @@ expired_key_is_refused_and_repo_untouched() {
     tree=$SCRATCH/expired
     cp -a "$REPO" "$tree"
     tree_listing "$tree" >"$TMP/expired.before"
-    if repo --from "$KD_DIST" --out "$tree" --key "$TMP/expired.asc" >"$TMP/expired.out" 2>"$TMP/expired.err"; then
-        cat "$TMP/expired.out" "$TMP/expired.err"
-        echo "assertion failed: cargo xtask repo signed with an expired key" >&2
-        return 1
-    fi
-    cat "$TMP/expired.out" "$TMP/expired.err"
+    repo_fails expired --from "$KD_DIST" --out "$tree" --key "$TMP/expired.asc" || return 1
     assert_grep "^error: .*expired.asc: primary key [0-9A-F]\{40\} expired on 2020-12-3[01] " "$TMP/expired.err"
     tree_listing "$tree" >"$TMP/expired.after"
     diff -u "$TMP/expired.before" "$TMP/expired.after"
@@ -687,14 +690,8 @@ partial_dist() {
 # refused NAME ARGS... : `cargo xtask repo ARGS` must fail; its stderr is
 # in $TMP/NAME.err.
 refused() {
+    repo_fails "$@" || return 1
     name=$1
-    shift
-    if repo "$@" >"$TMP/$name.out" 2>"$TMP/$name.err"; then
-        cat "$TMP/$name.out" "$TMP/$name.err"
-        echo "assertion failed: cargo xtask repo published an incomplete channel" >&2
-        return 1
-    fi
-    cat "$TMP/$name.out" "$TMP/$name.err"
     # One line says why.
     assert_eq 1 "$(grep -c 'refusing to publish' "$TMP/$name.err")" "refusal lines"
 }
@@ -815,10 +812,7 @@ minor_channels_hold_relative_paths_only() {
         assert_grep "^gpgkey=file:///srv/kubedist/$c/kubedist.asc\$" "$d/kubedist.repo"
     done
     # One layout per repository.
-    if repo --from "$KD_DIST" --out "$MINOR" --key "$TEST_KEY" >"$TMP/mixed.out" 2>"$TMP/mixed.err"; then
-        echo "assertion failed: a flat run on a minor repository" >&2
-        return 1
-    fi
+    repo_fails mixed --from "$KD_DIST" --out "$MINOR" --key "$TEST_KEY" || return 1
     assert_grep "holds minor channels ($CUR_CHANNEL $NEXT_CHANNEL); run with --channels minor" "$TMP/mixed.err"
 }
 
