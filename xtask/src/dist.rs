@@ -551,20 +551,17 @@ fn subject(plan: &Plan, job: &Job, path: &Path) -> sbom::Subject {
                 staged.arch
             ),
         ),
-        emit::Input::Image(_, oci) => (
-            oci.repository
-                .rsplit('/')
-                .next()
-                .unwrap_or(&oci.repository)
-                .to_string(),
-            oci.tag.clone(),
-            format!(
-                "pkg:oci/{}?repository_url={}&tag={}",
-                oci.repository.rsplit('/').next().unwrap_or(&oci.repository),
-                oci.repository,
-                oci.tag
-            ),
-        ),
+        emit::Input::Image(_, oci) => {
+            let name = oci.repository.rsplit('/').next().unwrap_or(&oci.repository);
+            (
+                name.to_string(),
+                oci.tag.clone(),
+                format!(
+                    "pkg:oci/{name}?repository_url={}&tag={}",
+                    oci.repository, oci.tag
+                ),
+            )
+        }
     };
     sbom::Subject {
         name,
@@ -651,13 +648,12 @@ fn publish(
                 .collect(),
             compression: plan.options.codecs.to_string(),
             epoch: plan.options.epoch,
-            // --fixtures is a --from directory: the same inputs, the same
-            // statement.
             origin: match args.origin.origin()? {
-                _ if args.fixtures => "a directory (--from, --fixtures)".to_string(),
-                Origin::Dir(_) => "a directory (--from, --fixtures)".to_string(),
-                Origin::Official => "official".to_string(),
-                Origin::Mirror(url) => format!("mirror {url}"),
+                Origin::Official if !args.fixtures => "official".to_string(),
+                Origin::Mirror(url) if !args.fixtures => format!("mirror {url}"),
+                // --fixtures is a --from directory: the same inputs, the
+                // same statement.
+                _ => "a directory (--from, --fixtures)".to_string(),
             },
             repository: plan.options.homepage.clone(),
         };
