@@ -499,7 +499,7 @@ fn write_artifacts(
             Some(sha) => sha,
             None => crate::digest::sha256_file(&path)?,
         };
-        let sbom = sbom_path(&path);
+        let sbom = sbom::path_of(&path);
         let doc = sbom::document(
             &path,
             &sha256,
@@ -517,13 +517,6 @@ fn write_artifacts(
             cached,
         })
     })
-}
-
-/// `<artifact>.spdx.json`, beside it.
-fn sbom_path(artifact: &Path) -> PathBuf {
-    let mut name = artifact.file_name().unwrap_or_default().to_os_string();
-    name.push(".spdx.json");
-    artifact.with_file_name(name)
 }
 
 /// What the SBOM of `job`'s artifact `path` says it is.

@@ -60,6 +60,13 @@ pub struct Origin {
     pub linked: Vec<(String, String, String)>,
 }
 
+/// Where an artifact's SBOM goes: `<artifact>.spdx.json`, beside it.
+pub fn path_of(artifact: &Path) -> std::path::PathBuf {
+    let mut name = artifact.file_name().unwrap_or_default().to_os_string();
+    name.push(".spdx.json");
+    artifact.with_file_name(name)
+}
+
 /// The supplier of kubedist's own artifacts and programs.
 pub const SUPPLIER: &str = "Organization: kubedist";
 

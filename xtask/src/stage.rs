@@ -297,10 +297,7 @@ pub fn stage_sysext(
 /// the release `tag`.
 pub fn stage_oci(spec: &Spec, tag: &str) -> Result<StagedOci> {
     let x = &spec.oci;
-    let read = |rel: &str| {
-        let path = spec.root.join(rel);
-        fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))
-    };
+    let read = |rel: &str| read_text(&spec.root.join(rel));
     let image = format!("{}:{tag}", x.repository);
     let base_name = |rel: &str| -> Result<String> {
         Ok(Path::new(rel)

@@ -25,8 +25,6 @@ use crate::emit::codec::{self, Codec, Codecs};
 pub struct Stream {
     name: String,
     codec: Codec,
-    /// Compressed on one thread (a long window), started first as dist does.
-    single_threaded: bool,
     bytes: Vec<u8>,
 }
 
@@ -59,7 +57,6 @@ pub fn streams(dist: &Path, codecs: &Codecs) -> Result<Vec<Stream>> {
                     out.push(Stream {
                         name: name.clone(),
                         codec: codecs.of(emit::deb::NAME),
-                        single_threaded: codecs.of(emit::deb::NAME).long,
                         bytes: tar,
                     });
                 }
@@ -82,7 +79,6 @@ pub fn streams(dist: &Path, codecs: &Codecs) -> Result<Vec<Stream>> {
             out.push(Stream {
                 name,
                 codec: codecs.of(emit::rpm::NAME),
-                single_threaded: codecs.of(emit::rpm::NAME).long,
                 bytes: cpio.stdout,
             });
         } else if [".tar.gz", ".tar.xz", ".tar.zst"]
@@ -94,7 +90,6 @@ pub fn streams(dist: &Path, codecs: &Codecs) -> Result<Vec<Stream>> {
             out.push(Stream {
                 name,
                 codec: codecs.of(emit::tarball::NAME),
-                single_threaded: codecs.of(emit::tarball::NAME).long,
                 bytes: tar,
             });
         }
@@ -120,7 +115,8 @@ fn decompress(name: &str, data: &[u8]) -> Result<Vec<u8>> {
 pub fn run(streams: &[Stream]) -> Result<Floor> {
     let (workers, threads) = crate::dist::schedule(measure::cpus(), streams.len(), None);
     let mut order: Vec<&Stream> = streams.iter().collect();
-    order.sort_by_key(|s| crate::dist::start_order(s.single_threaded, s.bytes.len() as u64));
+    // A long window is compressed on one thread: those streams start first, as in dist.
+    order.sort_by_key(|s| crate::dist::start_order(s.codec.long, s.bytes.len() as u64));
     let next = AtomicUsize::new(0);
     let sizes: Mutex<Vec<Result<u64>>> = Mutex::new(Vec::new());
     let (_, sample) = measure::in_process(|| {

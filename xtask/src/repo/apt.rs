@@ -77,9 +77,9 @@ pub fn publish(
         // Its SBOM beside it, when dist made one (checked with the deb by
         // inputs::read_dist_dir): it names the deb's digest, which the
         // signed Packages index gives too.
-        let sbom = super::inputs::sbom_of(deb);
+        let sbom = crate::sbom::path_of(deb);
         if sbom.is_file() {
-            files::copy_atomic(&sbom, &super::inputs::sbom_of(&dest), files::FILE_MODE)?;
+            files::copy_atomic(&sbom, &crate::sbom::path_of(&dest), files::FILE_MODE)?;
         }
     }
     let entries = read_pool(repo, state)?;

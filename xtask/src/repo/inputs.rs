@@ -57,13 +57,6 @@ fn regular(path: &Path) -> Result<()> {
     Ok(())
 }
 
-/// The SBOM dist writes beside `package`: `<package>.spdx.json`.
-pub fn sbom_of(package: &Path) -> PathBuf {
-    let mut name = package.file_name().unwrap_or_default().to_os_string();
-    name.push(".spdx.json");
-    package.with_file_name(name)
-}
-
 /// Lists the `.deb`, `.rpm` and `.raw` files of `dir`, with their sha256;
 /// each, and the SBOM beside it when there is one, must be a regular file
 /// listed in `dir/SHA256SUMS` and match it (a truncated copy must not be

@@ -219,7 +219,7 @@ fn write_signed(source: &Path, dest: &Path, key: &RepoKey, timestamp: u64) -> Re
         .with_context(|| format!("{}: cannot add the signature", source.display()))?;
     // Its SBOM beside it, naming the signed file (read before the rpm is
     // replaced: a re-signed rpm's SBOM is the one beside it).
-    let sbom = super::inputs::sbom_of(source);
+    let sbom = crate::sbom::path_of(source);
     let doc = if sbom.is_file() {
         Some(fs::read(&sbom).with_context(|| format!("reading {}", sbom.display()))?)
     } else {
@@ -232,7 +232,7 @@ fn write_signed(source: &Path, dest: &Path, key: &RepoKey, timestamp: u64) -> Re
     if let Some(doc) = doc {
         let signed = crate::sbom::for_signed(&doc, &crate::digest::sha256_file(dest)?)
             .with_context(|| sbom.display().to_string())?;
-        crate::util::write_bytes_atomic(&super::inputs::sbom_of(dest), &signed, files::FILE_MODE)?;
+        crate::util::write_bytes_atomic(&crate::sbom::path_of(dest), &signed, files::FILE_MODE)?;
     }
     files::set_mtime(dest, timestamp)
 }
