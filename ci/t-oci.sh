@@ -21,7 +21,8 @@
 # shellcheck source=ci/lib.sh
 . "$(dirname "$0")/lib.sh"
 
-kd_require unshare mount tar sha256sum jq skopeo umoci podman runc nsenter shellcheck cargo
+kd_require unshare mount tar sha256sum jq skopeo umoci podman runc nsenter shellcheck cargo \
+	pyspdxtools ntia-checker
 kd_require_dist
 
 # The overlay roots are mounted in a mount namespace of this suite's own.
@@ -139,6 +140,10 @@ test_two_architectures_make_one_index() {
 	for a in amd64 arm64; do
 		assert_eq "$a" "$(skopeo inspect --override-arch "$a" "oci-archive:$layout.tar" | jq -r .Architecture)" "image for $a"
 	done
+	echo "== in the layout, each architecture's image has its SBOM attached"
+	for m in $(jq -r '.manifests[].digest' "$OT/index.json"); do
+		referrer_of "$layout" "$m" >/dev/null
+	done
 	echo "== podman loads this host's image under the release's name"
 	pm --root "$OT/storage-multi" load -i "$layout.tar"
 	assert_eq amd64 "$(pm --root "$OT/storage-multi" image inspect "$ref" | jq -r '.[0].Architecture')" "loaded architecture"
@@ -193,6 +198,49 @@ test_upgrade_keeps_the_edited_env_file_and_uninstall_leaves_a_vendor_plugin() {
 	assert_no_file "$r/var/lib/kubedist/install.manifest"
 	assert_file "$r/opt/cni/bin/vendor-plugin"
 	assert_file "$r/etc/default/kubelet"
+}
+
+# referrer_of LAYOUT DIGEST : the SBOM attached to the image manifest DIGEST
+# in LAYOUT, as a tool following OCI 1.1 referrers finds it: the one
+# manifest listed in index.json whose subject is that image; its blobs are
+# checked against their digests. Prints the SBOM's blob path.
+referrer_of() {
+	jq -c --arg d "$2" '.manifests[] | select(.artifactType == "application/spdx+json")' "$1/index.json" |
+		while IFS= read -r desc; do
+			r=$1/blobs/sha256/$(echo "$desc" | jq -r '.digest | ltrimstr("sha256:")')
+			if [ "$(jq -r .subject.digest "$r")" = "$2" ]; then echo "$r"; fi
+		done >"$OT/referrers"
+	assert_eq 1 "$(wc -l <"$OT/referrers")" "referrers of $2"
+	r=$(cat "$OT/referrers")
+	assert_eq application/spdx+json "$(jq -r .artifactType "$r")" "artifact type of the referrer"
+	assert_eq application/vnd.oci.empty.v1+json "$(jq -r .config.mediaType "$r")" "config of the referrer"
+	assert_eq application/spdx+json "$(jq -r '.layers | map(.mediaType) | join(" ")' "$r")" "the referrer's one blob"
+	for b in "$r" "$1/blobs/sha256/$(jq -r '.layers[0].digest | ltrimstr("sha256:")' "$r")"; do
+		assert_eq "${b##*/}" "$(sha256sum <"$b" | cut -d' ' -f1)" "digest of $b"
+	done
+	echo "$1/blobs/sha256/$(jq -r '.layers[0].digest | ltrimstr("sha256:")' "$r")"
+}
+
+test_the_image_carries_its_sbom_and_a_referrer_attaches_it() {
+	image=$(jq -r '.manifests[0].digest' "$LAYOUT_CUR/index.json")
+	sbom=$(referrer_of "$LAYOUT_CUR" "$image")
+	echo "== the attached SBOM is the one inside the image"
+	umoci unpack --image "$LAYOUT_CUR:$REF_CUR" "$OT/sbom-bundle" >/dev/null
+	rootfs=$OT/sbom-bundle/rootfs
+	cmp "$sbom" "$rootfs/kubedist/sbom.spdx.json"
+	echo "== it validates and meets the NTIA minimum"
+	cp "$sbom" "$OT/image.spdx.json"
+	pyspdxtools -i "$OT/image.spdx.json"
+	ntia-checker --file "$OT/image.spdx.json" | tee "$OT/ntia"
+	grep -q "Conformant: True" "$OT/ntia"
+	echo "== it names every other file of the image, with the digest it has there"
+	jq -r '.files[] | "\(.checksums[] | select(.algorithm == "SHA256") | .checksumValue)  \(.fileName)"' \
+		"$OT/image.spdx.json" >"$OT/image.sums"
+	(cd "$rootfs" && sha256sum -c --quiet "$OT/image.sums")
+	(cd "$rootfs" && find . -type f ! -path ./kubedist/sbom.spdx.json | sort) >"$OT/image.files"
+	cut -d' ' -f3- "$OT/image.sums" | sort | diff -u "$OT/image.files" -
+	echo "== Debian's kubectl in it is named with its Go build"
+	jq -e '.packages[] | select(.name == "k8s.io/kubernetes/cmd/kubectl")' "$OT/image.spdx.json" >/dev/null
 }
 
 # bundle DIR : an unpacked runc bundle of the current image from its layout
@@ -433,6 +481,7 @@ test_image_scripts_pass_shellcheck() {
 
 kd_test test_archive_and_layout_read_by_skopeo
 kd_test test_two_architectures_make_one_index
+kd_test test_the_image_carries_its_sbom_and_a_referrer_attaches_it
 kd_test test_podman_install_matches_tarball_install
 kd_test test_upgrade_keeps_the_edited_env_file_and_uninstall_leaves_a_vendor_plugin
 kd_test test_umoci_and_runc_install_matches_tarball_install

@@ -523,6 +523,9 @@ test_repo_serves_a_signed_channel() {
     # N replaced N-1 under the shared name.
     cmp "$IMG" "$dir/$IMAGE"
     assert_grep "revision $REV replaces revision $REV_PREV" "$TMP/repo.out"
+    # Its SBOM beside it, dist's own bytes, listed with it.
+    cmp "$KD_DIST/$IMAGE.spdx.json" "$dir/$IMAGE.spdx.json"
+    assert_grep "  $IMAGE.spdx.json\$" "$dir/SHA256SUMS"
     (cd "$dir" && sha256sum --strict -c SHA256SUMS)
     gpgv --keyring "$repo/kubedist.gpg" "$dir/SHA256SUMS.gpg" "$dir/SHA256SUMS"
     cp "$dir/SHA256SUMS" "$TMP/SHA256SUMS.tampered"
@@ -542,16 +545,17 @@ test_repo_serves_a_signed_channel() {
     released=$(unsquashfs -lln -d '' "$IMG" | sed -n 's|.*/usr/lib/extension-release.d/extension-release\.||p')
     assert_eq "$NAME" "$released" "the release file's suffix"
     assert_grep "^CurrentSymlink=/etc/extensions/$released.raw\$" "$conf"
-    # Each pattern matches every served image, and no other minor or arch.
+    # Each pattern matches every served image, and no other minor or arch;
+    # sysupdate takes only the SHA256SUMS lines it matches, so not the SBOMs.
     grep '^MatchPattern=' "$conf" | sed 's/^MatchPattern=//' >"$TMP/patterns"
     assert_eq 2 "$(wc -l <"$TMP/patterns")" "MatchPattern lines (source and target)"
     while read -r pattern; do
         re=$(pattern_regex "$pattern" "$ARCH")
         echo "$pattern -> $re"
-        cut -d ' ' -f 3 "$dir/SHA256SUMS" | while read -r served; do
+        cut -d ' ' -f 3 "$dir/SHA256SUMS" | grep '\.raw$' | while read -r served; do
             echo "$served" | grep -Eq "$re" || fail "$pattern does not match $served"
         done
-        for other in "$NAME-v1.35.0-$ARCH.raw" "$NAME-v$minor.2-arm64.raw" "$NAME-v$KUBE-$ARCH.raw.sha256" "$NAME.raw"; do
+        for other in "$IMAGE.spdx.json" "$NAME-v1.35.0-$ARCH.raw" "$NAME-v$minor.2-arm64.raw" "$NAME-v$KUBE-$ARCH.raw.sha256" "$NAME.raw"; do
             if echo "$other" | grep -Eq "$re"; then fail "$pattern matches $other"; fi
         done
         echo "$NAME-v$minor.17-$ARCH.raw" | grep -Eq "$re" || fail "$pattern misses a later patch release"

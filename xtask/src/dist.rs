@@ -494,7 +494,7 @@ fn write_artifacts(
     );
     run_jobs(jobs, workers, &|job| {
         let (path, sha256, cache_key, cached) =
-            write_artifact(plan, &options, job, &built_dir, work)?;
+            write_artifact(plan, &options, job, origins, &built_dir, work)?;
         let sha256 = match sha256 {
             Some(sha) => sha,
             None => crate::digest::sha256_file(&path)?,
@@ -570,11 +570,12 @@ fn write_artifact(
     plan: &Plan,
     options: &Options,
     job: &Job,
+    origins: &[sbom::Origin],
     built_dir: &Path,
     work: &Path,
 ) -> Result<(PathBuf, Option<String>, Option<String>, bool)> {
     let key = match &plan.cache {
-        Some(cache) => Some(cache.key(&describe(job, &plan.k8s_version, options)?)),
+        Some(cache) => Some(cache.key(&describe(job, &plan.k8s_version, options, origins)?)),
         None => None,
     };
     if let (Some(cache), Some(key)) = (&plan.cache, &key) {
@@ -585,6 +586,7 @@ fn write_artifact(
     let run = emit::Run {
         k8s_version: &plan.k8s_version,
         options,
+        origins,
         work,
         out_dir: built_dir,
     };
@@ -857,15 +859,21 @@ fn label(job: &Job) -> String {
 
 /// Everything the artifact's bytes depend on besides the program that
 /// writes it: the format, its codec and level, the options, and the staged
-/// input (its files by digest, never by scratch path). The cache key is the
-/// hash of this and of the program.
-fn describe(job: &Job, k8s_version: &str, options: &Options) -> Result<String> {
+/// input (its files by digest, never by scratch path); for the installer
+/// image, which carries its own SBOM, also what its files came from. The
+/// cache key is the hash of this and of the program.
+fn describe(
+    job: &Job,
+    k8s_version: &str,
+    options: &Options,
+    origins: &[sbom::Origin],
+) -> Result<String> {
     let format = job.format.about().name;
     let codec = options.codecs.of(job.format.about().codec_of);
     let input = match job.input {
         Input::Package(p) => serde_json::to_string(p)?,
         Input::Arch(arch) => serde_json::to_string(arch)?,
-        Input::Image(arches, oci) => serde_json::to_string(&(arches, oci))?,
+        Input::Image(arches, oci) => serde_json::to_string(&(arches, oci, origins))?,
     };
     // The signing key's fingerprint: a tarball signed by another key (or
     // by none) is another artifact.

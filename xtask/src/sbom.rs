@@ -39,7 +39,7 @@ pub struct Subject {
 }
 
 /// Something the artifacts' files came from.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Origin {
     pub name: String,
     pub version: String,
@@ -87,7 +87,22 @@ pub fn document(
         .unwrap_or_default()
         .to_string_lossy()
         .into_owned();
-    let mut packages = vec![json!({
+    document_of(&held, &file_name, Some(sha256), subject, origins, epoch)
+}
+
+/// The SPDX document of the files `held`, named `file_name`; of a file
+/// whose SHA-256 is `sha256`, or of what has no digest of its own yet (the
+/// installer image's document of its own layers, which sits inside it).
+pub fn document_of(
+    held: &[Held],
+    file_name: &str,
+    sha256: Option<&str>,
+    subject: &Subject,
+    origins: &[Origin],
+    epoch: u64,
+) -> Result<Vec<u8>> {
+    let code = verification_code(held);
+    let mut artifact = json!({
         "SPDXID": "SPDXRef-Artifact",
         "name": subject.name,
         "versionInfo": subject.version,
@@ -96,14 +111,17 @@ pub fn document(
         "originator": SUPPLIER,
         "downloadLocation": "NOASSERTION",
         "filesAnalyzed": true,
-        "packageVerificationCode": { "packageVerificationCodeValue": verification_code(&held) },
-        "checksums": [{ "algorithm": "SHA256", "checksumValue": sha256 }],
+        "packageVerificationCode": { "packageVerificationCodeValue": code },
         "licenseConcluded": "NOASSERTION",
         "licenseDeclared": subject.licence,
         "copyrightText": "NOASSERTION",
         "externalRefs": [purl_ref(&subject.purl)],
         "hasFiles": (0..held.len()).map(file_id).collect::<Vec<_>>(),
-    })];
+    });
+    if let Some(sha256) = sha256 {
+        artifact["checksums"] = json!([{ "algorithm": "SHA256", "checksumValue": sha256 }]);
+    }
+    let mut packages = vec![artifact];
     let mut relationships = vec![relationship(
         "SPDXRef-DOCUMENT",
         "DESCRIBES",
@@ -181,7 +199,10 @@ pub fn document(
         "SPDXID": "SPDXRef-DOCUMENT",
         "name": file_name,
         // Unique per artifact content, and the same for the same bytes.
-        "documentNamespace": format!("https://kubedist.invalid/spdx/{file_name}-{sha256}"),
+        "documentNamespace": format!(
+            "https://kubedist.invalid/spdx/{file_name}-{}",
+            sha256.unwrap_or(&code)
+        ),
         "creationInfo": {
             "created": crate::util::rfc3339(epoch)?,
             "creators": [format!("Tool: {TOOL}"), SUPPLIER],

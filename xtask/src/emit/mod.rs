@@ -91,6 +91,9 @@ pub fn one_thread(format: &dyn Format, codecs: &codec::Codecs) -> bool {
 pub struct Run<'a> {
     pub k8s_version: &'a str,
     pub options: &'a Options,
+    /// What the staged files came from, for an SBOM a format carries
+    /// inside its artifact.
+    pub origins: &'a [crate::sbom::Origin],
     /// Scratch space.
     pub work: &'a Path,
     /// Where the artifact goes.

@@ -16,12 +16,24 @@
 //! /kubedist/entrypoint.sh            verifies, stages on the host, runs install.sh
 //! /kubedist/in-host.sh               what it runs in the host's namespaces
 //! /kubedist/release                  the tarball's directory name
+//! /kubedist/sbom.spdx.json           the SBOM of every file above
 //! ```
 //!
 //! Layers, in order: the shell; one per package whose version is not the
-//! release's (the CNI plugins, crictl); the release's own files. The first
-//! ones carry mtime 0, so that releases with the same shell and plugins share
-//! those layers byte for byte; the last carries SOURCE_DATE_EPOCH.
+//! release's (the CNI plugins, crictl); the release's own files; the SBOM.
+//! The first ones carry mtime 0, so that releases with the same shell and
+//! plugins share those layers byte for byte; the last two carry
+//! SOURCE_DATE_EPOCH.
+//!
+//! In the layout directory, each image's SBOM is also attached to it the
+//! OCI 1.1 way: an artifact manifest (`artifactType:
+//! application/spdx+json`) whose `subject` is the image's manifest, listed
+//! in `index.json` beside the image, so that a tool that follows referrers
+//! (`oras discover`, `oras cp -r`) finds it. The SBOM cannot name the digest
+//! of the image it sits in; the referrer's `subject` does. The archive lists
+//! the image alone: `podman load` and `skopeo copy oci-archive:FILE` refuse
+//! an archive whose `index.json` lists more than one manifest (measured with
+//! podman 4.3 and skopeo 1.9; current containers/image still does).
 //!
 //! The types are `oci-spec`'s. The layout itself is written here: it is three
 //! small files and content-addressed blobs, and the crate that writes layouts
@@ -37,8 +49,8 @@ use std::str::FromStr;
 use anyhow::{bail, Context, Result};
 use oci_spec::image::{
     ConfigBuilder, Descriptor, DescriptorBuilder, Digest, History, HistoryBuilder,
-    ImageConfigurationBuilder, ImageIndexBuilder, ImageManifestBuilder, MediaType, Os,
-    PlatformBuilder, RootFsBuilder,
+    ImageConfigurationBuilder, ImageIndex, ImageIndexBuilder, ImageManifest, ImageManifestBuilder,
+    MediaType, Os, PlatformBuilder, RootFsBuilder,
 };
 use serde::Serialize;
 
@@ -47,6 +59,7 @@ use super::tarball::{self, Entry};
 use super::{About, Artifacts, Families, Format, Input, Options, Run, Staging};
 use crate::archive::{add_parent_dirs, append_tar, Item};
 use crate::digest::sha256_bytes;
+use crate::sbom::{self, contents::Held, Origin};
 use crate::stage::{StagedArch, StagedOci, StagedOciBase};
 
 /// The format's name in `--formats`.
@@ -74,7 +87,7 @@ impl Format for Oci {
     }
     fn write(&self, input: &Input, run: &Run) -> Result<PathBuf> {
         let (arches, image) = input.image()?;
-        write(arches, image, run.k8s_version, run.options, run.out_dir)
+        write(arches, image, run)
     }
     /// The image's layout directory (`skopeo copy --all oci:DIR`), unpacked
     /// from the archive, and its run examples.
@@ -83,7 +96,7 @@ impl Format for Oci {
         let name = layout_dir_name(&image.tag);
         let layout = out_dir.join(&name);
         let temp = crate::util::temp_path(&layout)?;
-        let unpacked = unpack(archive, &temp);
+        let unpacked = unpack(archive, &temp).and_then(|()| attach_sboms(&temp));
         let replaced = unpacked.and_then(|()| crate::util::replace_dir(&temp, &layout));
         if let Err(e) = replaced {
             let _ = std::fs::remove_dir_all(&temp);
@@ -141,20 +154,21 @@ const BUNDLE: &str = "kubedist/bundle";
 /// `org.opencontainers.image.ref.name`: the name the layout gives its image.
 const REF_NAME: &str = "org.opencontainers.image.ref.name";
 
+/// Where each image holds its SBOM.
+const SBOM: &str = "kubedist/sbom.spdx.json";
+
+/// SPDX JSON's media type, the SBOM referrer's `artifactType`.
+const SPDX_JSON: &str = "application/spdx+json";
+
 /// Writes the installer image of `arches` and returns its path.
-pub fn write(
-    arches: &[StagedArch],
-    oci: &StagedOci,
-    k8s_version: &str,
-    options: &Options,
-    out_dir: &Path,
-) -> Result<PathBuf> {
-    let out = out_dir.join(file_name(&oci.tag));
+pub fn write(arches: &[StagedArch], oci: &StagedOci, run: &Run) -> Result<PathBuf> {
+    let options = run.options;
+    let out = run.out_dir.join(file_name(&oci.tag));
     let reference = format!("{}:{}", oci.repository, oci.tag);
     let mut blobs = Blobs::default();
     let mut images = Vec::new();
     for arch in arches {
-        images.push(image(arch, oci, k8s_version, options, &mut blobs)?);
+        images.push(image(arch, oci, run, &mut blobs)?);
     }
     let mut top = match images.as_slice() {
         [one] => one.manifest.clone(),
@@ -239,13 +253,8 @@ struct Image {
 }
 
 /// The image of one architecture, its blobs added to `blobs`.
-fn image(
-    arch: &StagedArch,
-    oci: &StagedOci,
-    k8s_version: &str,
-    options: &Options,
-    blobs: &mut Blobs,
-) -> Result<Image> {
+fn image(arch: &StagedArch, oci: &StagedOci, run: &Run, blobs: &mut Blobs) -> Result<Image> {
+    let (k8s_version, options) = (run.k8s_version, run.options);
     let goarch = arch.arch.go_name();
     let base = arch
         .oci_base
@@ -262,7 +271,21 @@ fn image(
     let mut layers = vec![shell_layer(base)];
     layers.extend(release_layers(arch, oci, entries, k8s_version, options));
     let created = crate::util::rfc3339(options.epoch)?;
-    let (layer_descriptors, diff_ids, history) = write_layers(layers, &created, options, blobs)?;
+    let mut written = Layers::default();
+    write_layers(&mut written, layers, &created, options, blobs)?;
+    let sbom = image_sbom(&written.files, oci, goarch, options, run.origins)?;
+    let sbom_layer = Layer {
+        items: BTreeMap::from([(SBOM.to_string(), Item::Bytes(sbom, 0o644))]),
+        mtime: options.epoch,
+        comment: "the SBOM of the layers below".to_string(),
+    };
+    write_layers(&mut written, vec![sbom_layer], &created, options, blobs)?;
+    let Layers {
+        descriptors: layer_descriptors,
+        diff_ids,
+        history,
+        ..
+    } = written;
     let config = ImageConfig {
         goarch,
         oci,
@@ -281,6 +304,115 @@ fn image(
         config: hex_of(&config_descriptor),
         layers: layer_descriptors.iter().map(hex_of).collect(),
     })
+}
+
+/// The SPDX document of one architecture's image, from the files of its
+/// layers: what `/kubedist/sbom.spdx.json` holds and the referrer carries.
+fn image_sbom(
+    files: &[Held],
+    oci: &StagedOci,
+    goarch: &str,
+    options: &Options,
+    origins: &[Origin],
+) -> Result<Vec<u8>> {
+    let mut files = files.to_vec();
+    files.sort_by(|a, b| a.path.cmp(&b.path));
+    let name = oci.repository.rsplit('/').next().unwrap_or(&oci.repository);
+    let subject = sbom::Subject {
+        name: name.to_string(),
+        version: oci.tag.clone(),
+        purl: format!(
+            "pkg:oci/{name}?arch={goarch}&repository_url={}&tag={}",
+            oci.repository, oci.tag
+        ),
+        licence: options.license.clone(),
+    };
+    let document = format!("kubedist-installer-{}-{goarch}", oci.tag);
+    sbom::document_of(&files, &document, None, &subject, origins, options.epoch)
+}
+
+/// Attaches each image of the layout directory `layout` to the SBOM in its
+/// last layer (`referrer`): the referrers' blobs are added and `index.json`
+/// lists them after the image.
+fn attach_sboms(layout: &Path) -> Result<()> {
+    let blob = |d: &Descriptor| layout.join("blobs/sha256").join(hex_of(d));
+    let read =
+        |path: &Path| std::fs::read(path).with_context(|| format!("reading {}", path.display()));
+    let index_path = layout.join("index.json");
+    let index: ImageIndex = serde_json::from_slice(&read(&index_path)?)
+        .with_context(|| format!("{}: not an image index", index_path.display()))?;
+    let top = index
+        .manifests()
+        .first()
+        .with_context(|| format!("{}: lists no image", index_path.display()))?;
+    let images = if top.media_type() == &MediaType::ImageIndex {
+        let nested: ImageIndex = serde_json::from_slice(&read(&blob(top))?)?;
+        nested.manifests().clone()
+    } else {
+        vec![top.clone()]
+    };
+    let mut blobs = Blobs::default();
+    let mut listed = index.manifests().clone();
+    for image in &images {
+        let manifest: ImageManifest = serde_json::from_slice(&read(&blob(image))?)?;
+        let last = manifest
+            .layers()
+            .last()
+            .with_context(|| format!("image {}: no layers", image.digest()))?;
+        let doc = file_of_layer(&blob(last), SBOM)?;
+        listed.push(referrer(image, doc, &mut blobs)?);
+    }
+    for (hex, data) in blobs.0 {
+        crate::util::write_bytes_atomic(&layout.join("blobs/sha256").join(hex), &data, 0o644)?;
+    }
+    let index = ImageIndexBuilder::default()
+        .schema_version(2u32)
+        .manifests(listed)
+        .build()?;
+    crate::util::write_bytes_atomic(&index_path, &canonical_json(&index)?, 0o644)
+}
+
+/// The file `rel` of the gzip'd layer blob `path`.
+fn file_of_layer(path: &Path, rel: &str) -> Result<Vec<u8>> {
+    let file = std::fs::File::open(path).with_context(|| format!("reading {}", path.display()))?;
+    let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(std::io::BufReader::new(file)));
+    for entry in tar.entries().with_context(|| path.display().to_string())? {
+        let mut entry = entry.with_context(|| path.display().to_string())?;
+        if entry.path()?.to_string_lossy().trim_start_matches("./") == rel {
+            let mut bytes = Vec::new();
+            std::io::Read::read_to_end(&mut entry, &mut bytes)?;
+            return Ok(bytes);
+        }
+    }
+    bail!("{}: has no {rel}", path.display())
+}
+
+/// The artifact manifest that attaches the SBOM `doc` to the image
+/// `image` (OCI 1.1: `subject` names the image, the one layer is the
+/// document, the config is the empty descriptor), added to `blobs`; its
+/// descriptor, for `index.json`.
+fn referrer(image: &Descriptor, doc: Vec<u8>, blobs: &mut Blobs) -> Result<Descriptor> {
+    let spdx = MediaType::Other(SPDX_JSON.to_string());
+    let mut empty = blobs.add(MediaType::EmptyJSON, b"{}".to_vec())?;
+    empty.set_data(Some("e30=".to_string()));
+    let mut document = blobs.add(spdx.clone(), doc)?;
+    document.set_annotations(Some(HashMap::from([(
+        "org.opencontainers.image.title".to_string(),
+        "sbom.spdx.json".to_string(),
+    )])));
+    let mut subject = image.clone();
+    subject.set_platform(None);
+    let manifest = ImageManifestBuilder::default()
+        .schema_version(2u32)
+        .media_type(MediaType::ImageManifest)
+        .artifact_type(spdx.clone())
+        .config(empty)
+        .layers(vec![document])
+        .subject(subject)
+        .build()?;
+    let mut descriptor = blobs.add(MediaType::ImageManifest, canonical_json(&manifest)?)?;
+    descriptor.set_artifact_type(Some(spdx));
+    Ok(descriptor)
 }
 
 /// One layer: what it holds, its entries' mtime, its history line.
@@ -411,13 +543,25 @@ fn release_layers(
     layers
 }
 
-/// Each layer as a gzip'd tar blob, with its diff id and history entry.
+/// An image's layers as written: what its manifest and configuration list,
+/// and the files they hold.
+#[derive(Default)]
+struct Layers {
+    descriptors: Vec<Descriptor>,
+    diff_ids: Vec<String>,
+    history: Vec<History>,
+    files: Vec<Held>,
+}
+
+/// Each layer as a gzip'd tar blob, added to `written` with its diff id,
+/// history entry and files.
 fn write_layers(
+    written: &mut Layers,
     layers: Vec<Layer>,
     created: &str,
     options: &Options,
     blobs: &mut Blobs,
-) -> Result<(Vec<Descriptor>, Vec<String>, Vec<History>)> {
+) -> Result<()> {
     let gzip = match options.codecs.of(tarball::NAME) {
         Codec {
             kind: Kind::Gz,
@@ -426,9 +570,6 @@ fn write_layers(
         } => Codec::new(Kind::Gz, level),
         _ => Codec::new(Kind::Gz, 9),
     };
-    let mut layer_descriptors = Vec::new();
-    let mut diff_ids = Vec::new();
-    let mut history = Vec::new();
     for Layer {
         mut items,
         mtime,
@@ -441,19 +582,25 @@ fn write_layers(
             append_tar(&mut tar, path, item, mtime)?;
         }
         let tar = tar.into_inner().context("finishing a layer")?;
-        diff_ids.push(format!("sha256:{}", sha256_bytes(&tar)));
+        written
+            .diff_ids
+            .push(format!("sha256:{}", sha256_bytes(&tar)));
+        written
+            .files
+            .extend(sbom::contents::of_tar(&tar).context("reading a layer back")?);
         let compressed =
             codec::compress(gzip, options.threads, &tar).context("compressing a layer")?;
-        layer_descriptors.push(blobs.add(MediaType::ImageLayerGzip, compressed)?);
-        history.push(
+        written
+            .descriptors
+            .push(blobs.add(MediaType::ImageLayerGzip, compressed)?);
+        written.history.push(
             HistoryBuilder::default()
                 .created(created.to_string())
                 .created_by(format!("kubedist: {comment}"))
                 .build()?,
         );
     }
-
-    Ok((layer_descriptors, diff_ids, history))
+    Ok(())
 }
 
 /// What the image's configuration and manifest say.

@@ -610,7 +610,14 @@ fn the_installer_image_is_a_layout_whose_blobs_match_their_names() {
     for run in ["a", "b"] {
         let out = tmp.path().join(format!("oci-{run}"));
         fs::create_dir(&out).unwrap();
-        let path = super::oci::write(&arches, &oci, "1.34.2", &options(), &out).unwrap();
+        let run = super::Run {
+            k8s_version: "1.34.2",
+            options: &options(),
+            origins: &[],
+            work: tmp.path(),
+            out_dir: &out,
+        };
+        let path = super::oci::write(&arches, &oci, &run).unwrap();
         archives.push(fs::read(path).unwrap());
     }
     assert!(archives[0] == archives[1], "two writes of the image differ");
@@ -678,12 +685,26 @@ fn the_installer_image_is_a_layout_whose_blobs_match_their_names() {
         );
         files.extend(members);
     }
-    // The shared layers first (mtime 0), the release's last.
-    assert_eq!(mtimes.last(), Some(&EPOCH));
+    // The shared layers first (mtime 0), the release's and the SBOM last.
+    let (shared, own) = mtimes.split_at(mtimes.len() - 2);
     assert!(
-        mtimes[..mtimes.len() - 1].iter().all(|&m| m == 0),
+        shared.iter().all(|&m| m == 0) && own == [EPOCH, EPOCH],
         "{mtimes:?}"
     );
+    // The SBOM, alone in the last layer, names every other file.
+    let last = layer_members(blob(layers.last().unwrap()["digest"].as_str().unwrap()));
+    let files_in_last: Vec<&String> = last.keys().filter(|k| !k.ends_with('/')).collect();
+    assert_eq!(files_in_last, ["kubedist/sbom.spdx.json"]);
+    let sbom: serde_json::Value =
+        serde_json::from_slice(&files["kubedist/sbom.spdx.json"].1).unwrap();
+    let named: Vec<&str> = sbom["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["fileName"].as_str().unwrap())
+        .collect();
+    assert!(named.contains(&"./kubedist/bundle/SHA256SUMS"), "{named:?}");
+    assert!(!named.contains(&"./kubedist/sbom.spdx.json"), "{named:?}");
     let sums = String::from_utf8(files["kubedist/bundle/SHA256SUMS"].1.clone()).unwrap();
     for line in sums.lines() {
         let (sha, path) = line.split_once("  ").unwrap();

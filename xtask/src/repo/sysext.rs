@@ -3,7 +3,10 @@
 //!
 //! ```text
 //! REPO/sysext/<name>-v<X.Y.Z>-<arch>.raw   every image ever added
+//! REPO/sysext/<…>.raw.spdx.json            its SBOM, when dist made one
 //! REPO/sysext/SHA256SUMS                   `sha256  file` of every image
+//!                                          and SBOM (sysupdate takes only
+//!                                          the lines its pattern matches)
 //! REPO/sysext/SHA256SUMS.gpg               its detached signature (Verify=yes)
 //! REPO/sysext/<name>-v<X.Y>.conf           one transfer file per minor channel
 //! ```
@@ -124,10 +127,26 @@ fn publish_planned(
             // Images already served are linked, not copied again; new ones
             // are copied (never linked to a dist output).
             let served = source.starts_with(target);
-            if !served || fs::hard_link(source, &dest).is_err() {
-                files::copy_atomic(source, &dest, files::FILE_MODE)?;
-            }
+            let place = |source: &Path, dest: &Path| -> Result<()> {
+                if !served || fs::hard_link(source, dest).is_err() {
+                    files::copy_atomic(source, dest, files::FILE_MODE)?;
+                }
+                Ok(())
+            };
+            place(source, &dest)?;
             sums.push_str(&format!("{sha256}  {name}\n"));
+            // Its SBOM beside it (checked with the image by
+            // inputs::read_dist_dir, or served with it before).
+            let sbom = crate::sbom::path_of(source);
+            if sbom.is_file() {
+                let served_sbom = crate::sbom::path_of(&dest);
+                place(&sbom, &served_sbom)?;
+                sums.push_str(&format!(
+                    "{}  {}\n",
+                    Digests::of_file(&served_sbom)?.sha256,
+                    file_name(&served_sbom)?
+                ));
+            }
             channels.insert((image.name.clone(), image.minor().to_string()));
         }
         crate::util::write_bytes_atomic(

@@ -79,6 +79,11 @@ fn decoder<'a>(codec: &str, r: impl Read + 'a) -> Result<Box<dyn Read + 'a>> {
     })
 }
 
+/// The regular files of an uncompressed tar, `tar_bytes`, from its root.
+pub fn of_tar(tar_bytes: &[u8]) -> Result<Vec<Held>> {
+    tar(tar_bytes, "")
+}
+
 /// The regular files of a tar stream, each path prefixed by `prefix`.
 fn tar(r: impl Read, prefix: &str) -> Result<Vec<Held>> {
     let mut out = Vec::new();
