@@ -259,6 +259,31 @@ pub fn ensure(spec: &Spec, arch: Arch, origin: &Origin, cache: &Path) -> Result<
     })
 }
 
+/// Every file of `spec`'s release, for every architecture, that
+/// `pkg/upstream.lock` neither pins nor says why it cannot yet
+/// (`<source> <version> <arch> <path>`). For the tidy guard.
+#[cfg(test)]
+pub fn unaccounted(spec: &Spec) -> Result<Vec<String>> {
+    let lock = Lock::load(&lock_path(spec))?;
+    let mut out = Vec::new();
+    for (name, source) in &spec.release.sources {
+        for arch in Arch::ALL {
+            for path in source.paths(arch) {
+                let key = Key {
+                    source: name,
+                    version: &source.version,
+                    arch,
+                    path: &path,
+                };
+                if lock.get(key).is_none() && lock.unrecorded(key).is_none() {
+                    out.push(format!("{name} {} {arch} {path}", source.version));
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// `pkg/upstream.lock` of the checkout.
 pub fn lock_path(spec: &Spec) -> PathBuf {
     spec.root.join("pkg/upstream.lock")
@@ -454,6 +479,16 @@ impl Remote<'_> {
         }
 
         let pinned = lock.get(self.key()).map(str::to_owned);
+        if pinned.is_none() {
+            let why = lock
+                .unrecorded(self.key())
+                .unwrap_or("a release the lock does not cover");
+            eprintln!(
+                "note: {} has no pin in {} ({why}); the verified download is pinned",
+                self.path,
+                lock.path().display()
+            );
+        }
         let (published, text) = self.published_checksum()?;
         eprintln!("fetch: {}", self.url);
         let dir = dest.parent().context("cache path has no parent")?;

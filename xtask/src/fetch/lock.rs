@@ -7,7 +7,19 @@
 //! ```toml
 //! [sources.kubernetes."1.34.2".amd64]
 //! "v1.34.2/bin/linux/amd64/kubelet" = "<sha256>"
+//!
+//! [unrecorded.kubernetes."1.34.2".s390x]
+//! "v1.34.2/bin/linux/s390x/kubelet" = "<why no digest is pinned yet>"
+//!
+//! [records]
+//! "kubernetes 1.34.2" = "<the published records the pins were taken from>"
 //! ```
+//!
+//! The lock is committed with the release it pins: its digests are taken
+//! from published records of the same files, not from a first download, so
+//! that the first real fetch is checked against a pin. A file no record
+//! could be found for is `unrecorded`, with the reason; the first verified
+//! download pins it and drops the remark.
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -17,14 +29,15 @@ use serde::{Deserialize, Serialize};
 use crate::spec::Arch;
 
 const HEADER: &str = "\
-# sha256 of every upstream file `cargo xtask fetch` has downloaded and verified
-# against its published checksum: [sources.<source>.\"<version>\".<arch>] maps
-# each path of pkg/release.toml to its digest. A later download that differs
-# is refused. Written by `cargo xtask fetch`; to re-pin a file on purpose,
-# delete its line and fetch again.
+# sha256 of every upstream file of pkg/release.toml, for every architecture:
+# [sources.<source>.\"<version>\".<arch>] maps each path to its digest, taken
+# from the published records [records] names; a download that differs is
+# refused. A file without a record is [unrecorded], with the reason, until a
+# verified download pins it. `cargo xtask fetch` adds what it verifies; to
+# re-pin a file on purpose, delete its line and fetch again.
 ";
 
-/// path → sha256
+/// path → sha256 (or, unrecorded, the reason)
 type Paths = BTreeMap<String, String>;
 /// source → version → arch → paths
 type Sources = BTreeMap<String, BTreeMap<String, BTreeMap<String, Paths>>>;
@@ -34,6 +47,12 @@ type Sources = BTreeMap<String, BTreeMap<String, BTreeMap<String, Paths>>>;
 struct LockFile {
     #[serde(default)]
     sources: Sources,
+    /// Files no published record was found for, with the reason.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    unrecorded: Sources,
+    /// `"<source> <version>"` → where its pins were taken from.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    records: BTreeMap<String, String>,
 }
 
 /// The lock as read from disk, plus what this run added.
@@ -62,6 +81,15 @@ impl Lock {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => LockFile::default(),
             Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
         };
+        for (source, versions) in &file.unrecorded {
+            for (version, arches) in versions {
+                for arch in arches.keys() {
+                    arch.parse::<Arch>().with_context(|| {
+                        format!("{}: [unrecorded.{source}.\"{version}\"]", path.display())
+                    })?;
+                }
+            }
+        }
         for (source, versions) in &file.sources {
             for (version, arches) in versions {
                 for (arch, paths) in arches {
@@ -101,8 +129,30 @@ impl Lock {
             .map(String::as_str)
     }
 
-    /// Pins a file that had no entry yet.
+    /// Why the file has no pin, when the lock says so.
+    pub fn unrecorded(&self, key: Key) -> Option<&str> {
+        self.file
+            .unrecorded
+            .get(key.source)?
+            .get(key.version)?
+            .get(key.arch.go_name())?
+            .get(key.path)
+            .map(String::as_str)
+    }
+
+    /// Pins a file that had no entry yet; its remark, if any, goes.
     pub fn insert(&mut self, key: Key, sha256: &str) {
+        if let Some(paths) = self
+            .file
+            .unrecorded
+            .get_mut(key.source)
+            .and_then(|v| v.get_mut(key.version))
+            .and_then(|a| a.get_mut(key.arch.go_name()))
+        {
+            if paths.remove(key.path).is_some() {
+                self.changed = true;
+            }
+        }
         let paths = self
             .file
             .sources
@@ -123,7 +173,20 @@ impl Lock {
         if !self.changed {
             return Ok(());
         }
-        let body = toml::to_string(&self.file)
+        let mut file = LockFile {
+            sources: self.file.sources.clone(),
+            unrecorded: self.file.unrecorded.clone(),
+            records: self.file.records.clone(),
+        };
+        // No empty table is left where the last remark of one went.
+        for versions in file.unrecorded.values_mut() {
+            for arches in versions.values_mut() {
+                arches.retain(|_, paths| !paths.is_empty());
+            }
+            versions.retain(|_, arches| !arches.is_empty());
+        }
+        file.unrecorded.retain(|_, versions| !versions.is_empty());
+        let body = toml::to_string(&file)
             .with_context(|| format!("serialising {}", self.path.display()))?;
         crate::util::write_bytes_atomic(&self.path, format!("{HEADER}\n{body}").as_bytes(), 0o644)
     }
@@ -172,6 +235,31 @@ mod tests {
         let again = Lock::load(&path).unwrap();
         assert_eq!(again.get(key("v1.34.2/bin/linux/amd64/kubelet")), Some(A));
         assert_eq!(again.get(key("v1.34.2/bin/linux/amd64/kubectl")), None);
+    }
+
+    #[test]
+    fn a_verified_download_replaces_the_remark_of_an_unrecorded_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("upstream.lock");
+        std::fs::write(
+            &path,
+            "[unrecorded.kubernetes.\"1.34.2\".amd64]\n\"k\" = \"no record\"\n\n\
+             [records]\n\"kubernetes 1.34.2\" = \"a list\"\n",
+        )
+        .unwrap();
+        let mut lock = Lock::load(&path).unwrap();
+        assert_eq!(lock.unrecorded(key("k")), Some("no record"));
+        lock.insert(key("k"), A);
+        lock.save().unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(!text.contains("[unrecorded."), "{text}");
+        assert!(
+            text.contains("\"kubernetes 1.34.2\" = \"a list\""),
+            "{text}"
+        );
+        let again = Lock::load(&path).unwrap();
+        assert_eq!(again.get(key("k")), Some(A));
+        assert_eq!(again.unrecorded(key("k")), None);
     }
 
     #[test]
