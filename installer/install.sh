@@ -45,6 +45,14 @@ Options:
   --kubelet-version vX.Y.Z
                       the version for --kubelet-only (default: from the
                       tarball's directory name, kubedist-<version>-linux-<arch>)
+  --images FILE       install only the images bundle FILE
+                      (kubedist-images-<version>-<arch>.oci.tar of `cargo
+                      xtask dist`), checked against the SHA256SUMS beside it
+                      (and its SHA256SUMS.asc with --verify-key), into
+                      /var/lib/kubedist/images with a SHA256SUMS of its own;
+                      then import it into the running container runtime with
+                      kubedist-images (installed with kubeadm). A later
+                      bundle replaces it; uninstall removes it
   --replace-foreign   replace a file install.sh did not install (one a
                       package or someone else put where this tarball installs
                       a file); the original is kept in
@@ -170,6 +178,7 @@ dry_run=
 no_enable=
 no_start=
 kubelet_only=
+opt_images=
 replace_foreign=
 ignore_package_db=
 verify_key=
@@ -184,7 +193,7 @@ while [ $# -gt 0 ]; do
 		[ -z "$action" ] || usage_error "one action only, not '$action' and '$1'"
 		action=$1
 		;;
-	--init=* | --family=* | --prefix=* | --service-dir=* | --kubelet-version=* | --verify-key=*)
+	--init=* | --family=* | --prefix=* | --service-dir=* | --kubelet-version=* | --verify-key=* | --images=*)
 		value=${1#*=}
 		name=${1%%=*}
 		shift
@@ -221,6 +230,11 @@ while [ $# -gt 0 ]; do
 		verify_key=$2
 		shift
 		;;
+	--images)
+		need_value "$@"
+		opt_images=$2
+		shift
+		;;
 	--dry-run) dry_run=1 ;;
 	--no-enable) no_enable=1 ;;
 	--no-start) no_start=1 ;;
@@ -236,6 +250,10 @@ while [ $# -gt 0 ]; do
 	shift
 done
 action=${action:-install}
+if [ -n "$opt_images" ]; then
+	[ "$action" = install ] || usage_error "--images is for install; uninstall removes the bundle with everything else"
+	[ -z "$kubelet_only" ] || usage_error "--images and --kubelet-only install different things: one at a time"
+fi
 
 case $opt_init in
 '' | systemd | openrc | runit) ;;
@@ -270,6 +288,7 @@ here=$(cd "$here" && pwd) || die "cannot enter the directory of $0"
 
 # State, as host paths (without the root) and as paths on this system.
 state_dir=/var/lib/kubedist
+images_dir=$state_dir/images
 state=$root$state_dir
 manifest=$state/install.manifest
 journal=$state/install.journal
@@ -376,12 +395,15 @@ write_new() { # SRCFILE MODE FILE
 # and the new key concatenated, armoured or binary), as gpgv's keyrings do.
 # gpgv reads binary keyrings only: each armoured block is decoded into one in
 # our temporary directory first (sqv reads either).
-verify_signature() {
-	sig=$here/SHA256SUMS.asc
+verify_signature() { # DIR: the directory of SHA256SUMS and its signature
+	sig=$1/SHA256SUMS.asc
+	if [ "$1" = "$here" ]; then vs_what=SHA256SUMS vs_whose="this tarball"; else vs_what=$1/SHA256SUMS vs_whose="the dist output $1"; fi
 	[ -f "$verify_key" ] || die "$verify_key: no such key file (--verify-key)"
-	[ -f "$sig" ] || die "$sig: missing: this tarball is not signed; refusing it (--verify-key)"
-	[ -f "$here/SHA256SUMS" ] || die "$here/SHA256SUMS: missing (run install.sh from the unpacked kubedist tarball)"
-	if command -v gpgv >/dev/null 2>&1; then
+	[ -f "$sig" ] || die "$sig: missing: $vs_whose is not signed; refusing it (--verify-key)"
+	[ -f "$1/SHA256SUMS" ] || die "$1/SHA256SUMS: missing (run install.sh from the unpacked kubedist tarball)"
+	if command -v gpgv >/dev/null 2>&1 && [ -f "$work/keyring.gpg" ]; then
+		: # the keyring was read for an earlier signature of this run
+	elif command -v gpgv >/dev/null 2>&1; then
 		if grep -q '^-----BEGIN PGP PUBLIC KEY BLOCK-----' "$verify_key"; then
 			# One file of base64 per armoured block (the last line of each,
 			# "=XXXX", is its checksum), each decoded on its own: their
@@ -401,25 +423,27 @@ verify_signature() {
 		else
 			cat "$verify_key" >"$work/keyring.gpg"
 		fi
-		mkdir -m 700 "$work/gnupg"
-		if ! GNUPGHOME=$work/gnupg gpgv --keyring "$work/keyring.gpg" "$sig" "$here/SHA256SUMS" >"$work/gpgv" 2>&1; then
+	fi
+	if command -v gpgv >/dev/null 2>&1; then
+		[ -d "$work/gnupg" ] || mkdir -m 700 "$work/gnupg"
+		if ! GNUPGHOME=$work/gnupg gpgv --keyring "$work/keyring.gpg" "$sig" "$1/SHA256SUMS" >"$work/gpgv" 2>&1; then
 			why=$(grep -m 1 -e 'BAD signature' -e "Can't check" -e 'no valid OpenPGP' "$work/gpgv" | sed 's/^gpgv: //')
 			die "$sig: not a good signature of SHA256SUMS by the key in $verify_key (${why:-$(first_words "$work/gpgv")}); nothing was installed"
 		fi
 		tool=gpgv
 	elif command -v sqv >/dev/null 2>&1; then
-		if ! sqv --keyring "$verify_key" "$sig" "$here/SHA256SUMS" >"$work/sqv" 2>&1; then
+		if ! sqv --keyring "$verify_key" "$sig" "$1/SHA256SUMS" >"$work/sqv" 2>&1; then
 			die "$sig: not a good signature of SHA256SUMS by the key in $verify_key ($(first_words "$work/sqv")); nothing was installed"
 		fi
 		tool=sqv
 	else
 		die "--verify-key: neither gpgv nor sqv is installed, so $sig cannot be checked; install one (gnupg's gpgv, or sqv) or leave out --verify-key"
 	fi
-	say "SHA256SUMS: good signature by the key in $verify_key ($tool)"
+	say "$vs_what: good signature by the key in $verify_key ($tool)"
 }
 
 verify_tarball() {
-	[ -z "$verify_key" ] || verify_signature
+	[ -z "$verify_key" ] || verify_signature "$here"
 	sums=$here/SHA256SUMS
 	[ -f "$sums" ] || die "$sums: missing (run install.sh from the unpacked kubedist tarball)"
 	[ -f "$here/MANIFEST" ] || die "$here/MANIFEST: missing (run install.sh from the unpacked kubedist tarball)"
@@ -488,8 +512,8 @@ sum_of() { awk -F "$tab" -v p="$1" '$1 == p { print $2; exit }' "$work/sums"; }
 #    link (runit's service link; sha256 holds its target), displaced (a file
 #    that was there before, kept in $state_dir/displaced; mode and sha256
 #    are "-"). "@key value" lines carry the family and init system.
-#    Sets: main, kubelet-vX.Y.Z (--kubelet-only), state (the state
-#    directory's parents that install.sh created).
+#    Sets: main, kubelet-vX.Y.Z (--kubelet-only), images (--images), state
+#    (the state directory's parents that install.sh created).
 
 # The state directory and its files obey the path rule, and the manifest and
 # journal are plain files: install.sh never makes a symlink there, so one
@@ -532,7 +556,7 @@ known_paths() {
 # anything but a known path (or a malformed one) stops install.sh before it
 # removes or writes anything.
 check_records() { # FILE
-	awk -F "$tab" -v q="'" '
+	awk -F "$tab" -v q="'" -v im="$images_dir" '
 		NR == FNR { known[$1 SUBSEP $2] = 1; next }
 		function bad(why) { printf "line %d: %s\n", FNR, why; exit }
 		function octal(m) { return m ~ /^[0-7][0-7][0-7][0-7]$/ }
@@ -545,8 +569,8 @@ check_records() { # FILE
 		}
 		NF != 5 { bad("expected 5 tab-separated fields, found " NF) }
 		{ set = $1; kind = $2; mode = $3; sum = $4; p = $5 }
-		set != "main" && set != "state" && set !~ /^kubelet-v[0-9]+\.[0-9]+\.[0-9]+[A-Za-z0-9.+-]*$/ {
-			bad("set " q set q " is not main, state or kubelet-vX.Y.Z")
+		set != "main" && set != "state" && set != "images" && set !~ /^kubelet-v[0-9]+\.[0-9]+\.[0-9]+[A-Za-z0-9.+-]*$/ {
+			bad("set " q set q " is not main, state, images or kubelet-vX.Y.Z")
 		}
 		p !~ /^\/[A-Za-z0-9._+@:=,\/-]+$/ || p ~ /\/\// || p ~ /\/\.\.?\// || p ~ /\/\.\.?$/ {
 			bad(q p q " is not a plain absolute path")
@@ -555,6 +579,12 @@ check_records() { # FILE
 		{
 			own = ""
 			if (set ~ /^kubelet-/) own = "/opt/kubernetes/" substr(set, 9) "/bin/kubelet"
+		}
+		# The images bundle and its SHA256SUMS, in their directory.
+		set == "images" {
+			if (kind == "file" && (p == im "/SHA256SUMS" || p ~ ("^" im "/kubedist-images-[A-Za-z0-9._+-]+[.]oci[.]tar$")) && octal(mode) && sha(sum)) next
+			if (kind == "dir" && p == im && octal(mode) && sum == "-") next
+			bad(q p q " is not a file or directory of the images bundle")
 		}
 		kind == "file" || kind == "config" || kind == "displaced" {
 			if (!(known["file", p] || (own != "" && p == own)))
@@ -1443,6 +1473,49 @@ check_recorded_paths() { # FILE
 	done <"$1"
 }
 
+# --images FILE: the images bundle of `cargo xtask dist`, checked against
+# the SHA256SUMS of the dist output it sits in, planned as the set "images":
+# /var/lib/kubedist/images holding it and a SHA256SUMS of its own, which
+# kubedist-images checks before it imports anything.
+plan_images() {
+	im_name=${opt_images##*/}
+	case $im_name in
+	kubedist-images-*.oci.tar) safe_path "$im_name" || die "$opt_images: refusing the file name" ;;
+	*) die "$opt_images: not an images bundle (kubedist-images-<version>-<arch>.oci.tar)" ;;
+	esac
+	if [ ! -f "$opt_images" ] || [ -L "$opt_images" ]; then
+		die "$opt_images: not a regular file"
+	fi
+	case $opt_images in */*) im_dir=${opt_images%/*} ;; *) im_dir=. ;; esac
+	im_dir=$(cd "${im_dir:-/}" && pwd) || die "cannot enter the directory of $opt_images"
+	[ -z "$verify_key" ] || verify_signature "$im_dir"
+	[ -f "$im_dir/SHA256SUMS" ] ||
+		die "$im_dir/SHA256SUMS: missing: the bundle is checked against the SHA256SUMS of the dist output it came in"
+	im_want=$(awk -v n="$im_name" '$2 == n { print $1; exit }' "$im_dir/SHA256SUMS")
+	[ -n "$im_want" ] || die "$opt_images: not listed in $im_dir/SHA256SUMS"
+	im_sha=$(sha256_of "$im_dir/$im_name")
+	[ "$im_sha" = "$im_want" ] ||
+		die "$opt_images: sha256 $im_sha does not match $im_dir/SHA256SUMS ($im_want); nothing was installed"
+	printf '%s  %s\n' "$im_sha" "$im_name" >"$work/images.sums"
+	{
+		printf 'dir\t0755\t-\t-\t%s\n' "$images_dir"
+		printf 'file\t0644\t%s\t%s\t%s\n' "$im_sha" "$im_dir/$im_name" "$images_dir/$im_name"
+		printf 'file\t0644\t%s\t%s\t%s\n' "$(sha256_of "$work/images.sums")" "$work/images.sums" "$images_dir/SHA256SUMS"
+	} >"$work/plan"
+}
+
+# After --images: the import into the running runtime, when this is the
+# running host and kubeadm's package (or this tarball) installed the step.
+import_images() {
+	if [ -n "$root" ] || [ -n "$dry_run" ]; then
+		say "to import the images on the node: kubedist-images (it reads $images_dir)"
+	elif [ ! -x /usr/bin/kubedist-images ]; then
+		say "note: /usr/bin/kubedist-images is not installed (it comes with kubeadm): install this tarball, then run it"
+	elif ! /usr/bin/kubedist-images; then
+		say "note: the bundle is in $images_dir but not imported: run kubedist-images once containerd or CRI-O runs"
+	fi
+}
+
 # The system extensions merged over /usr (systemd-sysext), as " NAME...":
 # while they are, /usr is read-only and what they ship hides what is
 # installed there (the README's "Immutable hosts").
@@ -1467,6 +1540,12 @@ do_install() {
 		make_plan
 		check_destinations
 		say "installing the kubelet ${set_name#kubelet-} side by side (family $family)"
+	elif [ -n "$opt_images" ]; then
+		init=$(recorded init)
+		set_name=images
+		plan_images
+		check_destinations
+		say "installing the images bundle $im_name into ${root}$images_dir"
 	else
 		set_name=main
 		detect_init
@@ -1555,6 +1634,10 @@ do_install() {
 		[ -n "$dry_run" ] || write_manifest "$set_name"
 		apply_kernel
 		service_after_install
+	fi
+	if [ "$set_name" = images ]; then
+		[ -n "$dry_run" ] || write_manifest "$set_name"
+		import_images
 	fi
 	write_manifest "$set_name"
 	[ -n "$dry_run" ] || rm -f "$journal"

@@ -196,6 +196,9 @@ struct Plan {
     families: Vec<Family>,
     /// Which hosts may merge the sysext image, when it is asked for.
     sysext_os: Option<SysextOs>,
+    /// The OCI layout the images bundle is staged from, when it is asked
+    /// for.
+    images: Option<PathBuf>,
     out_dir: PathBuf,
     options: Options,
     /// The artifact cache, unless --no-cache (or it cannot be opened).
@@ -221,12 +224,24 @@ fn plan(spec: &Spec, args: &Args) -> Result<Plan> {
         .clone();
     let epoch = crate::util::source_date_epoch(&spec.root)?;
     let arches = fetch::arches_or_host(&args.arch)?;
-    // The formats asked for, in the registry's order; all by default.
-    let formats: Vec<&'static dyn Format> = emit::FORMATS
+    // The formats asked for, in the registry's order; all by default, but
+    // the images bundle only when there are images to bundle.
+    let images_layout = images_layout(&spec, args, &k8s_version);
+    let mut formats: Vec<&'static dyn Format> = emit::FORMATS
         .iter()
         .copied()
         .filter(|f| args.formats.is_empty() || args.formats.iter().any(|n| n == f.about().name))
         .collect();
+    let images = match (stages(&formats, Staging::Images), images_layout) {
+        (false, _) => None,
+        (true, Ok(layout)) => Some(layout),
+        (true, Err(why)) if args.formats.is_empty() => {
+            eprintln!("note: no images bundle: {why}");
+            formats.retain(|f| f.about().staging != Staging::Images);
+            None
+        }
+        (true, Err(why)) => bail!("--formats {}: {why}", emit::images::NAME),
+    };
     let sysext = stages(&formats, Staging::SysextImage);
     let families = Family::ALL
         .into_iter()
@@ -309,10 +324,40 @@ fn plan(spec: &Spec, args: &Args) -> Result<Plan> {
         formats,
         families,
         sysext_os,
+        images,
         out_dir,
         options,
         cache,
     })
+}
+
+/// The OCI layout holding the images of `pkg/images.toml`: `DIR/images`
+/// of `--from DIR` or of the fixtures; else why there is none.
+fn images_layout(spec: &Spec, args: &Args, k8s_version: &str) -> Result<PathBuf, String> {
+    if spec.images.kubernetes != k8s_version {
+        return Err(format!(
+            "pkg/images.toml lists the images kubeadm {} pulls; which images kubeadm \
+             {k8s_version} pulls is not known here",
+            spec.images.kubernetes
+        ));
+    }
+    let dir = match (&args.origin.from, args.fixtures) {
+        (Some(dir), _) => dir.clone(),
+        (None, true) => spec.root.join("target/fixtures"),
+        (None, false) => {
+            return Err(
+                "the images are taken from an OCI layout, DIR/images of --from DIR \
+                        (cargo xtask fixtures writes one) or of --fixtures; fetching them from \
+                        a registry is not built yet"
+                    .to_string(),
+            )
+        }
+    };
+    let layout = dir.join(crate::fixtures::images::DIR);
+    if args.origin.from.is_some() && !layout.join("index.json").is_file() {
+        return Err(format!("{}: no OCI layout there", layout.display()));
+    }
+    Ok(layout)
 }
 
 /// For each architecture: the verified upstream files, the static builds,
@@ -404,12 +449,23 @@ fn stage_all(
         } else {
             None
         };
+        let images = match &plan.images {
+            Some(layout) => {
+                eprintln!("==> {arch}: images ({})", layout.display());
+                Some(
+                    stage::images::stage(layout, &spec.images.images, arch)
+                        .with_context(|| format!("the images bundle for {arch}"))?,
+                )
+            }
+            None => None,
+        };
         staged.push(StagedArch {
             arch,
             packages,
             installer: installer.clone(),
             sysext,
             oci_base,
+            images,
         });
     }
     let oci = if stages(&plan.formats, Staging::InstallerImage) {

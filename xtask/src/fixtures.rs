@@ -6,6 +6,7 @@
 //! `kubedist-standin` recorder, listed in `DIR/STANDINS`, and so is kubectl
 //! on an architecture Debian builds no `kubernetes-client` for (ppc64le).
 pub mod debian;
+pub mod images;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -80,6 +81,7 @@ pub fn ensure(spec: &Spec, dir: &Path, arches: &[Arch]) -> Result<PathBuf> {
                     .iter()
                     .all(|path| dir.join(name).join(path).is_file())
             })
+            && images::has(spec, dir, *arch)
     };
     // ... and its stand-ins are the current build of kubedist-standin: a
     // change to the stand-in reaches the next build without a manual clean.
@@ -139,11 +141,27 @@ pub fn write(spec: &Spec, dir: &Path, arches: &[Arch], debs: &Path) -> Result<()
 
     let mut notes = Vec::new();
     let mut arch_standins = Vec::new();
+    let mut image_standins = Vec::new();
     for &arch in arches {
         let written = write_arch(spec, &temp.0, arch, debs, epoch)?;
         notes.extend(written.notes);
         arch_standins.extend(written.standins.into_iter().map(|s| (s, arch)));
+        let standin =
+            build::static_binary(&spec.root, "kubedist-standin", "kubedist-standin", arch)?;
+        let bytes = std::fs::read(&standin).with_context(|| standin.display().to_string())?;
+        image_standins.push((arch, bytes));
     }
+    eprintln!(
+        "fixtures: {} stand-in images in {}/",
+        spec.images.images.len(),
+        images::DIR
+    );
+    images::write(spec, &temp.0, &image_standins, epoch)?;
+    notes.push(format!(
+        "{}/: STAND-IN images, kubedist-standin under the name of every image of pkg/images.toml (label {}), one OCI layout",
+        images::DIR,
+        images::TEST_BUILD_LABEL
+    ));
     put(
         &temp.0,
         "STANDINS",

@@ -4,7 +4,7 @@
 //! (the systemd-sysext image) and one `<package>.toml` per package. Everything else builds on these types; this
 //! module reads and validates, and never touches the network or the output.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -22,6 +22,48 @@ pub struct Spec {
     pub packages: Vec<Package>,
     pub sysext: Sysext,
     pub oci: Oci,
+    pub images: Images,
+}
+
+/// `pkg/images.toml`: the images kubeadm pulls for the pinned release.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Images {
+    /// The Kubernetes version they are for: the release's.
+    pub kubernetes: String,
+    #[serde(rename = "image")]
+    pub images: Vec<Image>,
+}
+
+/// One image kubeadm pulls.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Image {
+    /// `registry/path:tag`, as kubeadm names it.
+    pub reference: String,
+    /// Whether a worker node needs it (a control-plane node needs all).
+    pub worker: bool,
+    /// `sha256:<hex>` of the image index the tag names.
+    pub index: Option<String>,
+    /// Where `index` was taken from.
+    pub record: Option<String>,
+    /// Why there is no `index`.
+    pub unrecorded: Option<String>,
+}
+
+impl Image {
+    /// The reference without its tag: `registry.k8s.io/pause`.
+    pub fn repository(&self) -> &str {
+        self.reference
+            .rsplit_once(':')
+            .map_or(self.reference.as_str(), |(name, _)| name)
+    }
+
+    /// The last path element: `pause`.
+    pub fn short_name(&self) -> &str {
+        let repository = self.repository();
+        repository.rsplit('/').next().unwrap_or(repository)
+    }
 }
 
 /// `pkg/oci.toml`: the installer image.
@@ -720,6 +762,9 @@ impl Spec {
         let oci_path = pkg.join("oci.toml");
         let oci: Oci = read_toml(&oci_path)?;
         validate_oci(&oci, root).with_context(|| rel(root, &oci_path))?;
+        let images_path = pkg.join("images.toml");
+        let images: Images = read_toml(&images_path)?;
+        validate_images(&images, &release).with_context(|| rel(root, &images_path))?;
         Ok(Spec {
             root: root.to_path_buf(),
             release,
@@ -727,6 +772,7 @@ impl Spec {
             packages,
             sysext,
             oci,
+            images,
         })
     }
 
@@ -748,7 +794,13 @@ impl Spec {
 }
 
 /// The files of `pkg/` that describe no package.
-const NOT_PACKAGES: &[&str] = &["release.toml", "families.toml", "sysext.toml", "oci.toml"];
+const NOT_PACKAGES: &[&str] = &[
+    "release.toml",
+    "families.toml",
+    "sysext.toml",
+    "oci.toml",
+    "images.toml",
+];
 
 fn rel(root: &Path, path: &Path) -> String {
     path.strip_prefix(root)
@@ -897,6 +949,54 @@ fn validate_oci(x: &Oci, root: &Path) -> Result<()> {
     Ok(())
 }
 
+/// `pkg/images.toml`: for the pinned release; full references, each once;
+/// every image pinned to an index digest or saying why not.
+fn validate_images(x: &Images, release: &Release) -> Result<()> {
+    let kubernetes = release
+        .sources
+        .get("kubernetes")
+        .map(|s| s.version.as_str());
+    if kubernetes != Some(x.kubernetes.as_str()) {
+        bail!(
+            "kubernetes = {:?}, but pkg/release.toml pins kubernetes {}",
+            x.kubernetes,
+            kubernetes.unwrap_or("nothing")
+        );
+    }
+    let mut seen = BTreeSet::new();
+    for image in &x.images {
+        let r = &image.reference;
+        let (name, tag) = r.rsplit_once(':').unwrap_or((r, ""));
+        let name_ok = name.contains('/')
+            && name.split('/').all(|part| {
+                !part.is_empty()
+                    && part
+                        .chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "._-".contains(c))
+            });
+        if !name_ok || tag.is_empty() || tag.contains('/') {
+            bail!("reference = {r:?}: REGISTRY/PATH:TAG, the full name kubeadm uses");
+        }
+        if !seen.insert(r.as_str()) {
+            bail!("reference = {r:?}: listed twice");
+        }
+        match (&image.index, &image.unrecorded) {
+            (Some(index), None) => {
+                let hex = index.strip_prefix("sha256:").unwrap_or("");
+                if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+                    bail!("{r}: index = {index:?} is not sha256:<64 hex digits>");
+                }
+                if image.record.is_none() {
+                    bail!("{r}: index without a record of where it was taken from");
+                }
+            }
+            (None, Some(_)) => {}
+            _ => bail!("{r}: give either index (with record) or unrecorded (the reason)"),
+        }
+    }
+    Ok(())
+}
+
 /// `pkg/sysext.toml`: names that a host can match, every path of the image
 /// under /usr (the only tree an extension merges without making the host's
 /// copy read-only), every architecture named as systemd names it.
@@ -956,6 +1056,76 @@ mod tests {
     }
 
     #[test]
+    fn images_are_full_references_for_the_release_each_pinned_or_saying_why_not() {
+        let spec = Spec::load(&repo_root()).unwrap();
+        let image = |reference: &str, index: Option<&str>, record: Option<&str>| Image {
+            reference: reference.into(),
+            worker: true,
+            index: index.map(Into::into),
+            record: record.map(Into::into),
+            unrecorded: None,
+        };
+        let pin = Some("sha256:278fb9dbcca9518083ad1e11276933a2e96f23de604a3a08cc3c80002767d24c");
+        let check = |images: Vec<Image>, kubernetes: &str| {
+            validate_images(
+                &Images {
+                    kubernetes: kubernetes.into(),
+                    images,
+                },
+                &spec.release,
+            )
+            .map_err(|e| format!("{e:#}"))
+        };
+        let good = image("registry.k8s.io/pause:3.10.1", pin, Some("a record"));
+        assert!(check(vec![good.clone()], &spec.images.kubernetes).is_ok());
+        for (images, kubernetes, says) in [
+            (
+                vec![good.clone()],
+                "1.0.0",
+                "pkg/release.toml pins kubernetes",
+            ),
+            (
+                vec![image("pause:3.10.1", pin, Some("r"))],
+                "",
+                "REGISTRY/PATH:TAG",
+            ),
+            (
+                vec![image("registry.k8s.io/pause", pin, Some("r"))],
+                "",
+                "REGISTRY/PATH:TAG",
+            ),
+            (vec![good.clone(), good.clone()], "", "listed twice"),
+            (
+                vec![image(
+                    "registry.k8s.io/pause:3.10.1",
+                    Some("sha256:abc"),
+                    Some("r"),
+                )],
+                "",
+                "64 hex",
+            ),
+            (
+                vec![image("registry.k8s.io/pause:3.10.1", pin, None)],
+                "",
+                "without a record",
+            ),
+            (
+                vec![image("registry.k8s.io/pause:3.10.1", None, None)],
+                "",
+                "either index",
+            ),
+        ] {
+            let kubernetes = if kubernetes.is_empty() {
+                spec.images.kubernetes.as_str()
+            } else {
+                kubernetes
+            };
+            let err = check(images, kubernetes).unwrap_err();
+            assert!(err.contains(says), "{says}: {err}");
+        }
+    }
+
+    #[test]
     fn the_repository_spec_loads() {
         let spec = Spec::load(&repo_root()).unwrap();
         let names: Vec<_> = spec.packages.iter().map(|p| p.name.as_str()).collect();
@@ -1004,7 +1174,7 @@ mod tests {
                 std::fs::copy(e.path(), pkg.join(e.file_name())).unwrap();
             }
         }
-        for shared in ["units", "env-defaults"] {
+        for shared in ["units", "env-defaults", "installer"] {
             std::os::unix::fs::symlink(repo_root().join(shared), dir.path().join(shared)).unwrap();
         }
         std::fs::write(pkg.join(file), content).unwrap();

@@ -11,6 +11,8 @@
 //! two init systems, and the tarball carries both. The sysext image's own
 //! files (`pkg/sysext.toml`) go to `<work>/<arch>/sysext/<dest>`.
 
+pub mod images;
+
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -172,6 +174,9 @@ pub struct StagedArch {
     /// The installer image's shell for this architecture, when dist writes
     /// the image.
     pub oci_base: Option<StagedOciBase>,
+    /// The images kubeadm pulls, this architecture's, when dist bundles
+    /// them.
+    pub images: Option<Vec<images::StagedImage>>,
 }
 
 /// The installer image's own part (`pkg/oci.toml`), the same for every

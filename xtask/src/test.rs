@@ -45,6 +45,8 @@ const TOOLS: &[&str] = &[
     "umoci",
     "podman",
     "runc",
+    "containerd",
+    "ctr",
 ];
 
 /// The SOURCE_DATE_EPOCH of test builds: any fixed value will do.

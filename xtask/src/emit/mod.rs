@@ -1,8 +1,9 @@
 //! The artifact formats. Each is one module implementing [`Format`], listed
 //! once in [`FORMATS`]: `deb` (cargo-deb as a library, its data archive from
 //! `debpack`), `rpm` (the `rpm` crate), `tarball` (tar + a codec), `sysext`
-//! (a squashfs image, the `backhand` crate) and `oci` (the installer
-//! image), with the codecs of `codec`. `dist` turns the list into jobs
+//! (a squashfs image, the `backhand` crate), `oci` (the installer
+//! image) and `images` (the images kubeadm pulls, for air-gapped nodes),
+//! with the codecs of `codec`. `dist` turns the list into jobs
 //! without naming a format; `--formats`, `--compression` and their help come
 //! from it. A format is data ([`About`]) and `write(input, run)`, which
 //! reads only what `crate::stage` returned (and the staged files it names),
@@ -12,6 +13,7 @@
 pub mod codec;
 pub mod deb;
 pub mod debpack;
+pub mod images;
 pub mod oci;
 pub mod rpm;
 pub mod sysext;
@@ -32,6 +34,7 @@ pub static FORMATS: &[&dyn Format] = &[
     &tarball::Tarball,
     &sysext::Sysext,
     &oci::Oci,
+    &images::Images,
 ];
 
 /// An artifact format: what it is ([`About`], data) and how it writes one
@@ -138,6 +141,8 @@ pub enum Staging {
     SysextImage,
     /// The installer image's shell per architecture and its own scripts.
     InstallerImage,
+    /// The images kubeadm pulls (`pkg/images.toml`), per architecture.
+    Images,
 }
 
 /// The whole input of one artifact.

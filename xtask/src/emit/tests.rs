@@ -126,6 +126,7 @@ fn staged(tmp: &Path) -> StagedArch {
         installer: stage::installer(&spec).unwrap(),
         sysext: Some(sysext),
         oci_base: Some(oci_base),
+        images: None,
     }
 }
 

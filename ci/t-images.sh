@@ -1,0 +1,250 @@
+#!/bin/sh
+# The images bundle of air-gapped nodes (kubedist-images-<version>-<arch>.oci.tar)
+# and its import step (kubedist-images), with the real runtimes: Debian's
+# containerd, started on its own in this suite's namespaces with a private
+# root and socket, and containers-storage (what CRI-O reads) through skopeo,
+# looked at with podman. The images are the fixtures' stand-ins under the
+# names pkg/images.toml gives (labelled test builds); the bundle holds them
+# as a registry would serve them.
+#
+#   - dist writes one bundle per architecture, byte for byte the same twice,
+#     naming every image of pkg/images.toml; skopeo reads each image of it
+#   - kubedist-images imports every image into containerd's k8s.io
+#     namespace at the bundle's digest with no network; the pause image runs
+#     (ctr run); a second run imports nothing; a differing sandbox image is
+#     named with the fix, a matching one is not
+#   - a changed bundle, or one SHA256SUMS does not list, imports nothing
+#   - for CRI-O, every image lands in containers-storage at its digest
+#   - the whole air-gapped path in a bookworm root with containerd and no
+#     network: install.sh installs the node, install.sh --images the bundle
+#     and imports it into the running containerd
+#
+# Wall time: about 1 min on 2 cores with the base tarball cached.
+
+# shellcheck disable=SC2016 # $... in single quotes is for the inner shell
+# shellcheck source=ci/lib.sh
+. "$(dirname "$0")/lib.sh"
+
+kd_require unshare tar sha256sum jq skopeo podman containerd ctr runc cargo
+kd_require_dist
+
+kd_own_mount_namespace "$0" "$@"
+
+BUNDLE=$(kd_one "$KD_DIST"/kubedist-images-*-amd64.oci.tar)
+TARBALL=$(kd_one "$KD_DIST"/kubedist-*-linux-amd64.tar.gz)
+IMPORT=$KD_REPO/installer/images/kubedist-images
+
+OT=$(kd_suite_dir)
+trap 'ot_stop_all; kd_cleanup' EXIT
+
+# The references pkg/images.toml lists, sorted.
+expected_refs() {
+	sed -n 's/^reference = "\(.*\)"$/\1/p' "$KD_REPO/pkg/images.toml" | sort
+}
+
+# "<digest> <reference>" of every image of bundle $1, sorted by reference.
+bundle_images() {
+	tar -xOf "$1" index.json |
+		jq -r '.manifests[] | .digest + " " + .annotations["io.containerd.image.name"]' | sort -k2
+}
+
+# A directory as install.sh leaves it: the bundle and its SHA256SUMS.
+images_dir() { # DIR
+	mkdir -p "$1"
+	cp "$BUNDLE" "$1/"
+	(cd "$1" && sha256sum ./*.oci.tar | sed 's| \./| |') >"$1/SHA256SUMS"
+}
+
+# containerd of our own: private root, state and socket under $1, its CRI
+# plugin's sandbox image $2; started in the background, stopped at exit.
+ot_pids=
+ot_start_containerd() { # DIR SANDBOX_IMAGE
+	mkdir -p "$1"
+	cat >"$1/config.toml" <<TOML
+version = 2
+root = "$1/root"
+state = "$1/state"
+[grpc]
+  address = "$1/containerd.sock"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "$2"
+TOML
+	containerd --config "$1/config.toml" >"$1/log" 2>&1 &
+	ot_pids="$ot_pids $!"
+	i=0
+	until ctr --address "$1/containerd.sock" version >/dev/null 2>&1; do
+		i=$((i + 1))
+		[ "$i" -lt 100 ] || { cat "$1/log" >&2; echo "containerd did not start" >&2; return 1; }
+		sleep 0.1
+	done
+}
+ot_stop_all() {
+	for p in $ot_pids; do kill "$p" 2>/dev/null || true; done
+	for p in $ot_pids; do wait "$p" 2>/dev/null || true; done
+	ot_pids=
+}
+ctr_in() { # DIR ARGS...
+	d=$1
+	shift
+	ctr --address "$d/containerd.sock" --namespace k8s.io "$@"
+}
+# "<digest> <reference>" of what containerd $1 holds, sorted by reference.
+containerd_images() {
+	ctr_in "$1" images ls | awk 'NR > 1 && $1 !~ /^sha256:/ { print $3 " " $1 }' | sort -k2
+}
+
+test_one_bundle_per_architecture_reproducible_naming_every_image() {
+	for run in a b; do
+		(cd "$KD_REPO" && SOURCE_DATE_EPOCH=1700000000 cargo xtask dist --fixtures --arch amd64,arm64 \
+			--formats images --no-cache --out "$OT/$run") >"$OT/dist-$run.log" 2>&1 ||
+			{ cat "$OT/dist-$run.log"; return 1; }
+	done
+	for arch in amd64 arm64; do
+		b=$(kd_one "$OT"/a/kubedist-images-*-$arch.oci.tar)
+		cmp "$b" "$OT/b/${b##*/}"
+		grep -q "  ${b##*/}\$" "$OT/a/SHA256SUMS"
+		echo "== $arch: every image of pkg/images.toml, under its name, for $arch"
+		bundle_images "$b" | cut -d ' ' -f 2 >"$OT/refs"
+		expected_refs | diff -u - "$OT/refs"
+		assert_eq "$arch" "$(tar -xOf "$b" index.json | jq -r '[.manifests[].platform.architecture] | unique | join(" ")')" "platforms"
+		while read -r ref; do
+			skopeo inspect "oci-archive:$b:$ref" >"$OT/inspect.json"
+			assert_eq "$arch" "$(jq -r .Architecture "$OT/inspect.json")" "architecture of $ref"
+			assert_eq true "$(jq -r '.Labels."io.kubedist.test-build"' "$OT/inspect.json")" "$ref is labelled a test build"
+		done <"$OT/refs"
+	done
+}
+
+test_containerd_imports_every_image_offline_and_the_pause_image_runs() {
+	images_dir "$OT/img"
+	# No network from here on: containerd, the import and the container.
+	unshare --net sh -eu -c '
+		. "$1"
+		ot_start_containerd "$OT/ctd" registry.k8s.io/pause:3.6
+		"$IMPORT" --dir "$OT/img" --containerd-address "$OT/ctd/containerd.sock" \
+			--containerd-config "$OT/ctd/config.toml" | tee "$OT/first"
+		containerd_images "$OT/ctd" >"$OT/held"
+		pause=$(sed -n "s/^reference = \"\(.*\/pause:.*\)\"$/\1/p" "$KD_REPO/pkg/images.toml")
+		ctr_in "$OT/ctd" run --rm "$pause" kd-pause >"$OT/ran" 2>&1
+		"$IMPORT" --dir "$OT/img" --containerd-address "$OT/ctd/containerd.sock" \
+			--containerd-config "$OT/ctd/config.toml" >"$OT/second"
+		ot_stop_all
+	' sh "$OT/functions"
+	echo "== containerd holds every image at the bundle's digest"
+	bundle_images "$BUNDLE" | diff -u - "$OT/held"
+	assert_eq "$(expected_refs | wc -l)" "$(grep -c ': imported (sha256:' "$OT/first")" "images imported"
+	echo "== the pause image ran: $(cat "$OT/ran")"
+	grep -q 'pause version: kubedist recorder stand-in' "$OT/ran"
+	echo "== the second run imports nothing"
+	cat "$OT/second"
+	assert_eq 0 "$(grep -c ': imported ' "$OT/second" || true)" "images imported again"
+	assert_eq "$(expected_refs | wc -l)" "$(grep -c ': present (sha256:' "$OT/second")" "images present"
+	echo "== the differing sandbox image is named, with the fix"
+	grep -q 'sandbox image is registry.k8s.io/pause:3.6, the bundle.s is registry.k8s.io/pause:.*: set sandbox_image' "$OT/first"
+}
+
+test_a_matching_sandbox_image_gets_no_note() {
+	images_dir "$OT/img2"
+	pause=$(expected_refs | grep /pause:)
+	unshare --net sh -eu -c '
+		. "$1"
+		ot_start_containerd "$OT/ctd2" "$2"
+		"$IMPORT" --dir "$OT/img2" --containerd-address "$OT/ctd2/containerd.sock" \
+			--containerd-config "$OT/ctd2/config.toml" >"$OT/out2"
+		ot_stop_all
+	' sh "$OT/functions" "$pause"
+	cat "$OT/out2"
+	if grep -q 'note:' "$OT/out2"; then echo "a note although the sandbox image is $pause" >&2; return 1; fi
+}
+
+test_a_changed_or_unlisted_bundle_imports_nothing() {
+	images_dir "$OT/bad"
+	b=$(kd_one "$OT"/bad/*.oci.tar)
+	printf 'x' | dd of="$b" bs=1 seek=2000 conv=notrunc 2>/dev/null
+	images_dir "$OT/unlisted"
+	: >"$OT/unlisted/SHA256SUMS"
+	for dir in bad unlisted; do
+		set +e
+		unshare --net sh -eu -c '
+			. "$1"
+			ot_start_containerd "$OT/ctd-$2" registry.k8s.io/pause:3.6
+			rc=0
+			"$IMPORT" --dir "$OT/$2" --containerd-address "$OT/ctd-$2/containerd.sock" 2>"$OT/err-$2" || rc=$?
+			containerd_images "$OT/ctd-$2" >"$OT/held-$2"
+			ot_stop_all
+			exit "$rc"
+		' sh "$OT/functions" "$dir"
+		rc=$?
+		set -e
+		cat "$OT/err-$dir"
+		assert_eq 1 "$rc" "exit status for the $dir bundle"
+		assert_eq 1 "$(wc -l <"$OT/err-$dir")" "one line for the $dir bundle"
+		grep -q "$OT/$dir/kubedist-images-" "$OT/err-$dir"
+		assert_eq "" "$(cat "$OT/held-$dir")" "images imported from the $dir bundle"
+	done
+}
+
+test_cri_o_storage_holds_every_image_at_its_digest() {
+	images_dir "$OT/img3"
+	cat >"$OT/storage.conf" <<TOML
+[storage]
+driver = "vfs"
+graphroot = "$OT/storage"
+runroot = "$OT/storage-run"
+TOML
+	export CONTAINERS_STORAGE_CONF="$OT/storage.conf"
+	unshare --net "$IMPORT" --dir "$OT/img3" --runtime cri-o | tee "$OT/crio"
+	podman images --format '{{.Digest}} {{.Repository}}:{{.Tag}}' | sort -k2 >"$OT/podman"
+	bundle_images "$BUNDLE" | diff -u - "$OT/podman"
+	unshare --net "$IMPORT" --dir "$OT/img3" --runtime cri-o >"$OT/crio2"
+	assert_eq 0 "$(grep -c ': imported ' "$OT/crio2" || true)" "images imported again"
+}
+
+test_air_gapped_host_installs_the_node_and_its_images() {
+	root=$(kd_new_root "$(kd_base_tarball images containerd)")
+	mkdir -p "$root/srv/kd" "$root/srv/dist"
+	tar -xzf "$TARBALL" -C "$root/srv/kd"
+	cp "$BUNDLE" "$root/srv/dist/"
+	grep "  ${BUNDLE##*/}\$" "$KD_DIST/SHA256SUMS" >"$root/srv/dist/SHA256SUMS"
+	mkdir -p "$root/srv/bad"
+	cp "$BUNDLE" "$root/srv/bad/"
+	sed 's/^./0/' "$root/srv/dist/SHA256SUMS" >"$root/srv/bad/SHA256SUMS"
+	kd_script_offline "$root" <<'SCRIPT'
+bundle=$(ls /srv/dist/*.oci.tar)
+containerd >/var/log/containerd.log 2>&1 &
+ctd=$!
+i=0
+until ctr version >/dev/null 2>&1; do i=$((i + 1)); [ $i -lt 100 ]; sleep 0.1; done
+/srv/kd/kubedist-*/install.sh --init systemd --no-start
+# A bundle its SHA256SUMS does not vouch for: refused, nothing written.
+if /srv/kd/kubedist-*/install.sh --images /srv/bad/"${bundle##*/}" 2>/tmp/bad; then exit 1; fi
+cat /tmp/bad
+grep -q 'does not match' /tmp/bad
+[ ! -e /var/lib/kubedist/images ]
+/srv/kd/kubedist-*/install.sh --images "$bundle" | tee /tmp/install
+ctr -n k8s.io images ls | awk 'NR > 1 && $1 !~ /^sha256:/ { print $3 " " $1 }' | sort -k2 >/tmp/held
+kill "$ctd"
+SCRIPT
+	cat "$root/tmp/held"
+	bundle_images "$BUNDLE" | diff -u - "$root/tmp/held"
+	grep -q 'install /var/lib/kubedist/images/kubedist-images-' "$root/tmp/install"
+	grep -q 'kubedist-images: registry.k8s.io/pause:.*: imported' "$root/tmp/install"
+}
+
+# The functions the tests run in their own shells (unshare).
+{
+	echo "OT='$OT' KD_REPO='$KD_REPO' IMPORT='$IMPORT'"
+	for f in ot_start_containerd ot_stop_all ctr_in containerd_images; do
+		sed -n "/^$f() {/,/^}/p" "$0"
+	done
+	echo 'ot_pids='
+	echo 'trap ot_stop_all EXIT'
+} >"$OT/functions"
+
+kd_test test_one_bundle_per_architecture_reproducible_naming_every_image
+kd_test test_containerd_imports_every_image_offline_and_the_pause_image_runs
+kd_test test_a_matching_sandbox_image_gets_no_note
+kd_test test_a_changed_or_unlisted_bundle_imports_nothing
+kd_test test_cri_o_storage_holds_every_image_at_its_digest
+kd_test test_air_gapped_host_installs_the_node_and_its_images
+kd_summary

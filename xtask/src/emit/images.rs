@@ -1,0 +1,107 @@
+//! The images bundle, `kubedist-images-<X.Y.Z>-<arch>.oci.tar`: every image
+//! kubeadm pulls for the release (`pkg/images.toml`), this architecture's,
+//! in one OCI image layout as a tar. `index.json` lists each image's
+//! manifest under its full reference, both as
+//! `org.opencontainers.image.ref.name` and as `io.containerd.image.name`,
+//! so that `ctr images import` and `skopeo copy oci-archive:FILE:REF` store
+//! it under the name kubeadm asks the runtime for. The blobs are the bytes
+//! staged, by digest: the runtime records the digests the registry serves.
+//!
+//! Not compressed again: the layers are gzip'd already, a second codec
+//! saves almost nothing, and every runtime's import reads a plain tar.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use serde_json::json;
+
+use super::{tarball, About, Artifacts, Families, Format, Input, Run, Staging};
+use crate::archive::{add_parent_dirs, append_tar, Item};
+use crate::spec::Arch;
+
+/// The format's name in `--formats`.
+pub const NAME: &str = "images";
+
+pub struct Images;
+
+static ABOUT: About = About {
+    name: NAME,
+    summary: "the images kubeadm pulls (pkg/images.toml) for one architecture, in one OCI \
+              archive that containerd and containers-storage import under the names \
+              kubeadm uses: for air-gapped nodes",
+    codecs: None,
+    // It compresses nothing (its layers come compressed); it follows the
+    // tarball's setting only so that the option has one place.
+    codec_of: tarball::NAME,
+    artifacts: Artifacts::Arch,
+    families: Families::All,
+    staging: Staging::Images,
+    single_threaded: false,
+};
+
+impl Format for Images {
+    fn about(&self) -> &'static About {
+        &ABOUT
+    }
+    fn write(&self, input: &Input, run: &Run) -> Result<PathBuf> {
+        let arch = input.arch()?;
+        let images = arch
+            .images
+            .as_ref()
+            .with_context(|| format!("images bundle: no images staged for {}", arch.arch))?;
+        let out = run.out_dir.join(file_name(run.k8s_version, arch.arch));
+        let mut items: BTreeMap<String, Item> = BTreeMap::new();
+        let mut listed = Vec::new();
+        for image in images {
+            for blob in std::iter::once(&image.manifest).chain(&image.blobs) {
+                let hex = blob.digest.trim_start_matches("sha256:");
+                items.insert(
+                    format!("blobs/sha256/{hex}"),
+                    Item::File {
+                        path: blob.path.clone(),
+                        size: blob.size,
+                        mode: 0o644,
+                    },
+                );
+            }
+            listed.push(json!({
+                "mediaType": image.manifest.media_type,
+                "digest": image.manifest.digest,
+                "size": image.manifest.size,
+                "platform": { "architecture": arch.arch.go_name(), "os": "linux" },
+                "annotations": {
+                    "org.opencontainers.image.ref.name": image.reference,
+                    "io.containerd.image.name": image.reference,
+                },
+            }));
+        }
+        let index = json!({ "schemaVersion": 2, "manifests": listed });
+        items.insert(
+            "oci-layout".into(),
+            Item::Bytes(br#"{"imageLayoutVersion":"1.0.0"}"#.to_vec(), 0o644),
+        );
+        items.insert(
+            "index.json".into(),
+            Item::Bytes(serde_json::to_vec(&index)?, 0o644),
+        );
+        add_parent_dirs(&mut items);
+        let epoch = run.options.epoch;
+        crate::util::write_atomic(&out, 0o644, |file| {
+            let mut tar = tar::Builder::new(std::io::BufWriter::new(file));
+            for (path, item) in &items {
+                append_tar(&mut tar, path, item, epoch)?;
+            }
+            let mut file = tar.into_inner().context("finishing the tar stream")?;
+            std::io::Write::flush(&mut file).context("writing the images bundle")?;
+            Ok(())
+        })
+        .with_context(|| format!("writing {}", out.display()))?;
+        Ok(out)
+    }
+}
+
+/// The bundle's file name.
+pub fn file_name(k8s_version: &str, arch: Arch) -> String {
+    format!("kubedist-images-{k8s_version}-{}.oci.tar", arch.go_name())
+}
