@@ -18,6 +18,12 @@
 #   - the whole air-gapped path in a bookworm root with containerd and no
 #     network: install.sh installs the node, install.sh --images the bundle
 #     and imports it into the running containerd
+#   - a real registry (Debian's docker-registry on 127.0.0.1) holding the
+#     stand-ins: `fetch --images --image-mirror` pulls them into the cache
+#     (a second fetch asks the registry nothing), dist bundles them byte for
+#     byte as from the layout; a tag moved to other content, a blob changed
+#     or cut short in the registry's storage and an index whose arm64 entry
+#     is an amd64 image each fail in one line and leave the cache as it was
 #
 # Wall time: about 1 min on 2 cores with the base tarball cached.
 
@@ -25,7 +31,7 @@
 # shellcheck source=ci/lib.sh
 . "$(dirname "$0")/lib.sh"
 
-kd_require unshare tar sha256sum jq skopeo podman containerd ctr runc cargo
+kd_require unshare tar sha256sum jq skopeo podman containerd ctr runc docker-registry curl python3 cargo
 kd_require_dist
 
 kd_own_mount_namespace "$0" "$@"
@@ -231,6 +237,147 @@ SCRIPT
 	grep -q 'kubedist-images: registry.k8s.io/pause:.*: imported' "$root/tmp/install"
 }
 
+# A docker-registry of our own on 127.0.0.1:$REG_PORT, its storage in
+# $OT/registry, holding every stand-in image of the fixtures under its
+# repository path; and pins of those images in pkg/images.toml's format.
+REG_PORT=5055
+REG=http://127.0.0.1:$REG_PORT
+FIXTURE_IMAGES=$KD_REPO/target/fixtures/images
+start_registry() {
+	if curl -fs "$REG/v2/" >/dev/null; then
+		echo "something else listens on 127.0.0.1:$REG_PORT" >&2
+		return 1
+	fi
+	mkdir -p "$OT/registry"
+	cat >"$OT/registry/config.yml" <<YAML
+version: 0.1
+log:
+  level: error
+storage:
+  filesystem:
+    rootdirectory: $OT/registry/data
+http:
+  addr: 127.0.0.1:$REG_PORT
+YAML
+	docker-registry serve "$OT/registry/config.yml" >"$OT/registry/log" 2>&1 &
+	ot_pids="$ot_pids $!"
+	i=0
+	until curl -fs "$REG/v2/" >/dev/null; do
+		i=$((i + 1))
+		[ "$i" -lt 100 ] || { cat "$OT/registry/log" >&2; return 1; }
+		sleep 0.1
+	done
+	expected_refs | while read -r ref; do
+		skopeo copy --quiet --all --preserve-digests --dest-tls-verify=false \
+			"oci:$FIXTURE_IMAGES:$ref" "docker://127.0.0.1:$REG_PORT/${ref#*/}"
+	done
+	jq -r '.manifests[] | .annotations["org.opencontainers.image.ref.name"] + " " + .digest' \
+		"$FIXTURE_IMAGES/index.json" | pins >"$OT/pins.toml"
+}
+# pkg/images.toml's format for "<reference> <index digest>" lines on stdin.
+pins() {
+	echo "kubernetes = \"$(sed -n 's/^kubernetes = "\(.*\)"$/\1/p' "$KD_REPO/pkg/images.toml")\""
+	while read -r ref digest; do
+		printf '\n[[image]]\nreference = "%s"\nworker = true\nindex = "%s"\nrecord = "the fixtures"\n' "$ref" "$digest"
+	done
+}
+fetch_images() { # CACHE [PINS]
+	(cd "$KD_REPO" && cargo xtask fetch --images --arch amd64,arm64 --image-mirror "$REG" \
+		--image-pins "${2:-$OT/pins.toml}" --cache "$1")
+}
+# Every file under DIR with its digest: what a failed fetch must not change.
+snapshot() { (cd "$1" && find . -type f ! -path './images/.fetch-*' -exec sha256sum {} + | sort -k2); }
+# The index digest LAYOUT names REFERENCE by.
+index_digest_of() { # LAYOUT REFERENCE
+	jq -r --arg r "$2" '.manifests[] | select(.annotations["org.opencontainers.image.ref.name"] == $r) | .digest' "$1/index.json"
+}
+# The storage file of a blob in the registry.
+registry_blob() { echo "$OT/registry/data/docker/registry/v2/blobs/sha256/$(echo "$1" | cut -c1-2)/$1/data"; }
+
+test_a_registry_mirror_is_pulled_into_the_cache_and_bundled_the_same() {
+	trap ot_stop_all EXIT
+	start_registry
+	fetch_images "$OT/cache" 2>&1 | tee "$OT/fetch1"
+	[ -f "$OT/cache/images/index.json" ]
+	echo "== a second fetch asks the registry nothing (it is stopped)"
+	ot_stop_all
+	fetch_images "$OT/cache" 2>&1 | tee "$OT/fetch2"
+	if grep -q 'docker://' "$OT/fetch2"; then echo "the second fetch went to the registry" >&2; return 1; fi
+	echo "== dist bundles them as it does from the layout"
+	start_registry
+	(cd "$KD_REPO" && SOURCE_DATE_EPOCH=1700000000 cargo xtask dist --fixtures --arch amd64 --formats images \
+		--image-mirror "$REG" --image-pins "$OT/pins.toml" --cache "$OT/cache2" --no-cache --out "$OT/from-registry") \
+		>"$OT/dist.log" 2>&1 || { cat "$OT/dist.log"; return 1; }
+	grep -q 'fetch: registry.k8s.io/pause' "$OT/dist.log"
+	cmp "$BUNDLE" "$OT/from-registry/${BUNDLE##*/}"
+}
+
+# fails_and_keeps_the_cache WHAT PINS : a fetch into a copy of a full cache
+# fails in one line naming WHAT, and the cache is as it was.
+fails_and_keeps_the_cache() {
+	rm -rf "$OT/cache-fail"
+	mkdir -p "$OT/cache-fail"
+	snapshot "$OT/cache-fail" >"$OT/before"
+	set +e
+	fetch_images "$OT/cache-fail" "$2" >"$OT/fail.out" 2>"$OT/fail.err"
+	rc=$?
+	set -e
+	cat "$OT/fail.err"
+	[ "$rc" != 0 ] || { echo "the fetch succeeded" >&2; return 1; }
+	assert_eq 1 "$(grep -c '^error: ' "$OT/fail.err")" "error lines"
+	grep '^error: ' "$OT/fail.err" | grep -qF "$1"
+	snapshot "$OT/cache-fail" | diff -u "$OT/before" -
+	assert_no_file "$OT/cache-fail/images/index.json"
+}
+
+test_a_registry_that_changed_an_image_is_refused_and_the_cache_kept() {
+	trap ot_stop_all EXIT
+	start_registry
+	echo "== a tag moved to other content"
+	skopeo copy --quiet --all --preserve-digests --dest-tls-verify=false \
+		"oci:$FIXTURE_IMAGES:$(expected_refs | grep /pause:)" "docker://127.0.0.1:$REG_PORT/kube-proxy:moved"
+	proxy=$(expected_refs | grep /kube-proxy:)
+	echo "${proxy%:*}:moved $(index_digest_of "$FIXTURE_IMAGES" "$proxy")" | pins >"$OT/pins-moved.toml"
+	fails_and_keeps_the_cache "registry.k8s.io/kube-proxy:moved: the registry's tag names" "$OT/pins-moved.toml"
+
+	echo "== an index whose arm64 entry is the amd64 image"
+	python3 - "$FIXTURE_IMAGES" "$OT/wrong" "$(expected_refs | grep /pause:)" <<'PY'
+import hashlib, json, os, shutil, sys
+src, dst, ref = sys.argv[1:]
+shutil.copytree(src, dst)
+index = json.load(open(os.path.join(dst, "index.json")))
+top = next(m for m in index["manifests"] if m["annotations"]["org.opencontainers.image.ref.name"] == ref)
+inner = json.load(open(os.path.join(dst, "blobs/sha256", top["digest"][7:])))
+amd64 = next(m for m in inner["manifests"] if m["platform"]["architecture"] == "amd64")
+for m in inner["manifests"]:
+    if m["platform"]["architecture"] == "arm64":
+        m["digest"], m["size"] = amd64["digest"], amd64["size"]
+data = json.dumps(inner, separators=(",", ":")).encode()
+digest = hashlib.sha256(data).hexdigest()
+open(os.path.join(dst, "blobs/sha256", digest), "wb").write(data)
+top["digest"], top["size"] = "sha256:" + digest, len(data)
+json.dump(index, open(os.path.join(dst, "index.json"), "w"))
+print("sha256:" + digest)
+PY
+	wrong=$(index_digest_of "$OT/wrong" "$(expected_refs | grep /pause:)")
+	skopeo copy --quiet --all --preserve-digests --dest-tls-verify=false \
+		"oci:$OT/wrong:$(expected_refs | grep /pause:)" "docker://127.0.0.1:$REG_PORT/pause:wrongarch"
+	echo "registry.k8s.io/pause:wrongarch $wrong" | pins >"$OT/pins-wrong.toml"
+	fails_and_keeps_the_cache "registry.k8s.io/pause:wrongarch: the index's manifest for arm64 is an image for" "$OT/pins-wrong.toml"
+
+	echo "== a layer changed in the registry's storage"
+	etcd=$(expected_refs | grep /etcd:)
+	layer=$(skopeo inspect --tls-verify=false --override-arch amd64 "docker://127.0.0.1:$REG_PORT/${etcd#*/}" | jq -r '.Layers[0]')
+	data=$(registry_blob "${layer#sha256:}")
+	cp "$data" "$OT/layer.orig"
+	printf 'x' | dd of="$data" bs=1 seek=100 conv=notrunc 2>/dev/null
+	fails_and_keeps_the_cache "$etcd (amd64)" "$OT/pins.toml"
+
+	echo "== the same layer cut short"
+	head -c 1000 "$OT/layer.orig" >"$data"
+	fails_and_keeps_the_cache "$etcd (amd64)" "$OT/pins.toml"
+}
+
 # The functions the tests run in their own shells (unshare).
 {
 	echo "OT='$OT' KD_REPO='$KD_REPO' IMPORT='$IMPORT'"
@@ -247,4 +394,6 @@ kd_test test_a_matching_sandbox_image_gets_no_note
 kd_test test_a_changed_or_unlisted_bundle_imports_nothing
 kd_test test_cri_o_storage_holds_every_image_at_its_digest
 kd_test test_air_gapped_host_installs_the_node_and_its_images
+kd_test test_a_registry_mirror_is_pulled_into_the_cache_and_bundled_the_same
+kd_test test_a_registry_that_changed_an_image_is_refused_and_the_cache_kept
 kd_summary

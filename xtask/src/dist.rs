@@ -196,9 +196,8 @@ struct Plan {
     families: Vec<Family>,
     /// Which hosts may merge the sysext image, when it is asked for.
     sysext_os: Option<SysextOs>,
-    /// The OCI layout the images bundle is staged from, when it is asked
-    /// for.
-    images: Option<PathBuf>,
+    /// Where the images bundle is staged from, when it is asked for.
+    images: Option<ImagesFrom>,
     out_dir: PathBuf,
     options: Options,
     /// The artifact cache, unless --no-cache (or it cannot be opened).
@@ -242,6 +241,13 @@ fn plan(spec: &Spec, args: &Args) -> Result<Plan> {
         }
         (true, Err(why)) => bail!("--formats {}: {why}", emit::images::NAME),
     };
+    if matches!(images, Some(ImagesFrom::Registry)) && !crate::util::on_path("skopeo") {
+        bail!(
+            "the images bundle pulls the images with skopeo, which is not installed \
+             (apt-get install skopeo), or leave {} out of --formats",
+            emit::images::NAME
+        );
+    }
     let sysext = stages(&formats, Staging::SysextImage);
     let families = Family::ALL
         .into_iter()
@@ -331,9 +337,18 @@ fn plan(spec: &Spec, args: &Args) -> Result<Plan> {
     })
 }
 
-/// The OCI layout holding the images of `pkg/images.toml`: `DIR/images`
-/// of `--from DIR` or of the fixtures; else why there is none.
-fn images_layout(spec: &Spec, args: &Args, k8s_version: &str) -> Result<PathBuf, String> {
+/// Where the images of `pkg/images.toml` come from: `--image-mirror`,
+/// else `DIR/images` of `--from DIR` or of the fixtures, else their own
+/// registry.
+enum ImagesFrom {
+    /// An OCI layout.
+    Layout(PathBuf),
+    /// A registry, through the cache's layout.
+    Registry,
+}
+
+/// Where the images of `pkg/images.toml` come from; else why they cannot.
+fn images_layout(spec: &Spec, args: &Args, k8s_version: &str) -> Result<ImagesFrom, String> {
     if spec.images.kubernetes != k8s_version {
         return Err(format!(
             "pkg/images.toml lists the images kubeadm {} pulls; which images kubeadm \
@@ -341,23 +356,19 @@ fn images_layout(spec: &Spec, args: &Args, k8s_version: &str) -> Result<PathBuf,
             spec.images.kubernetes
         ));
     }
+    if args.origin.image_mirror.is_some() {
+        return Ok(ImagesFrom::Registry);
+    }
     let dir = match (&args.origin.from, args.fixtures) {
         (Some(dir), _) => dir.clone(),
         (None, true) => spec.root.join("target/fixtures"),
-        (None, false) => {
-            return Err(
-                "the images are taken from an OCI layout, DIR/images of --from DIR \
-                        (cargo xtask fixtures writes one) or of --fixtures; fetching them from \
-                        a registry is not built yet"
-                    .to_string(),
-            )
-        }
+        (None, false) => return Ok(ImagesFrom::Registry),
     };
     let layout = dir.join(crate::fixtures::images::DIR);
     if args.origin.from.is_some() && !layout.join("index.json").is_file() {
         return Err(format!("{}: no OCI layout there", layout.display()));
     }
-    Ok(layout)
+    Ok(ImagesFrom::Layout(layout))
 }
 
 /// For each architecture: the verified upstream files, the static builds,
@@ -387,6 +398,19 @@ fn stage_all(
         upstreams.insert(arch, fetch::ensure(spec, arch, &origin, &cache)?);
     }
     let host = fetch::host_arch().ok().and_then(|a| upstreams.get(&a));
+    let images_layout = match &plan.images {
+        Some(ImagesFrom::Layout(layout)) => Some(layout.clone()),
+        Some(ImagesFrom::Registry) => {
+            eprintln!("==> the images of pkg/images.toml");
+            Some(fetch::images::ensure(
+                &spec.images.images,
+                &plan.arches,
+                &args.origin.registry(),
+                &cache,
+            )?)
+        }
+        None => None,
+    };
     let mut origins = Vec::new();
     for upstream in upstreams.values() {
         origins.extend(sbom::origins::upstream(spec, upstream, &origin)?);
@@ -449,7 +473,7 @@ fn stage_all(
         } else {
             None
         };
-        let images = match &plan.images {
+        let images = match &images_layout {
             Some(layout) => {
                 eprintln!("==> {arch}: images ({})", layout.display());
                 Some(
@@ -762,6 +786,9 @@ fn with_overrides(spec: &Spec, args: &Args) -> Result<Spec> {
             bail!("--revision 0: revisions start at 1");
         }
         spec.release.revision = r;
+    }
+    if args.origin.image_pins.is_some() {
+        spec.images = args.origin.images(&spec)?;
     }
     Ok(spec)
 }

@@ -6,6 +6,7 @@
 //! checked against their own `.sha256` files only.
 mod archive;
 mod http;
+pub mod images;
 mod lock;
 #[cfg(test)]
 mod tests;
@@ -34,13 +35,20 @@ Examples:
   cargo xtask fetch                          # this host's architecture, official URLs
   cargo xtask fetch --arch amd64,arm64
   cargo xtask fetch --mirror https://mirror.example/kubedist
-  cargo xtask fetch --from /srv/kubedist-inputs --arch arm64")]
+  cargo xtask fetch --from /srv/kubedist-inputs --arch arm64
+  cargo xtask fetch --images --arch amd64,arm64  # the images kubeadm pulls
+  cargo xtask fetch --images --image-mirror https://registry.example:5000")]
 pub struct Args {
     /// Architectures to fetch, comma-separated: amd64, arm64, ppc64le,
     /// s390x (deb and rpm spellings such as x86_64 are accepted too).
     /// Default: this host's architecture.
     #[arg(long, value_name = "ARCH[,ARCH...]", value_delimiter = ',')]
     pub arch: Vec<Arch>,
+    /// Pull the images of pkg/images.toml instead of the upstream files:
+    /// each architecture's, from registry.k8s.io or --image-mirror, into
+    /// the cache's OCI layout (CACHE/images/), which dist bundles.
+    #[arg(long)]
+    pub images: bool,
     #[command(flatten)]
     pub origin: OriginArgs,
 }
@@ -62,10 +70,26 @@ pub struct OriginArgs {
     /// Digests are still checked against pkg/upstream.lock.
     #[arg(long, value_name = "URL")]
     pub mirror: Option<String>,
-    /// Where downloaded files and extracted archives are kept.
-    /// Default: target/upstream in the repository.
+    /// Where downloaded files and extracted archives are kept (the images
+    /// in DIR/images/, an OCI layout). Default: target/upstream in the
+    /// repository.
     #[arg(long, value_name = "DIR")]
     pub cache: Option<PathBuf>,
+    /// Pull the images of pkg/images.toml from this registry instead of
+    /// their own (registry.k8s.io): https://HOST[:PORT], or http:// for
+    /// a plain-HTTP one, serving the same repository paths. Every digest
+    /// is still checked against the pins.
+    #[arg(long, value_name = "URL")]
+    pub image_mirror: Option<String>,
+    /// The CA certificate (PEM) that the image mirror's TLS certificate is
+    /// checked against.
+    #[arg(long, value_name = "FILE", requires = "image_mirror")]
+    pub image_ca: Option<PathBuf>,
+    /// The images and their pins from FILE, in pkg/images.toml's format,
+    /// instead of pkg/images.toml: for a registry that serves its own
+    /// builds of the images under their upstream names.
+    #[arg(long, value_name = "FILE")]
+    pub image_pins: Option<PathBuf>,
 }
 
 impl OriginArgs {
@@ -78,6 +102,26 @@ impl OriginArgs {
             (None, Some(url)) => Origin::Mirror(url.trim_end_matches('/').to_string()),
             (None, None) => Origin::Official,
         })
+    }
+
+    /// The registry the images are pulled from.
+    pub fn registry(&self) -> images::Registry {
+        images::Registry {
+            mirror: self
+                .image_mirror
+                .as_ref()
+                .map(|u| u.trim_end_matches('/').to_string()),
+            ca: self.image_ca.clone(),
+        }
+    }
+
+    /// pkg/images.toml, or the `--image-pins` file instead.
+    pub fn images(&self, spec: &Spec) -> Result<crate::spec::Images> {
+        let path = match &self.image_pins {
+            Some(path) => path.clone(),
+            None => spec.root.join("pkg/images.toml"),
+        };
+        crate::spec::Images::load(&path, &spec.release)
     }
 
     pub fn cache(&self, spec: &Spec) -> PathBuf {
@@ -118,7 +162,21 @@ pub fn run(spec: &Spec, args: &Args) -> Result<()> {
     let arches = arches_or_host(&args.arch)?;
     let origin = args.origin.origin()?;
     let cache = args.origin.cache(spec);
-    for arch in arches {
+    if args.images {
+        if matches!(origin, Origin::Dir(_)) {
+            bail!("--images: the images are pulled from a registry; with --from DIR they are DIR/images/");
+        }
+        let images = args.origin.images(spec)?;
+        let layout = images::ensure(&images.images, &arches, &args.origin.registry(), &cache)?;
+        println!(
+            "images: {} for {} architecture(s) in {}",
+            images.images.len(),
+            arches.len(),
+            layout.display()
+        );
+        return Ok(());
+    }
+    for &arch in &arches {
         let upstream = ensure(spec, arch, &origin, &cache)?;
         for f in upstream.files() {
             println!(

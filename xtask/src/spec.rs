@@ -51,6 +51,16 @@ pub struct Image {
     pub unrecorded: Option<String>,
 }
 
+impl Images {
+    /// A file in `pkg/images.toml`'s format (`--image-pins`), checked as
+    /// it is.
+    pub fn load(path: &Path, release: &Release) -> Result<Images> {
+        let images: Images = read_toml(path)?;
+        validate_images(&images, release).with_context(|| path.display().to_string())?;
+        Ok(images)
+    }
+}
+
 impl Image {
     /// The reference without its tag: `registry.k8s.io/pause`.
     pub fn repository(&self) -> &str {

@@ -47,6 +47,8 @@ const TOOLS: &[&str] = &[
     "runc",
     "containerd",
     "ctr",
+    "docker-registry",
+    "curl",
 ];
 
 /// The SOURCE_DATE_EPOCH of test builds: any fixed value will do.
