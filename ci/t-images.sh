@@ -378,6 +378,44 @@ PY
 	fails_and_keeps_the_cache "$etcd (amd64)" "$OT/pins.toml"
 }
 
+# An input directory like the fixtures whose amd64 kubeadm is no stand-in
+# but a program that prints LIST for `config images list` (and is the
+# stand-in otherwise); dist then checks pkg/images.toml against it.
+from_dir_with_kubeadm() { # DIR LIST
+	fix=$KD_REPO/target/fixtures
+	rm -rf "$1"
+	cp -al "$fix" "$1"
+	k=$1/kubernetes/v$(sed -n 's/^kubernetes = "\(.*\)"$/\1/p' "$KD_REPO/pkg/images.toml")/bin/linux/amd64/kubeadm
+	rm -f "$k" "$k.sha256" "$1/STANDINS"
+	grep -vx 'kubernetes/kubeadm' "$fix/STANDINS" >"$1/STANDINS"
+	printf '%s\n' "$2" >"$OT/kubeadm-says"
+	cat >"$k" <<SH
+#!/bin/sh
+if [ "\$1 \$2 \$3" = "config images list" ]; then exec cat "$OT/kubeadm-says"; fi
+exec "$fix/kubernetes/${k#"$1"/kubernetes/}" "\$@"
+SH
+	chmod 755 "$k"
+	(cd "${k%/*}" && sha256sum kubeadm >kubeadm.sha256)
+}
+
+test_an_image_list_kubeadm_disagrees_with_is_refused() {
+	dist_from() { # DIR OUT
+		(cd "$KD_REPO" && SOURCE_DATE_EPOCH=1700000000 cargo xtask dist --from "$1" --arch amd64 \
+			--formats images --no-cache --out "$2")
+	}
+	from_dir_with_kubeadm "$OT/kubeadm-agrees" "$(expected_refs)"
+	dist_from "$OT/kubeadm-agrees" "$OT/agrees" 2>&1 | tee "$OT/agrees.log"
+	grep -q 'the image list is what kubeadm' "$OT/agrees.log"
+	from_dir_with_kubeadm "$OT/kubeadm-differs" "$(expected_refs | grep -v /etcd: ; echo registry.k8s.io/etcd:9.9.9-0)"
+	if dist_from "$OT/kubeadm-differs" "$OT/differs" 2>"$OT/differs.err"; then
+		echo "dist built a bundle kubeadm disagrees with" >&2
+		return 1
+	fi
+	tail -n 1 "$OT/differs.err"
+	tail -n 1 "$OT/differs.err" | grep -q 'pkg/images.toml is not what kubeadm .* pulls.*etcd:9.9.9-0'
+	assert_no_file "$OT/differs"
+}
+
 # The functions the tests run in their own shells (unshare).
 {
 	echo "OT='$OT' KD_REPO='$KD_REPO' IMPORT='$IMPORT'"
@@ -394,6 +432,7 @@ kd_test test_a_matching_sandbox_image_gets_no_note
 kd_test test_a_changed_or_unlisted_bundle_imports_nothing
 kd_test test_cri_o_storage_holds_every_image_at_its_digest
 kd_test test_air_gapped_host_installs_the_node_and_its_images
+kd_test test_an_image_list_kubeadm_disagrees_with_is_refused
 kd_test test_a_registry_mirror_is_pulled_into_the_cache_and_bundled_the_same
 kd_test test_a_registry_that_changed_an_image_is_refused_and_the_cache_kept
 kd_summary

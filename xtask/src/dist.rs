@@ -5,7 +5,7 @@
 //! directory, and artifacts are moved into place only once all of them were
 //! written. A failed run leaves the output directory as it was.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -337,6 +337,75 @@ fn plan(spec: &Spec, args: &Args) -> Result<Plan> {
     })
 }
 
+/// Refuses an image list that is not what this host's kubeadm says it
+/// pulls (`kubeadm config images list`), when there is a real kubeadm for
+/// this host's architecture among the inputs.
+fn check_image_list(
+    spec: &Spec,
+    k8s_version: &str,
+    host: Option<&fetch::Upstream>,
+    work: &Path,
+) -> Result<()> {
+    let Some(upstream) = host else {
+        eprintln!("note: no kubeadm for this host's architecture: the image list is not checked against it");
+        return Ok(());
+    };
+    if upstream
+        .standins()
+        .iter()
+        .any(|s| s == "kubernetes/kubeadm")
+    {
+        eprintln!(
+            "note: kubeadm is a stand-in here: pkg/images.toml is not checked against \
+             `kubeadm config images list`"
+        );
+        return Ok(());
+    }
+    let (_, path) = upstream
+        .resolve(KUBERNETES, "kubeadm")?
+        .into_iter()
+        .next()
+        .context("no kubeadm among the inputs")?;
+    // The cached input is not executable: a copy of it is.
+    let kubeadm = work.join("kubeadm");
+    fs::copy(&path, &kubeadm).with_context(|| format!("copying {}", path.display()))?;
+    crate::util::set_mode(&kubeadm, 0o755)?;
+    let out = std::process::Command::new(&kubeadm)
+        .args(["config", "images", "list", "--kubernetes-version"])
+        .arg(format!("v{k8s_version}"))
+        .output()
+        .with_context(|| format!("running {} config images list", path.display()))?;
+    if !out.status.success() {
+        bail!(
+            "{}: `kubeadm config images list` failed: {}",
+            path.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    let says: BTreeSet<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(str::to_string)
+        .collect();
+    let listed: BTreeSet<String> = spec
+        .images
+        .images
+        .iter()
+        .map(|i| i.reference.clone())
+        .collect();
+    if says != listed {
+        let missing: Vec<&String> = says.difference(&listed).collect();
+        let extra: Vec<&String> = listed.difference(&says).collect();
+        bail!(
+            "pkg/images.toml is not what kubeadm {k8s_version} pulls (`kubeadm config images \
+             list`): it lacks {missing:?} and has {extra:?} besides"
+        );
+    }
+    eprintln!("==> the image list is what kubeadm {k8s_version} pulls");
+    Ok(())
+}
+
 /// Where the images of `pkg/images.toml` come from: `--image-mirror`,
 /// else `DIR/images` of `--from DIR` or of the fixtures, else their own
 /// registry.
@@ -398,6 +467,9 @@ fn stage_all(
         upstreams.insert(arch, fetch::ensure(spec, arch, &origin, &cache)?);
     }
     let host = fetch::host_arch().ok().and_then(|a| upstreams.get(&a));
+    if plan.images.is_some() {
+        check_image_list(spec, &plan.k8s_version, host, work)?;
+    }
     let images_layout = match &plan.images {
         Some(ImagesFrom::Layout(layout)) => Some(layout.clone()),
         Some(ImagesFrom::Registry) => {
