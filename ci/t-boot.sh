@@ -11,7 +11,9 @@
 #   env-file cases of ci/fixtures/env-cases (systemd's own test files and
 #   hostile ones), with the known version differences asserted as such; an
 #   admin drop-in's KUBELET_EXTRA_ARGS reaches it; upgrade N-1 -> N restarts
-#   it once; a reboot brings it back; apt-get remove stops it.
+#   it once; a reboot brings it back; with an images bundle in
+#   /var/lib/kubedist/images, a boot imports it into containerd between
+#   containerd and the kubelet; apt-get remove stops it.
 # - systemd 252, rpm family layout, through the tarball's install.sh
 #   --family rpm on the same booted system: the same cases; uninstall stops
 #   it and removes its files.
@@ -50,6 +52,7 @@ TARBALL=$(kd_one "$KD_DIST"/kubedist-*-linux-amd64.tar.gz)
 SYSEXT_PREV=$(kd_one "$KD_DIST_PREV"/kubernetes-v*-x86-64.raw)
 SYSEXT=$(kd_one "$KD_DIST"/kubernetes-v*-x86-64.raw)
 IMAGE=$(kd_one "$KD_DIST"/kubedist-installer-*.oci.tar)
+BUNDLE=$(kd_one "$KD_DIST"/kubedist-images-*-amd64.oci.tar)
 
 # What the packages depend on (so that apt needs no network) and the tools
 # the tests use inside.
@@ -239,7 +242,7 @@ boot() {
 	kd_boot "$name" "$TMP/root-$name" "$kind" "--bind=$TMP/run-kubedist-$name:/run/kubedist"
 }
 
-boot_sd252() { boot sd252 bookworm systemd $SYSTEMD_PKGS; }
+boot_sd252() { boot sd252 bookworm systemd $SYSTEMD_PKGS containerd; }
 boot_sd257() { boot sd257 trixie systemd $SYSTEMD_PKGS; }
 
 # The apt-get update of our repository alone: the Debian lists came with
@@ -348,6 +351,30 @@ systemctl is-enabled kubelet | grep -qx enabled || fail "not enabled after the r
 wait_until 15 running_recorded || fail "the kubelet does not run after the reboot"
 jq -c .argv $REC/kubelet.json
 EOF
+}
+
+test_systemd252_deb_images_imported_before_the_kubelet_at_boot() {
+	boot_sd252
+	# What install.sh --images leaves: the bundle and its SHA256SUMS.
+	d=$TMP/root-sd252/var/lib/kubedist/images
+	mkdir -p "$d"
+	cp "$BUNDLE" "$d/"
+	(cd "$d" && sha256sum ./*.oci.tar | sed 's| \./| |') >"$d/SHA256SUMS"
+	kd_reboot sd252
+	in_boot sd252 <<'EOF'
+wait_until 30 sh -c '[ "$(systemctl show -p ActiveState --value kubedist-images)" = active ]' ||
+	fail "kubedist-images.service did not run at boot: $(systemctl status kubedist-images --no-pager)"
+journalctl -b -o cat --no-pager -u kubedist-images.service | grep 'kubedist-images: '
+[ "$(journalctl -b -o cat --no-pager -u kubedist-images.service | grep -c ': imported (sha256:')" = 7 ] ||
+	fail "not every image was imported"
+[ "$(ctr -n k8s.io images ls -q | grep -c '^registry.k8s.io/')" = 7 ] || fail "containerd does not hold the images"
+# Booted in order: containerd, the import, then the kubelet.
+order=$(journalctl -b -o cat --no-pager -u containerd.service -u kubedist-images.service -u kubelet.service |
+	grep -E '^(Started containerd|Finished kubedist|Started kubelet)' | cut -d ' ' -f 2 | uniq | head -n 3 | tr '\n' ' ')
+echo "boot order: $order"
+[ "$order" = "containerd.service kubedist-images.service kubelet.service " ] || fail "not containerd, then the import, then the kubelet: $order"
+EOF
+	rm -rf "$d"
 }
 
 test_systemd252_deb_remove_stops_it() {
@@ -638,6 +665,7 @@ kd_test test_systemd252_deb_env_file_cases
 kd_test test_systemd252_deb_admin_dropin_reaches_the_kubelet
 kd_test test_systemd252_deb_upgrade_restarts_once
 kd_test test_systemd252_deb_reboot_brings_it_back
+kd_test test_systemd252_deb_images_imported_before_the_kubelet_at_boot
 kd_test test_systemd252_deb_remove_stops_it
 kd_test test_systemd252_tarball_rpm_family
 kd_test test_systemd252_sysext_upholds_the_kubelet

@@ -158,7 +158,9 @@ EOF
 check_verify() { # FAMILY
     family_vars "$1"
     root=$TMP/$1-root
-    systemd-analyze verify --man=no --root="$root" kubelet.service >"$TMP/$1-verify.out" 2>"$TMP/$1-verify.err" ||
+    # kubelet.service with its drop-ins, and the image import it pulls in.
+    assert_file "$root$UNITDIR/kubedist-images.service"
+    systemd-analyze verify --man=no --root="$root" kubelet.service kubedist-images.service >"$TMP/$1-verify.out" 2>"$TMP/$1-verify.err" ||
         { cat "$TMP/$1-verify.out" "$TMP/$1-verify.err"; fail "$1: systemd-analyze verify failed"; }
     if [ -s "$TMP/$1-verify.err" ] || [ -s "$TMP/$1-verify.out" ]; then
         cat "$TMP/$1-verify.out" "$TMP/$1-verify.err"

@@ -239,13 +239,13 @@ fn plan(spec: &Spec, args: &Args) -> Result<Plan> {
             formats.retain(|f| f.about().staging != Staging::Images);
             None
         }
-        (true, Err(why)) => bail!("--formats {}: {why}", emit::images::NAME),
+        (true, Err(why)) => bail!("--formats {}: {why}", images_format()),
     };
     if matches!(images, Some(ImagesFrom::Registry)) && !crate::util::on_path("skopeo") {
         bail!(
             "the images bundle pulls the images with skopeo, which is not installed \
              (apt-get install skopeo), or leave {} out of --formats",
-            emit::images::NAME
+            images_format()
         );
     }
     let sysext = stages(&formats, Staging::SysextImage);
@@ -371,7 +371,7 @@ fn check_image_list(
     fs::copy(&path, &kubeadm).with_context(|| format!("copying {}", path.display()))?;
     crate::util::set_mode(&kubeadm, 0o755)?;
     let out = std::process::Command::new(&kubeadm)
-        .args(["config", "images", "list", "--kubernetes-version"])
+        .args("config images list --kubernetes-version".split(' '))
         .arg(format!("v{k8s_version}"))
         .output()
         .with_context(|| format!("running {} config images list", path.display()))?;
@@ -404,6 +404,14 @@ fn check_image_list(
     }
     eprintln!("==> the image list is what kubeadm {k8s_version} pulls");
     Ok(())
+}
+
+/// The name of the format that bundles the images, from the registry.
+fn images_format() -> &'static str {
+    emit::FORMATS
+        .iter()
+        .find(|f| f.about().staging == Staging::Images)
+        .map_or("?", |f| f.about().name)
 }
 
 /// Where the images of `pkg/images.toml` come from: `--image-mirror`,

@@ -412,7 +412,7 @@ fn formats_come_from_the_one_registry() {
     // neither it nor the command line names a format.
     for file in ["dist.rs", "main.rs", "stage.rs", "cache.rs"] {
         let text = read(&format!("xtask/src/{file}"));
-        for module in ["deb", "rpm", "tarball", "sysext", "oci"] {
+        for module in ["deb", "rpm", "tarball", "sysext", "oci", "images"] {
             assert!(
                 !text.contains(&format!("emit::{module}::")),
                 "{file} calls emit::{module} by hand"
