@@ -196,16 +196,20 @@ test_sbom_file_digests_are_the_unpacked_artifacts() {
     raw=$(kd_one "$KD_DIST"/*.raw)
     unsquashfs -q -n -d "$u/raw" "$raw" >/dev/null
     sbom_matches "$raw.spdx.json" "$u/raw"
-    # The installer image: each layer of its layout unpacked under its blob.
-    image=$(kd_one "$KD_DIST"/*.oci.tar)
-    mkdir -p "$u/layout" "$u/oci"
-    tar -xf "$image" -C "$u/layout"
-    for blob in "$u"/layout/blobs/sha256/*; do
-        [ "$(head -c 2 "$blob" | od -An -tx1 | tr -d ' ')" = 1f8b ] || continue
-        layer=$u/oci/blobs/sha256/$(basename "$blob")
-        mkdir -p "$layer" && tar -xzf "$blob" -C "$layer"
+    # The installer image and the images bundle: each layer of the layout
+    # unpacked under its blob.
+    for image in "$(kd_one "$KD_DIST"/kubedist-installer-*.oci.tar)" \
+        "$(kd_one "$KD_DIST"/kubedist-images-*-amd64.oci.tar)"; do
+        rm -rf "$u/layout" "$u/oci"
+        mkdir -p "$u/layout" "$u/oci"
+        tar -xf "$image" -C "$u/layout"
+        for blob in "$u"/layout/blobs/sha256/*; do
+            [ "$(head -c 2 "$blob" | od -An -tx1 | tr -d ' ')" = 1f8b ] || continue
+            layer=$u/oci/blobs/sha256/$(basename "$blob")
+            mkdir -p "$layer" && tar -xzf "$blob" -C "$layer"
+        done
+        sbom_matches "$image.spdx.json" "$u/oci" || { echo "$image" >&2; return 1; }
     done
-    sbom_matches "$image.spdx.json" "$u/oci"
     # A file that differs from what the SBOM says fails the check.
     f=$(find "$u/tar" -type f -name install.sh | head -n 1)
     echo '# altered' >>"$f"
