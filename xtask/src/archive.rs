@@ -1,7 +1,7 @@
 //! Deterministic archives, written in one place for every writer that
 //! makes one: tar streams of [`Item`]s (the tarball, the sysext image's
-//! tree, the installer image's layers, the repository's synthetic
-//! packages), gzip'd tars laid out as upstream's release tarballs (the
+//! tree, the installer image's layers, the OCI archives, the repository's
+//! synthetic packages), gzip'd tars laid out as upstream's release tarballs (the
 //! fixtures, the bench's payload), and `ar` (a .deb's container: debpack's
 //! and the synthetic packages'). Every entry is root-owned by number with
 //! one mtime and nothing else, so the same entries give the same bytes.
@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::fs;
 use std::io::{self, Read, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
@@ -53,6 +53,23 @@ pub fn add_parent_dirs(items: &mut BTreeMap<String, Item>) {
 /// Appends `item` to a tar stream as `path`: root-owned by number, mtime
 /// `mtime`, nothing else (no names, no extended headers), so that the same
 /// items give the same bytes.
+/// Writes `items` (their parent directories added) as an uncompressed tar
+/// at `path`, through a temporary file and a rename, every entry with
+/// `mtime`: the OCI archives' container.
+pub fn write_tar(path: &Path, mut items: BTreeMap<String, Item>, mtime: u64) -> Result<()> {
+    add_parent_dirs(&mut items);
+    crate::util::write_atomic(path, 0o644, |file| {
+        let mut tar = tar::Builder::new(io::BufWriter::new(file));
+        for (name, item) in &items {
+            append_tar(&mut tar, name, item, mtime)?;
+        }
+        let mut file = tar.into_inner().context("finishing the tar stream")?;
+        file.flush().context("writing the tar stream")?;
+        Ok(())
+    })
+    .with_context(|| format!("writing {}", path.display()))
+}
+
 pub fn append_tar<W: Write>(
     tar: &mut tar::Builder<W>,
     path: &str,

@@ -17,7 +17,7 @@ use anyhow::{Context, Result};
 use serde_json::json;
 
 use super::{tarball, About, Artifacts, Families, Format, Input, Run, Staging};
-use crate::archive::{add_parent_dirs, append_tar, Item};
+use crate::archive::{write_tar, Item};
 use crate::spec::Arch;
 
 /// The format's name in `--formats`.
@@ -85,18 +85,7 @@ impl Format for Images {
             "index.json".into(),
             Item::Bytes(serde_json::to_vec(&index)?, 0o644),
         );
-        add_parent_dirs(&mut items);
-        let epoch = run.options.epoch;
-        crate::util::write_atomic(&out, 0o644, |file| {
-            let mut tar = tar::Builder::new(std::io::BufWriter::new(file));
-            for (path, item) in &items {
-                append_tar(&mut tar, path, item, epoch)?;
-            }
-            let mut file = tar.into_inner().context("finishing the tar stream")?;
-            std::io::Write::flush(&mut file).context("writing the images bundle")?;
-            Ok(())
-        })
-        .with_context(|| format!("writing {}", out.display()))?;
+        write_tar(&out, items, run.options.epoch)?;
         Ok(out)
     }
 }

@@ -57,7 +57,7 @@ use serde::Serialize;
 use super::codec::{self, Codec, Kind};
 use super::tarball::{self, Entry};
 use super::{About, Artifacts, Families, Format, Input, Options, Run, Staging};
-use crate::archive::{add_parent_dirs, append_tar, Item};
+use crate::archive::{add_parent_dirs, append_tar, write_tar, Item};
 use crate::digest::sha256_bytes;
 use crate::sbom::{self, contents::Held, Origin};
 use crate::stage::{StagedArch, StagedOci, StagedOciBase};
@@ -229,17 +229,7 @@ pub fn write(arches: &[StagedArch], oci: &StagedOci, run: &Run) -> Result<PathBu
     for (hex, data) in blobs.0 {
         items.insert(format!("blobs/sha256/{hex}"), Item::Bytes(data, 0o644));
     }
-    add_parent_dirs(&mut items);
-    crate::util::write_atomic(&out, 0o644, |file| {
-        let mut tar = tar::Builder::new(std::io::BufWriter::new(file));
-        for (path, item) in &items {
-            append_tar(&mut tar, path, item, options.epoch)?;
-        }
-        let mut file = tar.into_inner().context("finishing the tar stream")?;
-        std::io::Write::flush(&mut file).context("writing the image archive")?;
-        Ok(())
-    })
-    .with_context(|| format!("writing {}", out.display()))?;
+    write_tar(&out, items, options.epoch)?;
     Ok(out)
 }
 

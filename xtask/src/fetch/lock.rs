@@ -120,24 +120,12 @@ impl Lock {
 
     /// The pinned sha256 of a file, if any.
     pub fn get(&self, key: Key) -> Option<&str> {
-        self.file
-            .sources
-            .get(key.source)?
-            .get(key.version)?
-            .get(key.arch.go_name())?
-            .get(key.path)
-            .map(String::as_str)
+        entry(&self.file.sources, key)
     }
 
     /// Why the file has no pin, when the lock says so.
     pub fn unrecorded(&self, key: Key) -> Option<&str> {
-        self.file
-            .unrecorded
-            .get(key.source)?
-            .get(key.version)?
-            .get(key.arch.go_name())?
-            .get(key.path)
-            .map(String::as_str)
+        entry(&self.file.unrecorded, key)
     }
 
     /// Pins a file that had no entry yet; its remark, if any, goes.
@@ -190,6 +178,16 @@ impl Lock {
             .with_context(|| format!("serialising {}", self.path.display()))?;
         crate::util::write_bytes_atomic(&self.path, format!("{HEADER}\n{body}").as_bytes(), 0o644)
     }
+}
+
+/// A file's value in one of the lock's tables.
+fn entry<'a>(table: &'a Sources, key: Key) -> Option<&'a str> {
+    table
+        .get(key.source)?
+        .get(key.version)?
+        .get(key.arch.go_name())?
+        .get(key.path)
+        .map(String::as_str)
 }
 
 #[cfg(test)]
