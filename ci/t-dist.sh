@@ -269,6 +269,12 @@ test_provenance_names_every_artifact_and_input() {
         jq -e --arg d "$d" '[.predicate.buildDefinition.resolvedDependencies[] | select(.digest.sha256 == $d)] | length == 1' \
             "$prov" >/dev/null || { echo "no material with digest $d ($sum)" >&2; return 1; }
     done
+    # ... and each image the images bundle holds, by its manifest's digest.
+    bundle=$(kd_one "$KD_DIST"/kubedist-images-*-amd64.oci.tar)
+    for d in $(tar -xOf "$bundle" index.json | jq -r '.manifests[].digest'); do
+        jq -e --arg d "${d#sha256:}" '[.predicate.buildDefinition.resolvedDependencies[] | select(.digest.sha256 == $d)] | length == 1' \
+            "$prov" >/dev/null || { echo "no material for the image $d" >&2; return 1; }
+    done
     # A changed artifact no longer matches its subject.
     copy=$TMP/changed
     rm -rf "$copy" && mkdir -p "$copy"

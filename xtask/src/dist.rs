@@ -556,10 +556,10 @@ fn stage_all(
         let images = match &images_layout {
             Some(layout) => {
                 eprintln!("==> {arch}: images ({})", layout.display());
-                Some(
-                    stage::images::stage(layout, &spec.images.images, arch)
-                        .with_context(|| format!("the images bundle for {arch}"))?,
-                )
+                let images = stage::images::stage(layout, &spec.images.images, arch)
+                    .with_context(|| format!("the images bundle for {arch}"))?;
+                origins.extend(images.iter().map(|i| sbom::origins::image(i, arch)));
+                Some(images)
             }
             None => None,
         };

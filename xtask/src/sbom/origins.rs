@@ -13,6 +13,7 @@ use serde_json::Value;
 use super::Origin;
 use crate::fetch::{self, Upstream};
 use crate::spec::{Arch, Spec};
+use crate::stage::images::StagedImage;
 use crate::stage::StagedOciBase;
 
 /// Every verified upstream file of one architecture.
@@ -171,6 +172,36 @@ pub fn built(root: &Path, package: &str, path: &Path, arch: Arch) -> Result<Orig
         ),
         linked,
     })
+}
+
+/// One architecture's image of `pkg/images.toml`, as the images bundle
+/// holds it: named by its manifest's digest, which its index (pinned in
+/// `pkg/images.toml`) names.
+pub fn image(image: &StagedImage, arch: Arch) -> Origin {
+    let (repository, tag) = image
+        .reference
+        .rsplit_once(':')
+        .unwrap_or((&image.reference, ""));
+    let registry = repository.split('/').next().unwrap_or(repository);
+    let short = repository.rsplit('/').next().unwrap_or(repository);
+    let digest = &image.manifest.digest;
+    Origin {
+        name: image.reference.clone(),
+        version: tag.to_string(),
+        supplier: format!("Organization: {registry}"),
+        url: Some(format!("{repository}@{digest}")),
+        purl: format!(
+            "pkg:oci/{short}@{digest}?arch={}&repository_url={repository}&tag={tag}",
+            arch.go_name()
+        ),
+        sha256: digest.trim_start_matches("sha256:").to_string(),
+        yields: Vec::new(),
+        comment: format!(
+            "the {arch} image of {}; its blobs checked against this manifest's digests",
+            image.reference
+        ),
+        linked: Vec::new(),
+    }
 }
 
 /// The Debian package the installer image's shell comes from.
