@@ -29,7 +29,10 @@
 # - OpenRC as PID 1 (sysvinit-core + openrc) and runit as PID 1
 #   (runit-init): install.sh, a reboot, the kubelet runs from the default
 #   runlevel / service directory with the argv systemd gives for the same
-#   files, is restarted when killed, and install.sh uninstall stops it.
+#   files, is restarted when killed, and install.sh uninstall stops it;
+#   with an images bundle, OpenRC starts containerd, then kubedist-images
+#   (which imports it), then the kubelet, and runit's run script imports
+#   it before it execs the kubelet.
 #
 # Each root boots once and serves the tests of its group in order; the
 # base roots are cached mmdebstrap tarballs under target/ci-cache.
@@ -621,12 +624,53 @@ wait_until 10 sh -c "! kill -0 $pid" || fail "install.sh uninstall left the kube
 EOF
 }
 
-boot_openrc() { boot openrc bookworm openrc sysvinit-core openrc $NODE_PKGS; }
+boot_openrc() { boot openrc bookworm openrc sysvinit-core openrc containerd $NODE_PKGS; }
 
 test_openrc_pid1_tarball_reboot_restart_uninstall() {
 	boot_openrc
 	kd_in_boot openrc rc-status --runlevel | grep -qx default || fail "OpenRC is not in the default runlevel"
 	init_lifecycle openrc
+}
+
+# containerd as an OpenRC service (as Alpine and Gentoo ship it; Debian's
+# package has none), a bundle where install.sh --images puts it: at boot
+# OpenRC starts containerd, then kubedist-images, then the kubelet.
+test_openrc_pid1_images_imported_before_the_kubelet_at_boot() {
+	boot_openrc
+	d=$TMP/root-openrc/var/lib/kubedist/images
+	in_boot openrc <<'EOF'
+cat >/etc/init.d/containerd <<'RC'
+#!/sbin/openrc-run
+command=/usr/bin/containerd
+supervisor=supervise-daemon
+output_log=/var/log/containerd.log
+error_log=/var/log/containerd.log
+RC
+chmod 755 /etc/init.d/containerd
+rc-update add containerd default
+rm -rf /srv/kubedist/t /tmp/kubedist-standin && mkdir -p /srv/kubedist/t && tar -xzf /srv/kubedist/cur.tar.gz -C /srv/kubedist/t
+/srv/kubedist/t/kubedist-*/install.sh --no-start
+write_case extra-args-quoted /etc/default/kubelet
+EOF
+	mkdir -p "$d"
+	cp "$BUNDLE" "$d/"
+	(cd "$d" && sha256sum ./*.oci.tar | sed 's| \./| |') >"$d/SHA256SUMS"
+	kd_reboot openrc
+	in_boot openrc <<'EOF'
+wait_until 20 sh -c '[ -f /tmp/kubedist-standin/kubelet.json ] && kill -0 "$(jq -r .pid /tmp/kubedist-standin/kubelet.json)"' ||
+	fail "the kubelet did not start at boot"
+rc-service kubedist-images status | grep -q started || fail "kubedist-images did not run: $(rc-service kubedist-images status)"
+[ "$(ctr -n k8s.io images ls -q | grep -c '^registry.k8s.io/')" = 7 ] || fail "containerd does not hold the images"
+# OpenRC marked each started in order: containerd, the import, the kubelet.
+t() { date -r "/run/openrc/started/$1" +%s%N; }
+[ "$(t containerd)" -le "$(t kubedist-images)" ] && [ "$(t kubedist-images)" -le "$(t kubelet)" ] ||
+	fail "not containerd, then the import, then the kubelet: $(t containerd) $(t kubedist-images) $(t kubelet)"
+echo "started in order: containerd $(t containerd), kubedist-images $(t kubedist-images), kubelet $(t kubelet)"
+/srv/kubedist/t/kubedist-*/install.sh uninstall
+rc-service containerd stop
+rc-update del containerd default
+rm -rf /var/lib/kubedist/images /tmp/kubedist-standin
+EOF
 }
 
 test_openrc_pid1_installer_image_on_the_booted_host() {
@@ -653,11 +697,52 @@ EOF
 	kd_poweroff openrc
 }
 
+boot_runit() { boot runit bookworm runit runit-init runit containerd $NODE_PKGS; }
+
 test_runit_pid1_tarball_reboot_restart_uninstall() {
-	boot runit bookworm runit runit-init runit $NODE_PKGS
+	boot_runit
 	[ "$(kd_in_boot runit ps -o comm= -p 1)" = runit ] || fail "PID 1 is not runit"
 	init_lifecycle runit
 	kd_poweroff runit
+}
+
+# containerd as a runit service, a bundle where install.sh --images puts
+# it: runit starts both at once, and the kubelet's run script imports the
+# bundle (waiting for containerd's socket) before it execs the kubelet.
+test_runit_pid1_images_imported_before_the_kubelet_at_boot() {
+	boot_runit
+	d=$TMP/root-runit/var/lib/kubedist/images
+	in_boot runit <<'EOF'
+mkdir -p /etc/sv/containerd
+printf '%s\n' '#!/bin/sh' 'exec 2>&1' 'exec /usr/bin/containerd' >/etc/sv/containerd/run
+chmod 755 /etc/sv/containerd/run
+ln -sfn /etc/sv/containerd /etc/service/containerd
+rm -rf /srv/kubedist/t /tmp/kubedist-standin && mkdir -p /srv/kubedist/t && tar -xzf /srv/kubedist/cur.tar.gz -C /srv/kubedist/t
+/srv/kubedist/t/kubedist-*/install.sh
+write_case extra-args-quoted /etc/default/kubelet
+EOF
+	kd_poweroff runit
+	# This boot's log only.
+	rm -f "$TMP/root-runit/var/log/kubelet/current" "$TMP/root-runit/tmp/kubedist-standin/kubelet.json"
+	mkdir -p "$d"
+	cp "$BUNDLE" "$d/"
+	(cd "$d" && sha256sum ./*.oci.tar | sed 's| \./| |') >"$d/SHA256SUMS"
+	boot_runit
+	in_boot runit <<'EOF'
+wait_until 60 sh -c '[ -f /tmp/kubedist-standin/kubelet.json ] && kill -0 "$(jq -r .pid /tmp/kubedist-standin/kubelet.json)"' ||
+	fail "the kubelet did not start at boot"
+[ "$(ctr -n k8s.io images ls -q | grep -c '^registry.k8s.io/')" = 7 ] || fail "containerd does not hold the images"
+# The kubelet's log: the import, then (after it) the kubelet's first start.
+log=$(cat /var/log/kubelet/current)
+echo "$log" | grep 'kubedist-images: '
+first_import=$(echo "$log" | grep -n 'kubedist-images: registry.k8s.io/pause:.*: imported' | head -n 1 | cut -d : -f 1)
+first_start=$(echo "$log" | grep -n 'kubedist recorder stand-in) started' | head -n 1 | cut -d : -f 1)
+[ -n "$first_import" ] && [ -n "$first_start" ] && [ "$first_import" -lt "$first_start" ] ||
+	fail "the kubelet did not start after the import (lines $first_import, $first_start)"
+/srv/kubedist/t/kubedist-*/install.sh uninstall
+rm -f /etc/service/containerd
+rm -rf /var/lib/kubedist/images /tmp/kubedist-standin
+EOF
 }
 
 kd_test test_systemd252_deb_apt_install_enables_and_starts
@@ -674,6 +759,8 @@ kd_poweroff sd252
 kd_test test_systemd257_deb_env_file_cases
 kd_test test_systemd257_sysext_starts_the_kubelet_at_boot
 kd_test test_openrc_pid1_tarball_reboot_restart_uninstall
+kd_test test_openrc_pid1_images_imported_before_the_kubelet_at_boot
 kd_test test_openrc_pid1_installer_image_on_the_booted_host
 kd_test test_runit_pid1_tarball_reboot_restart_uninstall
+kd_test test_runit_pid1_images_imported_before_the_kubelet_at_boot
 kd_summary
