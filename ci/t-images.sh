@@ -31,7 +31,7 @@
 # shellcheck source=ci/lib.sh
 . "$(dirname "$0")/lib.sh"
 
-kd_require unshare tar sha256sum jq skopeo podman containerd ctr runc docker-registry curl python3 cargo
+kd_require unshare tar sha256sum jq skopeo podman containerd ctr runc docker-registry curl openssl python3 cargo
 kd_require_dist
 
 kd_own_mount_namespace "$0" "$@"
@@ -312,6 +312,45 @@ test_a_registry_mirror_is_pulled_into_the_cache_and_bundled_the_same() {
 	cmp "$BUNDLE" "$OT/from-registry/${BUNDLE##*/}"
 }
 
+# The same registry over HTTPS, its certificate signed by a CA of our own:
+# pulled with --image-ca, refused without it.
+test_an_https_mirror_is_trusted_through_the_given_ca_only() {
+	trap ot_stop_all EXIT
+	start_registry
+	tls=$OT/tls
+	mkdir -p "$tls"
+	openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=kubedist-test-ca \
+		-keyout "$tls/ca.key" -out "$tls/ca.pem" 2>/dev/null
+	openssl req -newkey rsa:2048 -nodes -subj /CN=127.0.0.1 -keyout "$tls/server.key" -out "$tls/server.csr" 2>/dev/null
+	printf 'subjectAltName=IP:127.0.0.1\n' >"$tls/san"
+	openssl x509 -req -in "$tls/server.csr" -CA "$tls/ca.pem" -CAkey "$tls/ca.key" -CAcreateserial \
+		-days 2 -extfile "$tls/san" -out "$tls/server.pem" 2>/dev/null
+	sed -e "s|addr: 127.0.0.1:$REG_PORT|addr: 127.0.0.1:$((REG_PORT + 1))\n  tls:\n    certificate: $tls/server.pem\n    key: $tls/server.key|" \
+		"$OT/registry/config.yml" >"$tls/config.yml"
+	docker-registry serve "$tls/config.yml" >"$tls/log" 2>&1 &
+	ot_pids="$ot_pids $!"
+	https=https://127.0.0.1:$((REG_PORT + 1))
+	i=0
+	until curl -fs --cacert "$tls/ca.pem" "$https/v2/" >/dev/null; do
+		i=$((i + 1))
+		[ "$i" -lt 100 ] || { cat "$tls/log" >&2; return 1; }
+		sleep 0.1
+	done
+	pull() { # CACHE [CA]
+		(cd "$KD_REPO" && cargo xtask fetch --images --arch amd64 --image-mirror "$https" \
+			${2:+--image-ca "$2"} --image-pins "$OT/pins.toml" --cache "$1")
+	}
+	if pull "$OT/cache-untrusted" 2>"$OT/untrusted.err"; then
+		echo "a mirror whose certificate no CA vouches for was trusted" >&2
+		return 1
+	fi
+	cat "$OT/untrusted.err"
+	grep -q '^error: .*certificate' "$OT/untrusted.err"
+	assert_no_file "$OT/cache-untrusted/images/index.json"
+	pull "$OT/cache-tls" "$tls/ca.pem"
+	[ -f "$OT/cache-tls/images/index.json" ]
+}
+
 # fails_and_keeps_the_cache WHAT PINS : a fetch into a copy of a full cache
 # fails in one line naming WHAT, and the cache is as it was.
 fails_and_keeps_the_cache() {
@@ -435,4 +474,5 @@ kd_test test_air_gapped_host_installs_the_node_and_its_images
 kd_test test_an_image_list_kubeadm_disagrees_with_is_refused
 kd_test test_a_registry_mirror_is_pulled_into_the_cache_and_bundled_the_same
 kd_test test_a_registry_that_changed_an_image_is_refused_and_the_cache_kept
+kd_test test_an_https_mirror_is_trusted_through_the_given_ca_only
 kd_summary

@@ -40,7 +40,8 @@ enum Cmd {
     Bench(bench::Args),
     /// Build every artifact of every format plus SHA256SUMS.
     Dist(dist::Args),
-    /// Download and verify the upstream binaries into the cache.
+    /// Download and verify the upstream binaries into the cache (or, with
+    /// --images, the images kubeadm pulls).
     Fetch(fetch::Args),
     /// Write an offline `--from` directory: Debian's real kubectl and CNI
     /// plugins, recorder stand-ins for the rest.

@@ -49,6 +49,7 @@ const TOOLS: &[&str] = &[
     "ctr",
     "docker-registry",
     "curl",
+    "openssl",
 ];
 
 /// The SOURCE_DATE_EPOCH of test builds: any fixed value will do.

@@ -321,7 +321,7 @@ fn first_line(stderr: &[u8]) -> String {
     // skopeo prefixes its log lines: time="..." level=fatal msg="..."
     line.split_once("msg=\"")
         .map_or(line, |(_, m)| m.trim_end_matches('"'))
-        .to_string()
+        .replace("\\\"", "\"")
 }
 
 #[cfg(test)]
@@ -378,10 +378,12 @@ mod tests {
 
     #[test]
     fn skopeo_errors_become_one_line() {
-        let stderr = b"Getting image source signatures\ntime=\"2026-01-01T00:00:00Z\" level=fatal msg=\"reading manifest v1.34.2: manifest unknown\"\n";
+        let stderr = br#"Getting image source signatures
+time="2026-01-01T00:00:00Z" level=fatal msg="reading manifest \"v1.34.2\": manifest unknown"
+"#;
         assert_eq!(
             first_line(stderr),
-            "reading manifest v1.34.2: manifest unknown"
+            r#"reading manifest "v1.34.2": manifest unknown"#
         );
         assert_eq!(first_line(b""), "failed");
     }
