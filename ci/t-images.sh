@@ -248,6 +248,8 @@ start_registry() {
 		echo "something else listens on 127.0.0.1:$REG_PORT" >&2
 		return 1
 	fi
+	# Fresh storage: a test may have changed blobs in the last one.
+	rm -rf "$OT/registry"
 	mkdir -p "$OT/registry"
 	cat >"$OT/registry/config.yml" <<YAML
 version: 0.1
