@@ -90,6 +90,8 @@ PRELUDE=$(
 	cat "$KD_REPO/ci/standin-helpers.sh"
 	cat <<'EOF'
 unit() { systemctl show -p "$1" --value kubelet; }
+# bundle_images : how many images the bundle in /var/lib/kubedist/images holds.
+bundle_images() { tar -xOf /var/lib/kubedist/images/*.oci.tar index.json | jq '.manifests | length'; }
 # running_recorded : systemd runs the kubelet, and the stand-in's record is
 # that process's.
 running_recorded() {
@@ -356,21 +358,26 @@ jq -c .argv $REC/kubelet.json
 EOF
 }
 
+# place_bundle DIR : what install.sh --images leaves in a root's
+# /var/lib/kubedist/images: the images bundle and its SHA256SUMS.
+place_bundle() {
+	mkdir -p "$1"
+	cp "$BUNDLE" "$1/"
+	(cd "$1" && sha256sum ./*.oci.tar | sed 's| \./| |') >"$1/SHA256SUMS"
+}
+
 test_systemd252_deb_images_imported_before_the_kubelet_at_boot() {
 	boot_sd252
-	# What install.sh --images leaves: the bundle and its SHA256SUMS.
 	d=$TMP/root-sd252/var/lib/kubedist/images
-	mkdir -p "$d"
-	cp "$BUNDLE" "$d/"
-	(cd "$d" && sha256sum ./*.oci.tar | sed 's| \./| |') >"$d/SHA256SUMS"
+	place_bundle "$d"
 	kd_reboot sd252
 	in_boot sd252 <<'EOF'
 wait_until 30 sh -c '[ "$(systemctl show -p ActiveState --value kubedist-images)" = active ]' ||
 	fail "kubedist-images.service did not run at boot: $(systemctl status kubedist-images --no-pager)"
 journalctl -b -o cat --no-pager -u kubedist-images.service | grep 'kubedist-images: '
-[ "$(journalctl -b -o cat --no-pager -u kubedist-images.service | grep -c ': imported (sha256:')" = 7 ] ||
+[ "$(journalctl -b -o cat --no-pager -u kubedist-images.service | grep -c ': imported (sha256:')" = "$(bundle_images)" ] ||
 	fail "not every image was imported"
-[ "$(ctr -n k8s.io images ls -q | grep -c '^registry.k8s.io/')" = 7 ] || fail "containerd does not hold the images"
+[ "$(ctr -n k8s.io images ls -q | grep -c '^registry.k8s.io/')" = "$(bundle_images)" ] || fail "containerd does not hold the images"
 # Booted in order: containerd, the import, then the kubelet.
 order=$(journalctl -b -o cat --no-pager -u containerd.service -u kubedist-images.service -u kubelet.service |
 	grep -E '^(Started containerd|Finished kubedist|Started kubelet)' | cut -d ' ' -f 2 | uniq | head -n 3 | tr '\n' ' ')
@@ -652,15 +659,13 @@ rm -rf /srv/kubedist/t /tmp/kubedist-standin && mkdir -p /srv/kubedist/t && tar 
 /srv/kubedist/t/kubedist-*/install.sh --no-start
 write_case extra-args-quoted /etc/default/kubelet
 EOF
-	mkdir -p "$d"
-	cp "$BUNDLE" "$d/"
-	(cd "$d" && sha256sum ./*.oci.tar | sed 's| \./| |') >"$d/SHA256SUMS"
+	place_bundle "$d"
 	kd_reboot openrc
 	in_boot openrc <<'EOF'
 wait_until 20 sh -c '[ -f /tmp/kubedist-standin/kubelet.json ] && kill -0 "$(jq -r .pid /tmp/kubedist-standin/kubelet.json)"' ||
 	fail "the kubelet did not start at boot"
 rc-service kubedist-images status | grep -q started || fail "kubedist-images did not run: $(rc-service kubedist-images status)"
-[ "$(ctr -n k8s.io images ls -q | grep -c '^registry.k8s.io/')" = 7 ] || fail "containerd does not hold the images"
+[ "$(ctr -n k8s.io images ls -q | grep -c '^registry.k8s.io/')" = "$(bundle_images)" ] || fail "containerd does not hold the images"
 # OpenRC marked each started in order: containerd, the import, the kubelet.
 t() { date -r "/run/openrc/started/$1" +%s%N; }
 [ "$(t containerd)" -le "$(t kubedist-images)" ] && [ "$(t kubedist-images)" -le "$(t kubelet)" ] ||
@@ -724,14 +729,12 @@ EOF
 	kd_poweroff runit
 	# This boot's log only.
 	rm -f "$TMP/root-runit/var/log/kubelet/current" "$TMP/root-runit/tmp/kubedist-standin/kubelet.json"
-	mkdir -p "$d"
-	cp "$BUNDLE" "$d/"
-	(cd "$d" && sha256sum ./*.oci.tar | sed 's| \./| |') >"$d/SHA256SUMS"
+	place_bundle "$d"
 	boot_runit
 	in_boot runit <<'EOF'
 wait_until 60 sh -c '[ -f /tmp/kubedist-standin/kubelet.json ] && kill -0 "$(jq -r .pid /tmp/kubedist-standin/kubelet.json)"' ||
 	fail "the kubelet did not start at boot"
-[ "$(ctr -n k8s.io images ls -q | grep -c '^registry.k8s.io/')" = 7 ] || fail "containerd does not hold the images"
+[ "$(ctr -n k8s.io images ls -q | grep -c '^registry.k8s.io/')" = "$(bundle_images)" ] || fail "containerd does not hold the images"
 # The kubelet's log: the import, then (after it) the kubelet's first start.
 log=$(cat /var/log/kubelet/current)
 echo "$log" | grep 'kubedist-images: '
