@@ -256,6 +256,7 @@ fn plan(spec: &Spec, args: &Args) -> Result<Plan> {
                 Families::Own(own) => own == family,
                 Families::All => true,
                 Families::OfTheSysextImage => spec.sysext.family == family,
+                Families::None => false,
             })
         })
         .collect();
@@ -515,9 +516,12 @@ fn stage_all(
             built,
             host,
         };
-        eprintln!("==> {arch}: staging {} packages", spec.packages.len());
         let stage_dir = work.join("stage");
         let mut packages = Vec::new();
+        if !plan.families.is_empty() {
+            eprintln!("==> {arch}: staging {} packages", spec.packages.len());
+        }
+        // (With no family asked for, each package stages nothing.)
         for package in &spec.packages {
             packages.push(stage::stage_package(
                 spec,
@@ -1007,6 +1011,13 @@ fn size(job: &Job) -> u64 {
             .map(files)
             .sum(),
         (Input::Arch(arch), Families::All) => tarball_size(arch),
+        (Input::Arch(arch), Families::None) => arch
+            .images
+            .iter()
+            .flatten()
+            .flat_map(|i| &i.blobs)
+            .map(|b| b.size)
+            .sum(),
         (Input::Image(arches, _), _) => arches.iter().map(tarball_size).sum(),
     }
 }

@@ -35,7 +35,7 @@ static ABOUT: About = About {
     // tarball's setting only so that the option has one place.
     codec_of: tarball::NAME,
     artifacts: Artifacts::Arch,
-    families: Families::All,
+    families: Families::None,
     staging: Staging::Images,
     single_threaded: false,
 };

@@ -131,6 +131,8 @@ pub enum Families {
     All,
     /// The family `pkg/sysext.toml` stages the sysext image from.
     OfTheSysextImage,
+    /// None: the images bundle holds no package's files.
+    None,
 }
 
 /// What a format needs staged besides the packages' trees.
