@@ -225,13 +225,13 @@ fn plan(spec: &Spec, args: &Args) -> Result<Plan> {
     let arches = fetch::arches_or_host(&args.arch)?;
     // The formats asked for, in the registry's order; all by default, but
     // the images bundle only when there are images to bundle.
-    let images_layout = images_layout(&spec, args, &k8s_version);
+    let images_from = images_from(&spec, args, &k8s_version);
     let mut formats: Vec<&'static dyn Format> = emit::FORMATS
         .iter()
         .copied()
         .filter(|f| args.formats.is_empty() || args.formats.iter().any(|n| n == f.about().name))
         .collect();
-    let images = match (stages(&formats, Staging::Images), images_layout) {
+    let images = match (stages(&formats, Staging::Images), images_from) {
         (false, _) => None,
         (true, Ok(layout)) => Some(layout),
         (true, Err(why)) if args.formats.is_empty() => {
@@ -426,7 +426,7 @@ enum ImagesFrom {
 }
 
 /// Where the images of `pkg/images.toml` come from; else why they cannot.
-fn images_layout(spec: &Spec, args: &Args, k8s_version: &str) -> Result<ImagesFrom, String> {
+fn images_from(spec: &Spec, args: &Args, k8s_version: &str) -> Result<ImagesFrom, String> {
     if spec.images.kubernetes != k8s_version {
         return Err(format!(
             "pkg/images.toml lists the images kubeadm {} pulls; which images kubeadm \
@@ -450,10 +450,9 @@ fn images_layout(spec: &Spec, args: &Args, k8s_version: &str) -> Result<ImagesFr
 }
 
 /// For each architecture: the verified upstream files, the static builds,
-/// and every package staged for each family under `work`; and the installer
-/// image's own part when it is asked for.
-/// Stages every architecture; also returns what the artifacts' files come
-/// from, for their SBOMs.
+/// every package staged for each family under `work` and the images; the
+/// installer image's own part when it is asked for; and what the artifacts'
+/// files come from, for their SBOMs.
 fn stage_all(
     plan: &Plan,
     args: &Args,

@@ -24,6 +24,7 @@ use serde_json::{json, Value};
 
 use crate::digest::sha256_bytes;
 use crate::spec::{Arch, Image};
+use crate::stage::images::{blob_descriptors, entry_for};
 
 /// Where the images come from and how to reach it.
 #[derive(Debug, Clone, Default)]
@@ -183,14 +184,7 @@ impl Pull<'_> {
         std::fs::write(self.blob_in_scratch(&index_digest), &index_bytes)?;
         let mut found = vec![index_digest.clone()];
         for &arch in arches {
-            let entry = index["manifests"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .find(|e| {
-                    e["platform"]["os"] == "linux"
-                        && e["platform"]["architecture"] == arch.go_name()
-                })
+            let entry = entry_for(&index, arch)
                 .with_context(|| format!("{reference}: the index names no linux/{arch} image"))?;
             let digest = entry["digest"]
                 .as_str()
@@ -295,20 +289,18 @@ impl Pull<'_> {
 /// `(digest, size)` of a manifest's config and layers, the config first.
 fn blobs_of(manifest: &[u8]) -> Result<Vec<(String, u64)>> {
     let manifest: Value = serde_json::from_slice(manifest).context("the manifest is not JSON")?;
-    let descriptor = |d: &Value| -> Result<(String, u64)> {
-        Ok((
-            d["digest"]
-                .as_str()
-                .context("a descriptor without a digest")?
-                .to_string(),
-            d["size"].as_u64().context("a descriptor without a size")?,
-        ))
-    };
-    let mut out = vec![descriptor(&manifest["config"])?];
-    for layer in manifest["layers"].as_array().into_iter().flatten() {
-        out.push(descriptor(layer)?);
-    }
-    Ok(out)
+    blob_descriptors(&manifest)
+        .into_iter()
+        .map(|d| {
+            Ok((
+                d["digest"]
+                    .as_str()
+                    .context("a descriptor without a digest")?
+                    .to_string(),
+                d["size"].as_u64().context("a descriptor without a size")?,
+            ))
+        })
+        .collect()
 }
 
 /// The last line of a tool's error output, for a one-line message.

@@ -85,9 +85,20 @@ fn json(path: &Path) -> Result<Value> {
     serde_json::from_slice(&bytes).with_context(|| format!("{}: not JSON", path.display()))
 }
 
-/// Whether an index entry's platform is `arch` on Linux.
-fn is_for(entry: &Value, arch: Arch) -> bool {
-    entry["platform"]["os"] == "linux" && entry["platform"]["architecture"] == arch.go_name()
+/// The entry of an image index for `arch` on Linux.
+pub fn entry_for(index: &Value, arch: Arch) -> Option<&Value> {
+    index["manifests"]
+        .as_array()?
+        .iter()
+        .find(|e| e["platform"]["os"] == "linux" && e["platform"]["architecture"] == arch.go_name())
+}
+
+/// The descriptors of an image manifest's blobs: its config, then its
+/// layers.
+pub fn blob_descriptors(manifest: &Value) -> Vec<&Value> {
+    std::iter::once(&manifest["config"])
+        .chain(manifest["layers"].as_array().into_iter().flatten())
+        .collect()
 }
 
 /// Every image of `images`, for `arch`, from the OCI layout `layout`.
@@ -104,22 +115,17 @@ pub fn stage(layout: &Path, images: &[Image], arch: Arch) -> Result<Vec<StagedIm
         let top_blob = checked(layout, top).with_context(|| reference.clone())?;
         let content = json(&top_blob.path)?;
         let manifest = if content["manifests"].is_array() {
-            let entry = content["manifests"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .find(|e| is_for(e, arch))
+            let entry = entry_for(&content, arch)
                 .with_context(|| format!("{reference}: its index has no linux/{arch} image"))?;
             checked(layout, entry).with_context(|| reference.clone())?
         } else {
             top_blob
         };
         let body = json(&manifest.path)?;
-        let config = &body["config"];
-        let mut blobs = vec![checked(layout, config).with_context(|| reference.clone())?];
-        for layer in body["layers"].as_array().into_iter().flatten() {
-            blobs.push(checked(layout, layer).with_context(|| reference.clone())?);
-        }
+        let blobs = blob_descriptors(&body)
+            .into_iter()
+            .map(|d| checked(layout, d).with_context(|| reference.clone()))
+            .collect::<Result<Vec<_>>>()?;
         let config_json = json(&blobs[0].path)?;
         if config_json["architecture"] != arch.go_name() {
             bail!(
