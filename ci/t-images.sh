@@ -17,7 +17,10 @@
 #   - for CRI-O, every image lands in containers-storage at its digest
 #   - the whole air-gapped path in a bookworm root with containerd and no
 #     network: install.sh installs the node, install.sh --images the bundle
-#     and imports it into the running containerd
+#     and imports it into the running containerd; a tarball of dist
+#     --carry-images does both in one run (its bundle the artifact's bytes,
+#     a changed one refused with nothing written), and the installer image
+#     carries the same bundle in a layer of its own
 #   - a real registry (Debian's docker-registry on 127.0.0.1) holding the
 #     stand-ins: `fetch --images --image-mirror` pulls them into the cache
 #     (a second fetch asks the registry nothing), dist bundles them byte for
@@ -235,6 +238,58 @@ SCRIPT
 	bundle_images "$BUNDLE" | diff -u - "$root/tmp/held"
 	grep -q 'install /var/lib/kubedist/images/kubedist-images-' "$root/tmp/install"
 	grep -q 'kubedist-images: registry.k8s.io/pause:.*: imported' "$root/tmp/install"
+}
+
+test_a_tarball_carrying_the_bundle_installs_and_imports_it_offline() {
+	(cd "$KD_REPO" && SOURCE_DATE_EPOCH=1700000000 cargo xtask dist --fixtures --arch amd64 \
+		--formats tar,oci --carry-images --out "$OT/carry") >"$OT/carry.log" 2>&1 ||
+		{ cat "$OT/carry.log"; return 1; }
+	carrying=$(kd_one "$OT"/carry/kubedist-*-linux-amd64.tar.gz)
+	root=$(kd_new_root "$(kd_base_tarball images containerd)")
+	mkdir -p "$root/srv/kd" "$root/srv/bad"
+	tar -xzf "$carrying" -C "$root/srv/kd"
+	echo "== the tarball carries the bundle artifact, byte for byte"
+	cmp "$root"/srv/kd/kubedist-*/images/"${BUNDLE##*/}" "$BUNDLE"
+	# A copy whose carried bundle changed: refused before anything is written.
+	tar -xzf "$carrying" -C "$root/srv/bad"
+	printf 'x' >>"$(kd_one "$root"/srv/bad/kubedist-*/images/*.oci.tar)"
+	kd_script_offline "$root" <<'SCRIPT'
+containerd >/var/log/containerd.log 2>&1 &
+ctd=$!
+i=0
+until ctr version >/dev/null 2>&1; do i=$((i + 1)); [ $i -lt 100 ]; sleep 0.1; done
+if /srv/bad/kubedist-*/install.sh --init systemd --no-start 2>/tmp/bad; then exit 1; fi
+cat /tmp/bad
+grep -q 'images/kubedist-images-.*FAILED' /tmp/bad
+[ ! -e /var/lib/kubedist ]
+/srv/kd/kubedist-*/install.sh --init systemd --no-start | tee /tmp/install
+ctr -n k8s.io images ls | awk 'NR > 1 && $1 !~ /^sha256:/ { print $3 " " $1 }' | sort -k2 >/tmp/held
+/srv/kd/kubedist-*/install.sh --init systemd --no-start | tee /tmp/again
+kill "$ctd"
+SCRIPT
+	echo "== one install.sh run: the node software, then the bundle, imported"
+	bundle_images "$BUNDLE" | diff -u - "$root/tmp/held"
+	assert_grep 'install /usr/bin/kubelet$' "$root/tmp/install"
+	assert_grep 'install /var/lib/kubedist/images/kubedist-images-' "$root/tmp/install"
+	assert_grep 'kubedist-images: registry.k8s.io/pause:.*: imported' "$root/tmp/install"
+	assert_eq 2 "$(grep -c 'nothing to do' "$root/tmp/again")" "a second run's sets left unchanged"
+	assert_eq 2 "$(awk -F '\t' '$1 == "images" && $2 == "file"' "$root/var/lib/kubedist/install.manifest" | wc -l)" \
+		"the bundle and its SHA256SUMS recorded as the set images"
+
+	echo "== the installer image carries the same bytes, in a layer of its own"
+	img=$OT/carry-image
+	mkdir -p "$img"
+	tar -xf "$(kd_one "$OT"/carry/kubedist-installer-*.oci.tar)" -C "$img"
+	manifest=$img/blobs/sha256/$(jq -r '.manifests[0].digest' "$img/index.json" | cut -d: -f2)
+	found=
+	for layer in $(jq -r '.layers[].digest | sub("sha256:"; "")' "$manifest"); do
+		tar -tzf "$img/blobs/sha256/$layer" | grep -v '/$' >"$OT/layer-files"
+		grep -q '^kubedist/bundle/images/' "$OT/layer-files" || continue
+		assert_eq "kubedist/bundle/images/${BUNDLE##*/}" "$(cat "$OT/layer-files")" "the bundle's layer holds it alone"
+		tar -xzOf "$img/blobs/sha256/$layer" "kubedist/bundle/images/${BUNDLE##*/}" | cmp - "$BUNDLE"
+		found=1
+	done
+	assert_eq 1 "$found" "a layer with the bundle"
 }
 
 # A docker-registry of our own on 127.0.0.1:$REG_PORT, its storage in
@@ -473,6 +528,7 @@ kd_test test_a_matching_sandbox_image_gets_no_note
 kd_test test_a_changed_or_unlisted_bundle_imports_nothing
 kd_test test_cri_o_storage_holds_every_image_at_its_digest
 kd_test test_air_gapped_host_installs_the_node_and_its_images
+kd_test test_a_tarball_carrying_the_bundle_installs_and_imports_it_offline
 kd_test test_an_image_list_kubeadm_disagrees_with_is_refused
 kd_test test_a_registry_mirror_is_pulled_into_the_cache_and_bundled_the_same
 kd_test test_a_registry_that_changed_an_image_is_refused_and_the_cache_kept

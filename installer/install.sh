@@ -52,7 +52,10 @@ Options:
                       /var/lib/kubedist/images with a SHA256SUMS of its own;
                       then import it into the running container runtime with
                       kubedist-images (installed with kubeadm). A later
-                      bundle replaces it; uninstall removes it
+                      bundle replaces it; uninstall removes it. A tarball
+                      of `cargo xtask dist --carry-images` carries its
+                      bundle in images/: install installs and imports it
+                      after the node software, with no --images
   --replace-foreign   replace a file install.sh did not install (one a
                       package or someone else put where this tarball installs
                       a file); the original is kept in
@@ -466,6 +469,16 @@ verify_tarball() {
 	odd=$(cd "$here" && find . ! -type d ! -type f | head -n 1)
 	[ -z "$odd" ] || die "$here/${odd#./}: not a regular file; refusing"
 	grep -qx MANIFEST "$work/listed" || die "$sums: MANIFEST is not listed"
+	# The images bundle the tarball carries (dist --carry-images), if any.
+	carried=$(grep '^images/' "$work/listed" || true)
+	case $carried in
+	'') ;;
+	images/kubedist-images-*.oci.tar)
+		[ "$(grep -c '^images/' "$work/listed")" = 1 ] ||
+			die "$sums: images/ holds more than one images bundle; refusing"
+		;;
+	*) die "$sums: $(echo "$carried" | head -n 1) is not an images bundle (images/kubedist-images-<version>-<arch>.oci.tar); refusing" ;;
+	esac
 
 	if ! (cd "$here" && sha256sum -c "$sums") >"$work/check" 2>&1; then
 		failed=$(grep -v ': OK$' "$work/check" | head -n 1)
@@ -1488,14 +1501,22 @@ plan_images() {
 	fi
 	case $opt_images in */*) im_dir=${opt_images%/*} ;; *) im_dir=. ;; esac
 	im_dir=$(cd "${im_dir:-/}" && pwd) || die "cannot enter the directory of $opt_images"
-	[ -z "$verify_key" ] || verify_signature "$im_dir"
-	[ -f "$im_dir/SHA256SUMS" ] ||
-		die "$im_dir/SHA256SUMS: missing: the bundle is checked against the SHA256SUMS of the dist output it came in"
-	im_want=$(awk -v n="$im_name" '$2 == n { print $1; exit }' "$im_dir/SHA256SUMS")
-	[ -n "$im_want" ] || die "$opt_images: not listed in $im_dir/SHA256SUMS"
+	if [ -n "$carried" ] && [ "$im_dir/$im_name" = "$here/$carried" ]; then
+		# The bundle this tarball carries: listed in the tarball's own
+		# SHA256SUMS, which verify_tarball checked (and its signature).
+		im_sums=$here/SHA256SUMS
+		im_want=$(sum_of "$carried")
+	else
+		im_sums=$im_dir/SHA256SUMS
+		[ -z "$verify_key" ] || verify_signature "$im_dir"
+		[ -f "$im_sums" ] ||
+			die "$im_sums: missing: the bundle is checked against the SHA256SUMS of the dist output it came in"
+		im_want=$(awk -v n="$im_name" '$2 == n { print $1; exit }' "$im_sums")
+		[ -n "$im_want" ] || die "$opt_images: not listed in $im_sums"
+	fi
 	im_sha=$(sha256_of "$im_dir/$im_name")
 	[ "$im_sha" = "$im_want" ] ||
-		die "$opt_images: sha256 $im_sha does not match $im_dir/SHA256SUMS ($im_want); nothing was installed"
+		die "$opt_images: sha256 $im_sha does not match $im_sums ($im_want); nothing was installed"
 	printf '%s  %s\n' "$im_sha" "$im_name" >"$work/images.sums"
 	{
 		printf 'dir\t0755\t-\t-\t%s\n' "$images_dir"
@@ -1704,9 +1725,28 @@ do_uninstall() {
 	if [ -n "$dry_run" ]; then say "dry run: nothing was changed"; else say "uninstalled"; fi
 }
 
+# The bundle a tarball carries is installed after the node software, as
+# its own set, by a run of its own (--images): a kill between the two is
+# completed by the next install.
+install_carried() {
+	[ -n "$carried" ] && [ -z "$opt_images" ] && [ -z "$kubelet_only" ] || return 0
+	say "this tarball carries the images bundle ${carried#images/}"
+	set -- install --images "$here/$carried"
+	[ -z "$root" ] || set -- "$@" --prefix "$root"
+	[ -z "$verify_key" ] || set -- "$@" --verify-key "$verify_key"
+	[ -z "$dry_run" ] || set -- "$@" --dry-run
+	[ -z "$replace_foreign" ] || set -- "$@" --replace-foreign
+	cleanup
+	trap - EXIT
+	exec sh "$here/${0##*/}" "$@"
+}
+
 verify_tarball
 known_paths
 case $action in
-install) do_install ;;
+install)
+	do_install
+	install_carried
+	;;
 uninstall) do_uninstall ;;
 esac

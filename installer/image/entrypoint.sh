@@ -21,7 +21,10 @@ Installs (or uninstalls) this image's Kubernetes node components on the
 host whose / is mounted at /host (HOST_ROOT=DIR to change it; /rootfs is
 found too), with the same install.sh as the air-gapped tarball: kubelet,
 kubelet-wrapper, kubeadm, kubectl, crictl, the CNI plugins and the kubelet's
-service for the host's systemd, OpenRC or runit.
+service for the host's systemd, OpenRC or runit. An image built with
+`cargo xtask dist --carry-images` also installs the images kubeadm pulls
+(/var/lib/kubedist/images) and imports them into the host's containerd or
+CRI-O.
 
   1. Every file of the payload is checked against SHA256SUMS (and that list
      against the digest in the image's configuration): a changed file stops

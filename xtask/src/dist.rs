@@ -118,6 +118,12 @@ pub struct Args {
     /// signatures carry gpg's clock, not SOURCE_DATE_EPOCH).
     #[arg(long, value_name = "KEYID")]
     pub sign_gpg_key: Option<String>,
+    /// The tarball and the installer image carry their architecture's
+    /// images bundle (images/kubedist-images-<version>-<arch>.oci.tar):
+    /// one file holds everything an air-gapped node needs, and install.sh
+    /// installs and imports the bundle after the node software.
+    #[arg(long)]
+    pub carry_images: bool,
 }
 
 /// The examples, and each format's codecs (from `emit::FORMATS`).
@@ -231,8 +237,21 @@ fn plan(spec: &Spec, args: &Args) -> Result<Plan> {
         .copied()
         .filter(|f| args.formats.is_empty() || args.formats.iter().any(|n| n == f.about().name))
         .collect();
-    let images = match (stages(&formats, Staging::Images), images_from) {
+    let carries =
+        |f: &&dyn Format| [emit::tarball::NAME, emit::oci::NAME].contains(&f.about().name);
+    if args.carry_images && !formats.iter().any(carries) {
+        bail!(
+            "--carry-images: the {} and {} formats carry the images bundle; neither is in --formats",
+            emit::tarball::NAME,
+            emit::oci::NAME
+        );
+    }
+    let images = match (
+        stages(&formats, Staging::Images) || args.carry_images,
+        images_from,
+    ) {
         (false, _) => None,
+        (true, Err(why)) if args.carry_images => bail!("--carry-images: {why}"),
         (true, Ok(layout)) => Some(layout),
         (true, Err(why)) if args.formats.is_empty() => {
             eprintln!("note: no images bundle: {why}");
@@ -323,6 +342,7 @@ fn plan(spec: &Spec, args: &Args) -> Result<Plan> {
         // Set once the number of jobs is known (`write_artifacts`).
         threads: 1,
         signer: signer.map(std::sync::Arc::new),
+        carry_images: args.carry_images,
     };
     Ok(Plan {
         spec,
@@ -1054,8 +1074,14 @@ fn describe(
         .signer
         .as_ref()
         .map_or(String::new(), |k| k.fingerprint());
+    // Only a run that carries the bundle says so: other keys stay as they were.
+    let carry = if options.carry_images {
+        "carries the images bundle\n"
+    } else {
+        ""
+    };
     Ok(format!(
-        "{format}\n{codec}\n{}\n{} {}\n{k8s_version}\n{signer}\n{input}\n",
+        "{format}\n{codec}\n{}\n{} {}\n{k8s_version}\n{signer}\n{carry}{input}\n",
         options.epoch, options.homepage, options.license
     ))
 }

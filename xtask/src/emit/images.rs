@@ -7,11 +7,15 @@
 //! it under the name kubeadm asks the runtime for. The blobs are the bytes
 //! staged, by digest: the runtime records the digests the registry serves.
 //!
+//! With `dist --carry-images` the tarball and the installer image carry
+//! the same bytes as `images/<this file>` ([`carried`]); `install.sh`
+//! installs and imports it after the node software.
+//!
 //! Not compressed again: the layers are gzip'd already, a second codec
 //! saves almost nothing, and every runtime's import reads a plain tar.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use serde_json::json;
@@ -19,6 +23,7 @@ use serde_json::json;
 use super::{tarball, About, Artifacts, Families, Format, Input, Run, Staging};
 use crate::archive::{write_tar, Item};
 use crate::spec::Arch;
+use crate::stage::StagedArch;
 
 /// The format's name in `--formats`.
 pub const NAME: &str = "images";
@@ -46,48 +51,88 @@ impl Format for Images {
     }
     fn write(&self, input: &Input, run: &Run) -> Result<PathBuf> {
         let arch = input.arch()?;
-        let images = arch
-            .images
-            .as_ref()
-            .with_context(|| format!("images bundle: no images staged for {}", arch.arch))?;
         let out = run.out_dir.join(file_name(run.k8s_version, arch.arch));
-        let mut items: BTreeMap<String, Item> = BTreeMap::new();
-        let mut listed = Vec::new();
-        for image in images {
-            for blob in std::iter::once(&image.manifest).chain(&image.blobs) {
-                let hex = blob.digest.trim_start_matches("sha256:");
-                items.insert(
-                    format!("blobs/sha256/{hex}"),
-                    Item::File {
-                        path: blob.path.clone(),
-                        size: blob.size,
-                        mode: 0o644,
-                    },
-                );
-            }
-            listed.push(json!({
-                "mediaType": image.manifest.media_type,
-                "digest": image.manifest.digest,
-                "size": image.manifest.size,
-                "platform": { "architecture": arch.arch.go_name(), "os": "linux" },
-                "annotations": {
-                    "org.opencontainers.image.ref.name": image.reference,
-                    "io.containerd.image.name": image.reference,
-                },
-            }));
-        }
-        let index = json!({ "schemaVersion": 2, "manifests": listed });
-        items.insert(
-            "oci-layout".into(),
-            Item::Bytes(br#"{"imageLayoutVersion":"1.0.0"}"#.to_vec(), 0o644),
-        );
-        items.insert(
-            "index.json".into(),
-            Item::Bytes(serde_json::to_vec(&index)?, 0o644),
-        );
-        write_tar(&out, items, run.options.epoch)?;
+        write_bundle(arch, run.options.epoch, &out)?;
         Ok(out)
     }
+}
+
+/// Writes the bundle of `arch` to `out`.
+fn write_bundle(arch: &StagedArch, epoch: u64, out: &Path) -> Result<()> {
+    let images = arch
+        .images
+        .as_ref()
+        .with_context(|| format!("images bundle: no images staged for {}", arch.arch))?;
+    let mut items: BTreeMap<String, Item> = BTreeMap::new();
+    let mut listed = Vec::new();
+    for image in images {
+        for blob in std::iter::once(&image.manifest).chain(&image.blobs) {
+            let hex = blob.digest.trim_start_matches("sha256:");
+            items.insert(
+                format!("blobs/sha256/{hex}"),
+                Item::File {
+                    path: blob.path.clone(),
+                    size: blob.size,
+                    mode: 0o644,
+                },
+            );
+        }
+        listed.push(json!({
+            "mediaType": image.manifest.media_type,
+            "digest": image.manifest.digest,
+            "size": image.manifest.size,
+            "platform": { "architecture": arch.arch.go_name(), "os": "linux" },
+            "annotations": {
+                "org.opencontainers.image.ref.name": image.reference,
+                "io.containerd.image.name": image.reference,
+            },
+        }));
+    }
+    let index = json!({ "schemaVersion": 2, "manifests": listed });
+    items.insert(
+        "oci-layout".into(),
+        Item::Bytes(br#"{"imageLayoutVersion":"1.0.0"}"#.to_vec(), 0o644),
+    );
+    items.insert(
+        "index.json".into(),
+        Item::Bytes(serde_json::to_vec(&index)?, 0o644),
+    );
+    write_tar(out, items, epoch)
+}
+
+/// The bundle as the tarball and the installer image carry it (`dist
+/// --carry-images`): the same bytes as the bundle artifact, written in the
+/// run's scratch space and removed when this is dropped.
+pub struct Carried {
+    _dir: tempfile::TempDir,
+    /// Its file name, `kubedist-images-<X.Y.Z>-<arch>.oci.tar`.
+    pub name: String,
+    pub path: PathBuf,
+    pub sha256: String,
+    pub size: u64,
+}
+
+/// The bundle `arch`'s tarball and installer image carry, when the run
+/// says they carry one.
+pub fn carried(arch: &StagedArch, run: &Run) -> Result<Option<Carried>> {
+    if !run.options.carry_images {
+        return Ok(None);
+    }
+    let dir = tempfile::tempdir_in(run.work)
+        .with_context(|| format!("creating a directory in {}", run.work.display()))?;
+    let name = file_name(run.k8s_version, arch.arch);
+    let path = dir.path().join(&name);
+    write_bundle(arch, run.options.epoch, &path)?;
+    let size = std::fs::metadata(&path)
+        .with_context(|| format!("reading {}", path.display()))?
+        .len();
+    Ok(Some(Carried {
+        sha256: crate::digest::sha256_file(&path)?,
+        _dir: dir,
+        name,
+        path,
+        size,
+    }))
 }
 
 /// The bundle's file name.

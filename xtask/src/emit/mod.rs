@@ -230,6 +230,9 @@ pub struct Options {
     /// `dist --sign`: the key that signs the tarball's SHA256SUMS
     /// (`SHA256SUMS.asc` beside it, made at `epoch`).
     pub signer: Option<std::sync::Arc<crate::keys::RepoKey>>,
+    /// `dist --carry-images`: the tarball and the installer image carry
+    /// their architecture's images bundle.
+    pub carry_images: bool,
 }
 
 /// The detached, armoured signature of a `SHA256SUMS` file, beside it.

@@ -12,7 +12,8 @@
 //! ```text
 //! /bin/busybox, /bin/sh -> busybox   the shell (Debian's busybox-static)
 //! /kubedist/bundle/                  the tarball's top directory: install.sh,
-//!                                    MANIFEST, SHA256SUMS, payload/
+//!                                    MANIFEST, SHA256SUMS, payload/ (and
+//!                                    images/ with `dist --carry-images`)
 //! /kubedist/entrypoint.sh            verifies, stages on the host, runs install.sh
 //! /kubedist/in-host.sh               what it runs in the host's namespaces
 //! /kubedist/release                  the tarball's directory name
@@ -20,7 +21,8 @@
 //! ```
 //!
 //! Layers, in order: the shell; one per package whose version is not the
-//! release's (the CNI plugins, crictl); the release's own files; the SBOM.
+//! release's (the CNI plugins, crictl); the images bundle it carries, if
+//! any; the release's own files; the SBOM.
 //! The first ones carry mtime 0, so that releases with the same shell and
 //! plugins share those layers byte for byte; the last two carry
 //! SOURCE_DATE_EPOCH.
@@ -55,6 +57,7 @@ use oci_spec::image::{
 use serde::Serialize;
 
 use super::codec::{self, Codec, Kind};
+use super::images;
 use super::tarball::{self, Entry};
 use super::{About, Artifacts, Families, Format, Input, Options, Run, Staging};
 use crate::archive::{add_parent_dirs, append_tar, write_tar, Item};
@@ -250,7 +253,8 @@ fn image(arch: &StagedArch, oci: &StagedOci, run: &Run, blobs: &mut Blobs) -> Re
         .oci_base
         .as_ref()
         .with_context(|| format!("installer image: no shell staged for {goarch}"))?;
-    let entries = tarball::contents(arch, options)?;
+    let carried = images::carried(arch, run)?;
+    let entries = tarball::contents(arch, carried.as_ref(), options)?;
     let sha256sums = entries
         .iter()
         .find_map(|e| match (&e.item, e.path.as_str()) {
@@ -461,7 +465,7 @@ fn shell_layer(base: &StagedOciBase) -> Layer {
 }
 
 /// The packages released on their own schedule, one layer each by name;
-/// then the release's own files (the tarball's, the image's scripts and
+/// the images bundle, when the image carries one; then the release's own files (the tarball's, the image's scripts and
 /// examples): what changes least sits lowest.
 fn release_layers(
     arch: &StagedArch,
@@ -483,6 +487,7 @@ fn release_layers(
         })
         .collect();
     let mut by_package: BTreeMap<String, BTreeMap<String, Item>> = BTreeMap::new();
+    let mut carried = BTreeMap::new();
     let mut release = BTreeMap::new();
     for Entry {
         path,
@@ -492,6 +497,11 @@ fn release_layers(
     {
         let key = format!("{BUNDLE}/{path}");
         match package {
+            // The images bundle (`--carry-images`) changes with the image
+            // list only: a layer of its own, shared by every revision.
+            None if path.starts_with(tarball::CARRIED_DIR) => {
+                carried.insert(key, item);
+            }
             Some(p) if !own_version.get(p.as_str()).copied().unwrap_or(true) => {
                 by_package.entry(p).or_default().insert(key, item);
             }
@@ -505,6 +515,13 @@ fn release_layers(
             items,
             mtime: 0,
             comment: format!("package {package}"),
+        });
+    }
+    if !carried.is_empty() {
+        layers.push(Layer {
+            items: carried,
+            mtime: 0,
+            comment: "the images bundle".into(),
         });
     }
     let release_name = tarball::top_dir(k8s_version, arch.arch);

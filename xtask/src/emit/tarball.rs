@@ -8,6 +8,9 @@
 //!   SHA256SUMS                  `sha256  relative/path` of every other file
 //!   SHA256SUMS.asc              with `dist --sign`: its detached signature
 //!   payload/<family>/<path>     the content of each file entry
+//!   images/kubedist-images-<ver>-<arch>.oci.tar
+//!                               with `dist --carry-images`: the images
+//!                               bundle, installed and imported after the rest
 //! ```
 //!
 //! It holds both families' files (the installer picks one per host), the
@@ -28,6 +31,7 @@ use anyhow::{bail, Context, Result};
 use sha2::{Digest, Sha256};
 
 use super::codec::{self, Codec, Kind};
+use super::images::{self, Carried};
 use super::{About, Artifacts, Families, Format, FormatCodecs, Input, Options, Run, Staging};
 use crate::archive::{add_parent_dirs, append_tar, Item};
 use crate::spec::Arch;
@@ -61,7 +65,15 @@ impl Format for Tarball {
         &ABOUT
     }
     fn write(&self, input: &Input, run: &Run) -> Result<PathBuf> {
-        write(input.arch()?, run.k8s_version, run.options, run.out_dir)
+        let arch = input.arch()?;
+        let carried = images::carried(arch, run)?;
+        write(
+            arch,
+            carried.as_ref(),
+            run.k8s_version,
+            run.options,
+            run.out_dir,
+        )
     }
 }
 
@@ -103,16 +115,18 @@ impl Line {
 }
 
 /// Writes the tarball of one architecture from each package's deb and rpm
-/// staging and the installer, and returns its path.
+/// staging and the installer (and the images bundle it carries), and
+/// returns its path.
 pub fn write(
     staged: &StagedArch,
+    carried: Option<&Carried>,
     k8s_version: &str,
     meta: &Options,
     out_dir: &Path,
 ) -> Result<PathBuf> {
     let arch = staged.arch;
     let out = out_dir.join(file_name(k8s_version, arch, meta.codecs.of(NAME)));
-    let mut items: BTreeMap<String, Item> = contents(staged, meta)?
+    let mut items: BTreeMap<String, Item> = contents(staged, carried, meta)?
         .into_iter()
         .map(|e| (e.path, e.item))
         .collect();
@@ -156,8 +170,13 @@ pub(super) struct Entry {
 }
 
 /// Every file of the tarball's top directory, sorted by path (directories
-/// are not listed).
-pub(super) fn contents(staged: &StagedArch, meta: &Options) -> Result<Vec<Entry>> {
+/// are not listed): the installer's files, the payload and the images
+/// bundle it carries, as `images/<its name>`.
+pub(super) fn contents(
+    staged: &StagedArch,
+    carried: Option<&Carried>,
+    meta: &Options,
+) -> Result<Vec<Entry>> {
     let mut lines = Vec::new();
     let mut payload: BTreeMap<String, (PathBuf, String, u64, String)> = BTreeMap::new();
     for package in &staged.packages {
@@ -213,6 +232,9 @@ pub(super) fn contents(staged: &StagedArch, meta: &Options) -> Result<Vec<Entry>
     for (key, (_, sha, _, _)) in &payload {
         sums.insert(key.clone(), sha.clone());
     }
+    if let Some(bundle) = carried {
+        sums.insert(carried_path(bundle), bundle.sha256.clone());
+    }
     let sha256sums: String = sums.iter().map(|(p, s)| format!("{s}  {p}\n")).collect();
 
     let own = |path: &str, item| Entry {
@@ -247,8 +269,27 @@ pub(super) fn contents(staged: &StagedArch, meta: &Options) -> Result<Vec<Entry>
             package: Some(package),
         });
     }
+    if let Some(bundle) = carried {
+        entries.push(Entry {
+            path: carried_path(bundle),
+            item: Item::File {
+                path: bundle.path.clone(),
+                size: bundle.size,
+                mode: 0o644,
+            },
+            package: None,
+        });
+    }
     entries.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(entries)
+}
+
+/// The directory of the tarball that holds the images bundle it carries;
+/// install.sh looks there.
+pub(super) const CARRIED_DIR: &str = "images/";
+
+fn carried_path(bundle: &Carried) -> String {
+    format!("{CARRIED_DIR}{}", bundle.name)
 }
 
 /// Files of a package for the tarball: `any` where deb and rpm agree on

@@ -74,6 +74,7 @@ fn options() -> Options {
         codecs: Codecs::fast(),
         threads: 1,
         signer: None,
+        carry_images: false,
     }
 }
 
@@ -376,7 +377,7 @@ fn the_kubelet_rpm_keeps_config_and_runs_its_scriptlets() {
 fn the_tarball_lists_and_checksums_every_file_it_carries() {
     let tmp = tempfile::tempdir().unwrap();
     let arch = staged(tmp.path());
-    let path = super::tarball::write(&arch, "1.34.2", &options(), tmp.path()).unwrap();
+    let path = super::tarball::write(&arch, None, "1.34.2", &options(), tmp.path()).unwrap();
     assert!(
         path.ends_with("kubedist-1.34.2-linux-amd64.tar.gz"),
         "{path:?}"
@@ -750,7 +751,7 @@ fn a_signed_tarball_carries_a_reproducible_signature_of_its_sha256sums() {
     for run in ["a", "b"] {
         let out = tmp.path().join(run);
         fs::create_dir(&out).unwrap();
-        let path = super::tarball::write(&arch, "1.34.2", &signed, &out).unwrap();
+        let path = super::tarball::write(&arch, None, "1.34.2", &signed, &out).unwrap();
         written.push(fs::read(&path).unwrap());
     }
     assert!(written[0] == written[1], "two signed tarballs differ");
@@ -763,7 +764,7 @@ fn a_signed_tarball_carries_a_reproducible_signature_of_its_sha256sums() {
     // The signature is not among the files SHA256SUMS lists.
     assert!(!String::from_utf8_lossy(sums).contains("SHA256SUMS.asc"));
     // Unsigned: no signature file.
-    let path = super::tarball::write(&arch, "1.34.2", &options(), tmp.path()).unwrap();
+    let path = super::tarball::write(&arch, None, "1.34.2", &options(), tmp.path()).unwrap();
     let members = tar_members(flate2::read::GzDecoder::new(fs::File::open(path).unwrap()));
     assert!(!members.contains_key(&format!("{top}/SHA256SUMS.asc")));
 }
