@@ -8,7 +8,8 @@
 # as a registry would serve them.
 #
 #   - dist writes one bundle per architecture, byte for byte the same twice,
-#     naming every image of pkg/images.toml; skopeo reads each image of it
+#     naming every image of pkg/images.toml; skopeo reads each image of it;
+#     its SBOM relates every file of a layer to the images holding the layer
 #   - kubedist-images imports every image into containerd's k8s.io
 #     namespace at the bundle's digest with no network; the pause image runs
 #     (ctr run); a second run imports nothing; a differing sandbox image is
@@ -121,6 +122,21 @@ test_one_bundle_per_architecture_reproducible_naming_every_image() {
 			assert_eq "$arch" "$(jq -r .Architecture "$OT/inspect.json")" "architecture of $ref"
 			assert_eq true "$(jq -r '.Labels."io.kubedist.test-build"' "$OT/inspect.json")" "$ref is labelled a test build"
 		done <"$OT/refs"
+		echo "== $arch: its SBOM says which image each file of a layer came from"
+		tar -xOf "$b" index.json | jq -r '.manifests[] | .digest + " " + .annotations["io.containerd.image.name"]' |
+			while read -r digest ref; do
+				tar -xOf "$b" "blobs/sha256/${digest#sha256:}" |
+					jq -r --arg ref "$ref" '.layers[].digest | sub("sha256:"; "") + " " + $ref'
+			done | sort >"$OT/layers-expected"
+		jq -r '(.files | map({key: .SPDXID, value: .fileName}) | from_entries) as $files
+			| (.packages | map({key: .SPDXID, value: .name}) | from_entries) as $packages
+			| .relationships[] | select(.relationshipType == "GENERATED_FROM")
+			| ($files[.spdxElementId] | split("/")[3]) + " " + $packages[.relatedSpdxElement]' \
+			"$b.spdx.json" | sort -u >"$OT/layers-sbom"
+		diff -u "$OT/layers-expected" "$OT/layers-sbom"
+		assert_eq "$(jq '.files | length' "$b.spdx.json")" \
+			"$(jq '[.relationships[] | select(.relationshipType == "GENERATED_FROM") | .spdxElementId] | unique | length' "$b.spdx.json")" \
+			"files with an origin"
 	done
 }
 

@@ -58,6 +58,10 @@ pub struct Origin {
     /// Packages linked into it: `(name, version, purl)` (a Rust program's
     /// crates).
     pub linked: Vec<(String, String, String)>,
+    /// An image's blobs (hex digests): every file of those layers came
+    /// from it, whatever its bytes.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub blobs: Vec<String>,
 }
 
 /// Where an artifact's SBOM goes: `<artifact>.spdx.json`, beside it.
@@ -141,8 +145,8 @@ pub fn document_of(
             "copyrightText": "NOASSERTION",
         }));
         relationships.push(relationship("SPDXRef-Artifact", "CONTAINS", &file_id(i)));
-        let from = origin_of(f, origins);
-        if let Some(o) = from {
+        let from = origins_of(f, origins);
+        for &o in &from {
             used.insert(o);
             relationships.push(relationship(
                 &file_id(i),
@@ -150,6 +154,7 @@ pub fn document_of(
                 &origin_id(&origins[o]),
             ));
         }
+        let from = from.first().copied();
         if let Some(go) = &f.go {
             let version = from.map_or(subject.version.as_str(), |o| origins[o].version.as_str());
             go_packages(i, go, version, &mut packages, &mut relationships);
@@ -301,10 +306,24 @@ fn go_packages(
     }
 }
 
-/// The origin the file `f` came from: one that yields its bytes under its
-/// name, else one that yields its bytes (the stand-ins of test builds are
+/// The origins the file `f` came from: the images whose layer holds it
+/// (base layers are shared); else one that yields its bytes under its
+/// name; else one that yields its bytes (the stand-ins of test builds are
 /// one program under several names).
-fn origin_of(f: &Held, origins: &[Origin]) -> Option<usize> {
+fn origins_of(f: &Held, origins: &[Origin]) -> Vec<usize> {
+    if let Some(blob) = f
+        .path
+        .strip_prefix("/blobs/sha256/")
+        .and_then(|rest| rest.split_once('/'))
+        .map(|(blob, _)| blob)
+    {
+        let images: Vec<usize> = (0..origins.len())
+            .filter(|&o| origins[o].blobs.iter().any(|b| b == blob))
+            .collect();
+        if !images.is_empty() {
+            return images;
+        }
+    }
     let base = f.path.rsplit('/').next().unwrap_or(&f.path);
     let yields = |o: &Origin, named: bool| {
         o.yields
@@ -315,6 +334,8 @@ fn origin_of(f: &Held, origins: &[Origin]) -> Option<usize> {
         .iter()
         .position(|o| yields(o, true))
         .or_else(|| origins.iter().position(|o| yields(o, false)))
+        .into_iter()
+        .collect()
 }
 
 fn file_id(i: usize) -> String {

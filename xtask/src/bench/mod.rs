@@ -17,13 +17,16 @@
 //! 5. what a newcomer waits for: a cold compile of the xtask, and a fresh
 //!    clone to its first artifacts (`compile`);
 //! 6. `cargo xtask repo` at scale: generated releases added one at a time,
-//!    each add timed against the releases already there (`repo`).
+//!    each add timed against the releases already there (`repo`);
+//! 7. the images bundle of air-gapped nodes: its size per architecture, its
+//!    dist, its import into a containerd of the bench's own (`images`).
 //!
 //! Benchmarks report; they do not pass or fail. The targets are printed next
 //! to the figures.
 
 mod compile;
 mod floor;
+mod images;
 mod measure;
 mod native;
 mod nfpm;
@@ -57,7 +60,8 @@ Examples:
   cargo xtask bench                      # the table of docs/performance.md
   cargo xtask bench --quick              # 25 MiB payload, about a minute
   cargo xtask bench --compression fast   # the same at --fast levels
-  cargo xtask bench --repo-only --repo-releases 200   # cargo xtask repo at scale only")]
+  cargo xtask bench --repo-only --repo-releases 200   # cargo xtask repo at scale only
+  cargo xtask bench --images-only        # the images bundle: sizes, dist, import")]
 pub struct Args {
     /// A 25 MiB payload instead of 250 MiB.
     #[arg(long)]
@@ -87,8 +91,12 @@ pub struct Args {
     #[arg(long, value_name = "N")]
     pub repo_releases: Option<usize>,
     /// Run the repository part only.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "images_only")]
     pub repo_only: bool,
+    /// Run the images bundle part only (size per architecture, dist, the
+    /// import into containerd).
+    #[arg(long)]
+    pub images_only: bool,
     /// Which payloads: `synthetic` (the generated one, every part of the
     /// bench), `real` (the fixtures as they are: Debian's real kubectl and
     /// CNI plugins, stand-ins for the rest; dist against nfpm only) or
@@ -125,6 +133,10 @@ pub fn run(spec: &Spec, args: &Args) -> Result<()> {
         bench.repo(&mut report)?;
         return report.finish(&bench.work, &bench.logs, started);
     }
+    if args.images_only {
+        bench.images(spec, &mut report)?;
+        return report.finish(&bench.work, &bench.logs, started);
+    }
 
     eprintln!("==> bench: payload");
     let fixtures = crate::fixtures::ensure(spec, &bench.work.join("fixtures"), &[bench.arch])?;
@@ -135,6 +147,7 @@ pub fn run(spec: &Spec, args: &Args) -> Result<()> {
         bench.real_payload(&fixtures, &mut report)?;
     }
     if args.payload == Payloads::Real {
+        bench.images(spec, &mut report)?;
         return report.finish(&bench.work, &bench.logs, started);
     }
     let sizes = if args.quick {
@@ -205,6 +218,7 @@ pub fn run(spec: &Spec, args: &Args) -> Result<()> {
         report.compile(c);
     }
     report.reproducible(&repro, first_sums.len());
+    bench.images(spec, &mut report)?;
     bench.repo(&mut report)?;
     report.finish(&bench.work, &bench.logs, started)
 }
@@ -520,6 +534,20 @@ impl<'a> Bench<'a> {
             });
         }
         Ok(best)
+    }
+
+    /// The images bundle: its size per architecture, dist, the import.
+    fn images(&self, spec: &Spec, report: &mut Report) -> Result<()> {
+        eprintln!("==> bench: the images bundle");
+        let measured = images::run(
+            spec,
+            &self.exe,
+            &self.work.join("images"),
+            &self.logs,
+            self.arch,
+        )?;
+        report.images(&measured);
+        Ok(())
     }
 
     /// `cargo xtask repo` at scale, unless --repo-releases 0.

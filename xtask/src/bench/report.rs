@@ -8,7 +8,7 @@ use std::path::Path;
 use anyhow::{Context, Result};
 
 use super::measure::{self, Sample};
-use super::{compile, floor, native, nfpm, payload, repo, sysext, wrapper, Level, EPOCH};
+use super::{compile, floor, images, native, nfpm, payload, repo, sysext, wrapper, Level, EPOCH};
 use crate::emit;
 use crate::emit::codec::Codecs;
 
@@ -439,6 +439,58 @@ impl Report {
                 n - 1,
                 verdict(ratio <= 2.0)
             );
+        }
+    }
+
+    pub fn images(&mut self, i: &images::Images) {
+        let t = &mut self.text;
+        let source = match i.source {
+            images::Source::Release => {
+                "the release's images, pinned in pkg/images.toml, from the fetch cache"
+            }
+            images::Source::StandIns => {
+                "the fixtures' stand-ins (small test builds under the release's names): \
+                 the fetch cache does not hold the release's images; `cargo xtask fetch \
+                 --images --arch amd64,arm64` on a connected host fills it, and the next \
+                 bench measures them"
+            }
+        };
+        let _ = writeln!(
+            t,
+            "\nThe images bundle of air-gapped nodes ({source}):\n\n\
+             | architecture | images | bundle (their compressed layers) | dist --formats images, wall / CPU |\n\
+             |---|---:|---:|---:|"
+        );
+        for b in &i.bundles {
+            let _ = writeln!(
+                t,
+                "| {} | {} | {} | {:.1} s / {:.1} s |",
+                b.arch,
+                b.images,
+                mib(b.bytes),
+                b.dist.wall,
+                b.dist.cpu
+            );
+        }
+        match &i.import {
+            Ok(m) => {
+                let _ = writeln!(
+                    t,
+                    "\n`kubedist-images` into an empty containerd ({}, this host): {:.1} s wall, \
+                     {:.1} s CPU; run again, every image present: {:.1} s.",
+                    m.arch, m.first.wall, m.first.cpu, m.again.wall
+                );
+            }
+            Err(why) => {
+                let _ = writeln!(t, "\nThe import was not measured: {why}.");
+            }
+        }
+        let _ = writeln!(
+            t,
+            "\nPublished sizes, not measured here:\n\n| what | size | published in |\n|---|---:|---|"
+        );
+        for (what, size, source) in images::PUBLISHED {
+            let _ = writeln!(t, "| {what} | {size} | {source} |");
         }
     }
 

@@ -65,6 +65,7 @@ pub fn upstream(spec: &Spec, up: &Upstream, origin: &fetch::Origin) -> Result<Ve
                 how.to_string()
             },
             linked: Vec::new(),
+            blobs: Vec::new(),
         });
     }
     Ok(out)
@@ -171,6 +172,7 @@ pub fn built(root: &Path, package: &str, path: &Path, arch: Arch) -> Result<Orig
             arch.static_target()
         ),
         linked,
+        blobs: Vec::new(),
     })
 }
 
@@ -201,6 +203,11 @@ pub fn image(image: &StagedImage, arch: Arch) -> Origin {
             image.reference
         ),
         linked: Vec::new(),
+        blobs: image
+            .blobs
+            .iter()
+            .map(|b| b.digest.trim_start_matches("sha256:").to_string())
+            .collect(),
     }
 }
 
@@ -227,5 +234,6 @@ pub fn debian(base: &StagedOciBase, debarch: &str) -> Origin {
                   the digest is that of the program taken from it"
             .to_string(),
         linked: Vec::new(),
+        blobs: Vec::new(),
     }
 }

@@ -1,0 +1,297 @@
+//! The images bundle of air-gapped nodes: its size per architecture, how
+//! long `dist` takes to write it, and how long `kubedist-images` takes to
+//! import it into a containerd of its own, the first time and again (when
+//! everything is present).
+//!
+//! The images are the release's, pinned in `pkg/images.toml`, when the fetch
+//! cache holds every one of them (`cargo xtask fetch --images` on a
+//! connected host); else the fixtures' stand-ins, and the report says so.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use anyhow::{bail, Context, Result};
+
+use super::measure::{self, Sample};
+use super::EPOCH;
+use crate::spec::{Arch, Spec};
+
+/// The architectures whose bundles are measured (the import: this host's).
+pub const ARCHES: [Arch; 2] = [Arch::Amd64, Arch::Arm64];
+
+/// Sizes published elsewhere, printed beside the measured ones: `(what,
+/// size, where it was published)`. The release's images are only measured
+/// here when the fetch cache holds them; these say what to expect.
+pub const PUBLISHED: &[(&str, &str, &str)] = &[
+    (
+        "the seven images kubeadm 1.34 pulls (control plane v1.34.9, etcd 3.6.5-0, CoreDNS \
+         v1.12.1, pause 3.10.1), amd64: their compressed layers, as containerd counts them",
+        "138.9 MB (22.4 + 22.9 + 27.1 + 22.8 + 26 + 17.4 + 0.32)",
+        "`crictl images` on a containerd node, in github.com/uidz3r0/kubernetes-foundations-operations, \
+         week7-cluster-operations/W7D1/README.md",
+    ),
+    (
+        "k3s v1.21.0 air-gap images (its own set: CoreDNS, Traefik, metrics-server, \
+         local-path-provisioner, klipper, pause), amd64: .tar / .tar.gz / .tar.zst",
+        "358 / 112 / 86.3 MB",
+        "github.com/k3s-io/k3s/issues/2941",
+    ),
+    (
+        "rke2-images.linux-amd64.tar.zst, k0s-airgap-bundle",
+        "no published size found",
+        "",
+    ),
+];
+
+pub struct Images {
+    /// Where the images came from, for the report.
+    pub source: Source,
+    pub bundles: Vec<Bundle>,
+    /// The import of this host's bundle, or why it was not measured.
+    pub import: std::result::Result<Import, String>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// The pinned release, from the fetch cache.
+    Release,
+    /// The fixtures' stand-ins.
+    StandIns,
+}
+
+pub struct Bundle {
+    pub arch: Arch,
+    pub images: usize,
+    pub bytes: u64,
+    /// `dist --formats images` for this architecture, no artifact cache.
+    pub dist: Sample,
+}
+
+pub struct Import {
+    pub arch: Arch,
+    /// Into an empty containerd.
+    pub first: Sample,
+    /// Again, everything present.
+    pub again: Sample,
+}
+
+pub fn run(spec: &Spec, exe: &Path, work: &Path, logs: &Path, host: Arch) -> Result<Images> {
+    let _ = fs::remove_dir_all(work);
+    fs::create_dir_all(work).with_context(|| format!("creating {}", work.display()))?;
+    let source = if release_cached(spec) {
+        Source::Release
+    } else {
+        Source::StandIns
+    };
+    let mut bundles = Vec::new();
+    let mut host_bundle = None;
+    for arch in ARCHES {
+        let out = work.join(format!("dist-{arch}"));
+        let mut cmd = Command::new(exe);
+        cmd.args(["dist", "--formats", "images", "--no-cache", "--arch"])
+            .arg(arch.go_name())
+            .arg("--out")
+            .arg(&out)
+            .env("SOURCE_DATE_EPOCH", EPOCH.to_string());
+        if source == Source::StandIns {
+            cmd.arg("--fixtures");
+        }
+        let dist = measure::run(&mut cmd, &logs.join(format!("images-dist-{arch}.log")))?;
+        let name = crate::emit::images::file_name(&spec.images.kubernetes, arch);
+        let path = out.join(&name);
+        let bytes = fs::metadata(&path)
+            .with_context(|| format!("reading {}", path.display()))?
+            .len();
+        eprintln!(
+            "    {name}: {:.1} MiB, {:.1} s wall",
+            bytes as f64 / f64::from(1u32 << 20),
+            dist.wall
+        );
+        bundles.push(Bundle {
+            arch,
+            images: spec.images.images.len(),
+            bytes,
+            dist,
+        });
+        if arch == host {
+            host_bundle = Some((out, name));
+        }
+    }
+    let import = match host_bundle {
+        None => Err(format!("no bundle for this host's architecture ({host})")),
+        Some((out, name)) => match import_tools() {
+            Err(why) => Err(why),
+            Ok(()) => Ok(import(
+                &spec.root,
+                &out,
+                &name,
+                &work.join("containerd"),
+                logs,
+                host,
+            )?),
+        },
+    };
+    Ok(Images {
+        source,
+        bundles,
+        import,
+    })
+}
+
+/// Whether the fetch cache lists every image of `pkg/images.toml`.
+fn release_cached(spec: &Spec) -> bool {
+    let index = spec.root.join("target/upstream/images/index.json");
+    let Ok(text) = fs::read_to_string(index) else {
+        return false;
+    };
+    spec.images
+        .images
+        .iter()
+        .all(|image| text.contains(&format!("\"{}\"", image.reference)))
+}
+
+/// Why the import cannot be measured here, if it cannot.
+fn import_tools() -> std::result::Result<(), String> {
+    for tool in ["containerd", "ctr", "unshare"] {
+        if !crate::util::on_path(tool) {
+            return Err(format!(
+                "{tool} is not installed (apt-get install containerd)"
+            ));
+        }
+    }
+    let uid = Command::new("id")
+        .arg("-u")
+        .output()
+        .map_err(|e| e.to_string())?;
+    if String::from_utf8_lossy(&uid.stdout).trim() != "0" {
+        return Err("containerd needs root".into());
+    }
+    Ok(())
+}
+
+/// `kubedist-images` into a containerd of its own (its root, state and
+/// socket under `dir`, its mounts in a namespace of its own), twice.
+fn import(
+    root: &Path,
+    out: &Path,
+    name: &str,
+    dir: &Path,
+    logs: &Path,
+    arch: Arch,
+) -> Result<Import> {
+    let images = dir.join("images");
+    fs::create_dir_all(&images).with_context(|| format!("creating {}", images.display()))?;
+    fs::hard_link(out.join(name), images.join(name))
+        .or_else(|_| fs::copy(out.join(name), images.join(name)).map(drop))
+        .with_context(|| format!("placing {name} in {}", images.display()))?;
+    let sums = fs::read_to_string(out.join("SHA256SUMS"))?;
+    let line = sums
+        .lines()
+        .find(|l| l.ends_with(&format!("  {name}")))
+        .with_context(|| format!("{name} is not in {}/SHA256SUMS", out.display()))?;
+    fs::write(images.join("SHA256SUMS"), format!("{line}\n"))?;
+
+    let daemon = Containerd::start(dir, logs)?;
+    let step = || {
+        let mut cmd = Command::new(root.join("installer/images/kubedist-images"));
+        cmd.arg("--dir")
+            .arg(&images)
+            .args(["--runtime", "containerd", "--containerd-address"])
+            .arg(&daemon.socket)
+            .arg("--containerd-config")
+            .arg(&daemon.config);
+        cmd
+    };
+    let first_log = logs.join("images-import-first.log");
+    let first = measure::run(&mut step(), &first_log)?;
+    // A timing of an import that imported nothing would mislead.
+    let imported = fs::read_to_string(&first_log)?
+        .lines()
+        .filter(|l| l.contains(": imported (sha256:"))
+        .count();
+    if imported == 0 {
+        bail!(
+            "kubedist-images imported no image into an empty containerd (see {})",
+            first_log.display()
+        );
+    }
+    let again = measure::run(&mut step(), &logs.join("images-import-again.log"))?;
+    eprintln!(
+        "    import into containerd: {:.1} s; again: {:.1} s",
+        first.wall, again.wall
+    );
+    drop(daemon);
+    let _ = fs::remove_dir_all(dir);
+    Ok(Import { arch, first, again })
+}
+
+/// A containerd of the bench's own, stopped when dropped.
+struct Containerd {
+    child: Child,
+    socket: PathBuf,
+    config: PathBuf,
+}
+
+impl Containerd {
+    fn start(dir: &Path, logs: &Path) -> Result<Containerd> {
+        let socket = dir.join("containerd.sock");
+        let config = dir.join("config.toml");
+        fs::write(
+            &config,
+            format!(
+                "version = 2\nroot = \"{}\"\nstate = \"{}\"\n[grpc]\n  address = \"{}\"\n",
+                dir.join("root").display(),
+                dir.join("state").display(),
+                socket.display()
+            ),
+        )?;
+        let log = fs::File::create(logs.join("images-containerd.log"))?;
+        // Its snapshot mounts stay in a mount namespace of its own.
+        let child = Command::new("unshare")
+            .args([
+                "--mount",
+                "--propagation",
+                "private",
+                "containerd",
+                "--config",
+            ])
+            .arg(&config)
+            .stdout(Stdio::from(log.try_clone()?))
+            .stderr(Stdio::from(log))
+            .spawn()
+            .context("starting containerd")?;
+        let daemon = Containerd {
+            child,
+            socket,
+            config,
+        };
+        for _ in 0..100 {
+            let up = Command::new("ctr")
+                .arg("--address")
+                .arg(&daemon.socket)
+                .arg("version")
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success());
+            if up {
+                return Ok(daemon);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        bail!(
+            "containerd did not start in 10 s (see {})",
+            logs.join("images-containerd.log").display()
+        )
+    }
+}
+
+impl Drop for Containerd {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .arg(self.child.id().to_string())
+            .status();
+        let _ = self.child.wait();
+    }
+}
