@@ -370,8 +370,11 @@ registry_blob() { echo "$OT/registry/data/docker/registry/v2/blobs/sha256/$(echo
 test_a_registry_mirror_is_pulled_into_the_cache_and_bundled_the_same() {
 	trap ot_stop_all EXIT
 	start_registry
+	lock_before=$(sha256sum <"$KD_REPO/pkg/upstream.lock")
 	fetch_images "$OT/cache" 2>&1 | tee "$OT/fetch1"
 	[ -f "$OT/cache/images/index.json" ]
+	echo "== pins of one's own (--image-pins) record nothing in the release's lock"
+	assert_eq "$lock_before" "$(sha256sum <"$KD_REPO/pkg/upstream.lock")" "pkg/upstream.lock"
 	echo "== a second fetch asks the registry nothing (it is stopped)"
 	ot_stop_all
 	fetch_images "$OT/cache" 2>&1 | tee "$OT/fetch2"

@@ -502,10 +502,11 @@ fn stage_all(
         Some(ImagesFrom::Layout(layout)) => Some(layout.clone()),
         Some(ImagesFrom::Registry) => {
             eprintln!("==> the images of pkg/images.toml");
-            Some(fetch::images::ensure(
-                &spec.images.images,
+            Some(fetch::ensure_images(
+                spec,
+                &args.origin,
+                &spec.images,
                 &plan.arches,
-                &args.origin.registry(),
                 &cache,
             )?)
         }

@@ -167,7 +167,7 @@ pub fn run(spec: &Spec, args: &Args) -> Result<()> {
             bail!("--images: the images are pulled from a registry; with --from DIR they are DIR/images/");
         }
         let images = args.origin.images(spec)?;
-        let layout = images::ensure(&images.images, &arches, &args.origin.registry(), &cache)?;
+        let layout = ensure_images(spec, &args.origin, &images, &arches, &cache)?;
         println!(
             "images: {} for {} architecture(s) in {}",
             images.images.len(),
@@ -339,7 +339,40 @@ pub fn unaccounted(spec: &Spec) -> Result<Vec<String>> {
             }
         }
     }
+    // Each image's manifest per architecture, or a record that says why
+    // the lock has none yet.
+    let remark = format!("images {}", spec.images.kubernetes);
+    for image in &spec.images.images {
+        for arch in Arch::ALL {
+            if lock.manifest(&image.reference, arch).is_none() && lock.record(&remark).is_none() {
+                out.push(format!("image {} {arch}: its manifest", image.reference));
+            }
+        }
+    }
     Ok(out)
+}
+
+/// The layout in `cache` holding `images` for `arches` (`images::ensure`).
+/// With the release's pins (no `--image-pins`), each architecture's manifest
+/// is checked against `[manifests]` of pkg/upstream.lock and recorded there.
+pub fn ensure_images(
+    spec: &Spec,
+    args: &OriginArgs,
+    images: &crate::spec::Images,
+    arches: &[Arch],
+    cache: &Path,
+) -> Result<PathBuf> {
+    let mut lock = match args.image_pins {
+        None => Some(Lock::load(&lock_path(spec))?),
+        Some(_) => None,
+    };
+    images::ensure(
+        &images.images,
+        arches,
+        &args.registry(),
+        cache,
+        lock.as_mut(),
+    )
 }
 
 /// `pkg/upstream.lock` of the checkout.

@@ -23,6 +23,7 @@ use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
 
 use crate::digest::sha256_bytes;
+use crate::fetch::lock::Lock;
 use crate::spec::{Arch, Image};
 use crate::stage::images::{blob_descriptors, entry_for};
 
@@ -37,12 +38,15 @@ pub struct Registry {
 }
 
 /// The layout of `cache` holding `images` for `arches`, pulled where it
-/// does not yet; returns its path.
+/// does not yet; returns its path. With the release's `lock`, each
+/// architecture's manifest is checked against its `[manifests]` entry, and
+/// recorded where there is none.
 pub fn ensure(
     images: &[Image],
     arches: &[Arch],
     registry: &Registry,
     cache: &Path,
+    lock: Option<&mut Lock>,
 ) -> Result<PathBuf> {
     let layout = cache.join("images");
     let blobs = layout.join("blobs/sha256");
@@ -81,8 +85,28 @@ pub fn ensure(
     // Every image checked before the cache changes.
     let mut listed = Vec::new();
     let mut fetched = Vec::new();
+    let mut manifests = Vec::new();
     for image in images {
-        let (index_digest, found) = pull.image(image, arches)?;
+        let Pulled {
+            index: index_digest,
+            found,
+            manifests: named,
+        } = pull.image(image, arches)?;
+        for (arch, digest) in named {
+            match lock
+                .as_deref()
+                .and_then(|l| l.manifest(&image.reference, arch))
+            {
+                Some(pinned) if pinned != digest => bail!(
+                    "{} ({arch}): the index names the manifest {digest}, but {} pins {pinned}; \
+                     refusing (delete that entry to take the new one on purpose)",
+                    image.reference,
+                    lock.as_deref().map_or(Path::new(""), Lock::path).display()
+                ),
+                Some(_) => {}
+                None => manifests.push((&image.reference, arch, digest)),
+            }
+        }
         listed.push(json!({
             "mediaType": "application/vnd.oci.image.index.v1+json",
             "digest": index_digest,
@@ -110,7 +134,23 @@ pub fn ensure(
         &serde_json::to_vec(&index)?,
         0o644,
     )?;
+    if let Some(lock) = lock {
+        for (reference, arch, digest) in manifests {
+            lock.insert_manifest(reference, arch, &digest);
+        }
+        lock.save()?;
+    }
     Ok(layout)
+}
+
+/// One image, checked.
+struct Pulled {
+    /// The digest of its index.
+    index: String,
+    /// Every digest now in the scratch directory.
+    found: Vec<String>,
+    /// The manifest the index names for each architecture.
+    manifests: Vec<(Arch, String)>,
 }
 
 struct Pull<'a> {
@@ -162,9 +202,8 @@ impl Pull<'_> {
     }
 
     /// The index `image`'s tag names, checked against its pin, and each
-    /// architecture's manifest with its blobs, checked; returns the index's
-    /// digest and every digest now in the scratch directory.
-    fn image(&self, image: &Image, arches: &[Arch]) -> Result<(String, Vec<String>)> {
+    /// architecture's manifest with its blobs, checked.
+    fn image(&self, image: &Image, arches: &[Arch]) -> Result<Pulled> {
         let reference = &image.reference;
         let tag = reference.rsplit_once(':').map_or("", |(_, t)| t);
         let at = format!("{}:{tag}", self.location(image)?);
@@ -183,6 +222,7 @@ impl Pull<'_> {
             .with_context(|| format!("{reference}: the registry's index is not JSON"))?;
         std::fs::write(self.blob_in_scratch(&index_digest), &index_bytes)?;
         let mut found = vec![index_digest.clone()];
+        let mut named = Vec::new();
         for &arch in arches {
             let entry = entry_for(&index, arch)
                 .with_context(|| format!("{reference}: the index names no linux/{arch} image"))?;
@@ -190,8 +230,13 @@ impl Pull<'_> {
                 .as_str()
                 .with_context(|| format!("{reference}: an index entry without a digest"))?;
             found.extend(self.manifest(image, &at, digest, arch)?);
+            named.push((arch, digest.to_string()));
         }
-        Ok((index_digest, found))
+        Ok(Pulled {
+            index: index_digest,
+            found,
+            manifests: named,
+        })
     }
 
     /// The index the tag `at` names, from the registry, checked against
@@ -328,6 +373,105 @@ mod tests {
             record: None,
             unrecorded: Some("test".into()),
         }
+    }
+
+    #[test]
+    fn each_architectures_manifest_is_recorded_in_the_lock_and_then_checked() {
+        let spec = crate::spec::Spec::load(&crate::util::repo_root()).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let arches = [Arch::Amd64, Arch::Arm64];
+        let standins: Vec<(Arch, Vec<u8>)> = arches
+            .iter()
+            .map(|&a| (a, format!("{a} program").into_bytes()))
+            .collect();
+        crate::fixtures::images::write(&spec, tmp.path(), &standins, 1_700_000_000).unwrap();
+        // The fixtures' layout as the cache, each image pinned to its index
+        // there: nothing is pulled.
+        let blob = |digest: &str| -> Value {
+            let hex = digest.trim_start_matches("sha256:");
+            serde_json::from_slice(
+                &std::fs::read(tmp.path().join("images/blobs/sha256").join(hex)).unwrap(),
+            )
+            .unwrap()
+        };
+        let listed: Value =
+            serde_json::from_slice(&std::fs::read(tmp.path().join("images/index.json")).unwrap())
+                .unwrap();
+        let images: Vec<Image> = spec
+            .images
+            .images
+            .iter()
+            .map(|i| {
+                let entry = listed["manifests"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|m| {
+                        m["annotations"]["org.opencontainers.image.ref.name"]
+                            == i.reference.as_str()
+                    })
+                    .unwrap();
+                Image {
+                    index: Some(entry["digest"].as_str().unwrap().to_string()),
+                    unrecorded: None,
+                    ..i.clone()
+                }
+            })
+            .collect();
+        let lock_path = tmp.path().join("upstream.lock");
+        let mut lock = Lock::load(&lock_path).unwrap();
+        ensure(
+            &images,
+            &arches,
+            &Registry::default(),
+            tmp.path(),
+            Some(&mut lock),
+        )
+        .unwrap();
+
+        let saved = Lock::load(&lock_path).unwrap();
+        for image in &images {
+            let index = blob(image.index.as_deref().unwrap());
+            for arch in arches {
+                let named = entry_for(&index, arch).unwrap()["digest"].as_str();
+                assert_eq!(
+                    saved.manifest(&image.reference, arch),
+                    named,
+                    "{}",
+                    image.reference
+                );
+            }
+        }
+
+        // A lock that pins another manifest refuses the index that names this one.
+        let pause = images
+            .iter()
+            .find(|i| i.reference.contains("/pause:"))
+            .unwrap();
+        let recorded = saved
+            .manifest(&pause.reference, Arch::Amd64)
+            .unwrap()
+            .to_string();
+        let other = format!("sha256:{}", "0".repeat(64));
+        let text = std::fs::read_to_string(&lock_path).unwrap();
+        std::fs::write(&lock_path, text.replace(&recorded, &other)).unwrap();
+        let mut lock = Lock::load(&lock_path).unwrap();
+        let err = ensure(
+            &images,
+            &arches,
+            &Registry::default(),
+            tmp.path(),
+            Some(&mut lock),
+        )
+        .unwrap_err();
+        assert!(
+            format!("{err:#}").contains(&format!(
+                "{} (amd64): the index names the manifest {recorded}, but {} pins {other}",
+                pause.reference,
+                lock_path.display()
+            )),
+            "{err:#}"
+        );
     }
 
     #[test]

@@ -13,7 +13,16 @@
 //!
 //! [records]
 //! "kubernetes 1.34.2" = "<the published records the pins were taken from>"
+//!
+//! [manifests."registry.k8s.io/pause:3.10.1"]
+//! amd64 = "sha256:<the manifest the pinned index names for amd64>"
 //! ```
+//!
+//! Images are pinned by their index in `pkg/images.toml`; `[manifests]`
+//! holds the manifest each architecture gets, the digest a node's runtime
+//! shows for the imported image. The index names them, so they are recorded
+//! by the first fetch that verified the index, and a later index that names
+//! another is refused until the entry is deleted on purpose.
 //!
 //! The lock is committed with the release it pins: its digests are taken
 //! from published records of the same files, not from a first download, so
@@ -34,7 +43,9 @@ const HEADER: &str = "\
 # from the published records [records] names; a download that differs is
 # refused. A file without a record is [unrecorded], with the reason, until a
 # verified download pins it. `cargo xtask fetch` adds what it verifies; to
-# re-pin a file on purpose, delete its line and fetch again.
+# re-pin a file on purpose, delete its line and fetch again. [manifests]:
+# for each image of pkg/images.toml, the manifest its pinned index names for
+# each architecture, recorded by the first fetch that verified the index.
 ";
 
 /// path → sha256 (or, unrecorded, the reason)
@@ -53,6 +64,9 @@ struct LockFile {
     /// `"<source> <version>"` → where its pins were taken from.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     records: BTreeMap<String, String>,
+    /// image reference → arch → the digest of its manifest.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    manifests: BTreeMap<String, BTreeMap<String, String>>,
 }
 
 /// The lock as read from disk, plus what this run added.
@@ -107,6 +121,19 @@ impl Lock {
                 }
             }
         }
+        for (reference, arches) in &file.manifests {
+            for (arch, digest) in arches {
+                arch.parse::<Arch>()
+                    .with_context(|| format!("{}: [manifests.{reference:?}]", path.display()))?;
+                let hex = digest.strip_prefix("sha256:").unwrap_or("");
+                if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+                    bail!(
+                        "{}: [manifests.{reference:?}] {arch} is not sha256:<64 hex digits>",
+                        path.display()
+                    );
+                }
+            }
+        }
         Ok(Lock {
             path: path.to_path_buf(),
             file,
@@ -156,6 +183,35 @@ impl Lock {
         }
     }
 
+    /// The digest of the manifest `reference` gives `arch`, once recorded.
+    pub fn manifest(&self, reference: &str, arch: Arch) -> Option<&str> {
+        self.file
+            .manifests
+            .get(reference)?
+            .get(arch.go_name())
+            .map(String::as_str)
+    }
+
+    /// Records the manifest `reference` gives `arch`.
+    pub fn insert_manifest(&mut self, reference: &str, arch: Arch, digest: &str) {
+        let arches = self
+            .file
+            .manifests
+            .entry(reference.to_string())
+            .or_default();
+        if arches.get(arch.go_name()).map(String::as_str) != Some(digest) {
+            arches.insert(arch.go_name().to_string(), digest.to_string());
+            self.changed = true;
+        }
+    }
+
+    /// The published records the pins of `what` (`"<source> <version>"`)
+    /// were taken from, or why there are none.
+    #[cfg(test)]
+    pub fn record(&self, what: &str) -> Option<&str> {
+        self.file.records.get(what).map(String::as_str)
+    }
+
     /// Writes the lock back if this run pinned anything new.
     pub fn save(&self) -> Result<()> {
         if !self.changed {
@@ -165,6 +221,7 @@ impl Lock {
             sources: self.file.sources.clone(),
             unrecorded: self.file.unrecorded.clone(),
             records: self.file.records.clone(),
+            manifests: self.file.manifests.clone(),
         };
         // No empty table is left where the last remark of one went.
         for versions in file.unrecorded.values_mut() {
