@@ -13,7 +13,8 @@
 #   - kubedist-images imports every image into containerd's k8s.io
 #     namespace at the bundle's digest with no network; the pause image runs
 #     (ctr run); a second run imports nothing; a differing sandbox image is
-#     named with the fix, a matching one is not
+#     named with the fix, a matching one is not, in containerd 1's layout and
+#     in containerd 2's (pinned_images.sandbox)
 #   - a changed bundle, or one SHA256SUMS does not list, imports nothing
 #   - for CRI-O, every image lands in containers-storage at its digest
 #   - the whole air-gapped path in a bookworm root with containerd and no
@@ -180,6 +181,41 @@ test_a_matching_sandbox_image_gets_no_note() {
 	' sh "$OT/functions" "$pause"
 	cat "$OT/out2"
 	if grep -q 'note:' "$OT/out2"; then echo "a note although the sandbox image is $pause" >&2; return 1; fi
+
+	echo "== containerd 2's layout (pinned_images.sandbox, single quotes), read from a stand-in"
+	# Debian ships containerd 1.x only: a stand-in answers `containerd config
+	# dump` in containerd 2's layout; the import itself talks to the real one.
+	mkdir -p "$OT/ctd2-bin"
+	for sandbox in registry.k8s.io/pause:3.8 "$pause"; do
+		cat >"$OT/ctd2-bin/containerd" <<STANDIN
+#!/bin/sh
+# stand-in for containerd 2's \`containerd config dump\`
+cat <<'DUMP'
+version = 3
+[plugins]
+  [plugins.'io.containerd.cri.v1.images']
+    snapshotter = 'overlayfs'
+    [plugins.'io.containerd.cri.v1.images'.pinned_images]
+      sandbox = '$sandbox'
+  [plugins.'io.containerd.cri.v1.runtime']
+    enable_selinux = false
+DUMP
+STANDIN
+		chmod 0755 "$OT/ctd2-bin/containerd"
+		unshare --net sh -eu -c '
+			. "$1"
+			ot_start_containerd "$OT/ctd3" registry.k8s.io/pause:3.6
+			PATH="$OT/ctd2-bin:$PATH" "$IMPORT" --dir "$OT/img2" \
+				--containerd-address "$OT/ctd3/containerd.sock" >"$OT/out3"
+			ot_stop_all
+		' sh "$OT/functions"
+		cat "$OT/out3"
+		if [ "$sandbox" = "$pause" ]; then
+			assert_eq 0 "$(grep -c 'note:' "$OT/out3" || true)" "notes when containerd 2 pins $pause"
+		else
+			assert_grep "containerd's sandbox image is $sandbox, the bundle's is $pause: set sandbox = '$pause' under \\[plugins.'io.containerd.cri.v1.images'.pinned_images\\]" "$OT/out3"
+		fi
+	done
 }
 
 test_a_changed_or_unlisted_bundle_imports_nothing() {
