@@ -237,13 +237,15 @@ fn plan(spec: &Spec, args: &Args) -> Result<Plan> {
         .copied()
         .filter(|f| args.formats.is_empty() || args.formats.iter().any(|n| n == f.about().name))
         .collect();
-    let carries =
-        |f: &&dyn Format| [emit::tarball::NAME, emit::oci::NAME].contains(&f.about().name);
-    if args.carry_images && !formats.iter().any(carries) {
+    if args.carry_images && !formats.iter().any(|f| f.about().carries_images) {
+        let carriers: Vec<&str> = emit::FORMATS
+            .iter()
+            .filter(|f| f.about().carries_images)
+            .map(|f| f.about().name)
+            .collect();
         bail!(
-            "--carry-images: the {} and {} formats carry the images bundle; neither is in --formats",
-            emit::tarball::NAME,
-            emit::oci::NAME
+            "--carry-images: only {} carry the images bundle, and --formats has none of them",
+            carriers.join(" and ")
         );
     }
     let images = match (

@@ -6,6 +6,10 @@
 //! The images are the release's, pinned in `pkg/images.toml`, when the fetch
 //! cache holds every one of them (`cargo xtask fetch --images` on a
 //! connected host); else the fixtures' stand-ins, and the report says so.
+//! Without the release's images, a bundle of the release's size is measured
+//! too: the stand-ins, each with a layer of the size published for the
+//! release's images ([`PUBLISHED_TOTAL`]), which compresses 3.5:1, about as
+//! those images do, so that containerd unpacks about as much.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -50,7 +54,14 @@ pub struct Images {
     pub bundles: Vec<Bundle>,
     /// The import of this host's bundle, or why it was not measured.
     pub import: std::result::Result<Import, String>,
+    /// With the stand-ins: this host's bundle at the release's size, and
+    /// its import.
+    pub sized: Option<(Bundle, std::result::Result<Import, String>)>,
 }
+
+/// The compressed size of the release's images for amd64, as published
+/// (the first row of [`PUBLISHED`]), in bytes.
+pub const PUBLISHED_TOTAL: u64 = 138_900_000;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Source {
@@ -120,23 +131,109 @@ pub fn run(spec: &Spec, exe: &Path, work: &Path, logs: &Path, host: Arch) -> Res
     }
     let import = match host_bundle {
         None => Err(format!("no bundle for this host's architecture ({host})")),
-        Some((out, name)) => match import_tools() {
-            Err(why) => Err(why),
-            Ok(()) => Ok(import(
-                &spec.root,
-                &out,
-                &name,
-                &work.join("containerd"),
-                logs,
-                host,
-            )?),
-        },
+        Some((out, name)) => timed_import(spec, &out, &name, work, logs, host, "")?,
+    };
+    let sized = match source {
+        Source::Release => None,
+        Source::StandIns => Some(sized(spec, exe, work, logs, host)?),
     };
     Ok(Images {
         source,
         bundles,
         import,
+        sized,
     })
+}
+
+/// The import of `out/name`, or why it cannot be measured here.
+fn timed_import(
+    spec: &Spec,
+    out: &Path,
+    name: &str,
+    work: &Path,
+    logs: &Path,
+    arch: Arch,
+    label: &str,
+) -> Result<std::result::Result<Import, String>> {
+    Ok(match import_tools() {
+        Err(why) => Err(why),
+        Ok(()) => Ok(import(
+            &spec.root,
+            out,
+            name,
+            &work.join(format!("containerd{label}")),
+            logs,
+            arch,
+            label,
+        )?),
+    })
+}
+
+/// This host's bundle of stand-ins padded to the release's size, written
+/// by `dist --from` a copy of the fixtures whose images are those, and its
+/// import.
+fn sized(
+    spec: &Spec,
+    exe: &Path,
+    work: &Path,
+    logs: &Path,
+    host: Arch,
+) -> Result<(Bundle, std::result::Result<Import, String>)> {
+    let fixtures = crate::fixtures::ensure(spec, &spec.root.join("target/fixtures"), &[host])?;
+    let from = work.join("sized-inputs");
+    fs::create_dir_all(&from).with_context(|| format!("creating {}", from.display()))?;
+    for entry in
+        fs::read_dir(&fixtures).with_context(|| format!("reading {}", fixtures.display()))?
+    {
+        let entry = entry?;
+        if entry.file_name() != crate::fixtures::images::DIR {
+            std::os::unix::fs::symlink(entry.path(), from.join(entry.file_name()))?;
+        }
+    }
+    // One layer per image, together the published size once compressed:
+    // a pseudo-random stream of four symbols, which gzip -9 takes to 2/7
+    // (measured), about as the release's images compress (89 MB of
+    // kube-apiserver unpacked, 27 MB compressed; etcd 195 MB and 23 MB).
+    let per_image = PUBLISHED_TOTAL / spec.images.images.len() as u64;
+    let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+    let pad: Vec<u8> = (0..per_image * 7 / 2)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            b"0123"[(state & 3) as usize]
+        })
+        .collect();
+    crate::fixtures::images::write(spec, &from, &[(host, pad)], EPOCH)?;
+    let out = work.join("sized");
+    let dist = measure::run(
+        Command::new(exe)
+            .args(["dist", "--formats", "images", "--no-cache", "--arch"])
+            .arg(host.go_name())
+            .arg("--from")
+            .arg(&from)
+            .arg("--out")
+            .arg(&out)
+            .env("SOURCE_DATE_EPOCH", EPOCH.to_string()),
+        &logs.join("images-dist-sized.log"),
+    )?;
+    let name = crate::emit::images::file_name(&spec.images.kubernetes, host);
+    let bytes = fs::metadata(out.join(&name))
+        .with_context(|| format!("reading {}", out.join(&name).display()))?
+        .len();
+    eprintln!(
+        "    {name}, stand-ins at the release's size: {:.1} MiB, {:.1} s wall",
+        bytes as f64 / f64::from(1u32 << 20),
+        dist.wall
+    );
+    let bundle = Bundle {
+        arch: host,
+        images: spec.images.images.len(),
+        bytes,
+        dist,
+    };
+    let import = timed_import(spec, &out, &name, work, logs, host, "-sized")?;
+    Ok((bundle, import))
 }
 
 /// Whether the fetch cache lists every image of `pkg/images.toml`.
@@ -179,6 +276,7 @@ fn import(
     dir: &Path,
     logs: &Path,
     arch: Arch,
+    label: &str,
 ) -> Result<Import> {
     let images = dir.join("images");
     fs::create_dir_all(&images).with_context(|| format!("creating {}", images.display()))?;
@@ -192,7 +290,7 @@ fn import(
         .with_context(|| format!("{name} is not in {}/SHA256SUMS", out.display()))?;
     fs::write(images.join("SHA256SUMS"), format!("{line}\n"))?;
 
-    let daemon = Containerd::start(dir, logs)?;
+    let daemon = Containerd::start(dir, logs, label)?;
     let step = || {
         let mut cmd = Command::new(root.join("installer/images/kubedist-images"));
         cmd.arg("--dir")
@@ -203,7 +301,7 @@ fn import(
             .arg(&daemon.config);
         cmd
     };
-    let first_log = logs.join("images-import-first.log");
+    let first_log = logs.join(format!("images-import-first{label}.log"));
     let first = measure::run(&mut step(), &first_log)?;
     // A timing of an import that imported nothing would mislead.
     let imported = fs::read_to_string(&first_log)?
@@ -216,7 +314,10 @@ fn import(
             first_log.display()
         );
     }
-    let again = measure::run(&mut step(), &logs.join("images-import-again.log"))?;
+    let again = measure::run(
+        &mut step(),
+        &logs.join(format!("images-import-again{label}.log")),
+    )?;
     eprintln!(
         "    import into containerd: {:.1} s; again: {:.1} s",
         first.wall, again.wall
@@ -234,7 +335,7 @@ struct Containerd {
 }
 
 impl Containerd {
-    fn start(dir: &Path, logs: &Path) -> Result<Containerd> {
+    fn start(dir: &Path, logs: &Path, label: &str) -> Result<Containerd> {
         let socket = dir.join("containerd.sock");
         let config = dir.join("config.toml");
         fs::write(
@@ -246,7 +347,8 @@ impl Containerd {
                 socket.display()
             ),
         )?;
-        let log = fs::File::create(logs.join("images-containerd.log"))?;
+        let log_path = logs.join(format!("images-containerd{label}.log"));
+        let log = fs::File::create(&log_path)?;
         // Its snapshot mounts stay in a mount namespace of its own.
         let child = Command::new("unshare")
             .args([
@@ -282,7 +384,7 @@ impl Containerd {
         }
         bail!(
             "containerd did not start in 10 s (see {})",
-            logs.join("images-containerd.log").display()
+            log_path.display()
         )
     }
 }

@@ -52,6 +52,7 @@ static ABOUT: About = About {
     families: Families::Own(Family::Deb),
     staging: Staging::Packages,
     single_threaded: false,
+    carries_images: false,
 };
 
 impl Format for Deb {

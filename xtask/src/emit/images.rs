@@ -8,7 +8,7 @@
 //! staged, by digest: the runtime records the digests the registry serves.
 //!
 //! With `dist --carry-images` the tarball and the installer image carry
-//! the same bytes as `images/<this file>` ([`carried`]); `install.sh`
+//! the same bytes as `images/<this file>` (`super::carried`); `install.sh`
 //! installs and imports it after the node software.
 //!
 //! Not compressed again: the layers are gzip'd already, a second codec
@@ -43,6 +43,7 @@ static ABOUT: About = About {
     families: Families::None,
     staging: Staging::Images,
     single_threaded: false,
+    carries_images: false,
 };
 
 impl Format for Images {
@@ -58,7 +59,7 @@ impl Format for Images {
 }
 
 /// Writes the bundle of `arch` to `out`.
-fn write_bundle(arch: &StagedArch, epoch: u64, out: &Path) -> Result<()> {
+pub(super) fn write_bundle(arch: &StagedArch, epoch: u64, out: &Path) -> Result<()> {
     let images = arch
         .images
         .as_ref()
@@ -98,41 +99,6 @@ fn write_bundle(arch: &StagedArch, epoch: u64, out: &Path) -> Result<()> {
         Item::Bytes(serde_json::to_vec(&index)?, 0o644),
     );
     write_tar(out, items, epoch)
-}
-
-/// The bundle as the tarball and the installer image carry it (`dist
-/// --carry-images`): the same bytes as the bundle artifact, written in the
-/// run's scratch space and removed when this is dropped.
-pub struct Carried {
-    _dir: tempfile::TempDir,
-    /// Its file name, `kubedist-images-<X.Y.Z>-<arch>.oci.tar`.
-    pub name: String,
-    pub path: PathBuf,
-    pub sha256: String,
-    pub size: u64,
-}
-
-/// The bundle `arch`'s tarball and installer image carry, when the run
-/// says they carry one.
-pub fn carried(arch: &StagedArch, run: &Run) -> Result<Option<Carried>> {
-    if !run.options.carry_images {
-        return Ok(None);
-    }
-    let dir = tempfile::tempdir_in(run.work)
-        .with_context(|| format!("creating a directory in {}", run.work.display()))?;
-    let name = file_name(run.k8s_version, arch.arch);
-    let path = dir.path().join(&name);
-    write_bundle(arch, run.options.epoch, &path)?;
-    let size = std::fs::metadata(&path)
-        .with_context(|| format!("reading {}", path.display()))?
-        .len();
-    Ok(Some(Carried {
-        sha256: crate::digest::sha256_file(&path)?,
-        _dir: dir,
-        name,
-        path,
-        size,
-    }))
 }
 
 /// The bundle's file name.

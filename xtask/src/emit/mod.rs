@@ -21,7 +21,7 @@ pub mod tarball;
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 
 use crate::spec::Family;
 use crate::stage::{Staged, StagedArch, StagedOci};
@@ -80,6 +80,9 @@ pub struct About {
     /// Its writer compresses on one thread whatever the codec (such jobs
     /// start first; see [`one_thread`]).
     pub single_threaded: bool,
+    /// With `dist --carry-images`, its artifact carries the images bundle
+    /// of its architecture ([`carried`]).
+    pub carries_images: bool,
 }
 
 /// Whether `format`'s artifacts are compressed on one thread with `codecs`:
@@ -233,6 +236,41 @@ pub struct Options {
     /// `dist --carry-images`: the tarball and the installer image carry
     /// their architecture's images bundle.
     pub carry_images: bool,
+}
+
+/// The bundle as the tarball and the installer image carry it (`dist
+/// --carry-images`): the same bytes as the bundle artifact, written in the
+/// run's scratch space and removed when this is dropped.
+pub struct Carried {
+    _dir: tempfile::TempDir,
+    /// Its file name, `kubedist-images-<X.Y.Z>-<arch>.oci.tar`.
+    pub name: String,
+    pub path: PathBuf,
+    pub sha256: String,
+    pub size: u64,
+}
+
+/// The bundle `arch`'s tarball and installer image carry, when the run
+/// says they carry one.
+pub fn carried(arch: &StagedArch, run: &Run) -> Result<Option<Carried>> {
+    if !run.options.carry_images {
+        return Ok(None);
+    }
+    let dir = tempfile::tempdir_in(run.work)
+        .with_context(|| format!("creating a directory in {}", run.work.display()))?;
+    let name = images::file_name(run.k8s_version, arch.arch);
+    let path = dir.path().join(&name);
+    images::write_bundle(arch, run.options.epoch, &path)?;
+    let size = std::fs::metadata(&path)
+        .with_context(|| format!("reading {}", path.display()))?
+        .len();
+    Ok(Some(Carried {
+        sha256: crate::digest::sha256_file(&path)?,
+        _dir: dir,
+        name,
+        path,
+        size,
+    }))
 }
 
 /// The detached, armoured signature of a `SHA256SUMS` file, beside it.

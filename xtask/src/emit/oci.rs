@@ -57,7 +57,6 @@ use oci_spec::image::{
 use serde::Serialize;
 
 use super::codec::{self, Codec, Kind};
-use super::images;
 use super::tarball::{self, Entry};
 use super::{About, Artifacts, Families, Format, Input, Options, Run, Staging};
 use crate::archive::{add_parent_dirs, append_tar, write_tar, Item};
@@ -82,6 +81,7 @@ static ABOUT: About = About {
     families: Families::All,
     staging: Staging::InstallerImage,
     single_threaded: false,
+    carries_images: true,
 };
 
 impl Format for Oci {
@@ -253,7 +253,7 @@ fn image(arch: &StagedArch, oci: &StagedOci, run: &Run, blobs: &mut Blobs) -> Re
         .oci_base
         .as_ref()
         .with_context(|| format!("installer image: no shell staged for {goarch}"))?;
-    let carried = images::carried(arch, run)?;
+    let carried = super::carried(arch, run)?;
     let entries = tarball::contents(arch, carried.as_ref(), options)?;
     let sha256sums = entries
         .iter()

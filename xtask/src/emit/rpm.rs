@@ -46,6 +46,7 @@ static ABOUT: About = About {
     staging: Staging::Packages,
     // dist's encoders compress the payload (`recompress`).
     single_threaded: false,
+    carries_images: false,
 };
 
 impl Format for Rpm {

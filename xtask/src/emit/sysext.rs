@@ -62,6 +62,7 @@ static ABOUT: About = About {
     staging: Staging::SysextImage,
     // backhand compresses on one thread.
     single_threaded: true,
+    carries_images: false,
 };
 
 impl Format for Sysext {

@@ -31,7 +31,7 @@ use anyhow::{bail, Context, Result};
 use sha2::{Digest, Sha256};
 
 use super::codec::{self, Codec, Kind};
-use super::images::{self, Carried};
+use super::{carried, Carried};
 use super::{About, Artifacts, Families, Format, FormatCodecs, Input, Options, Run, Staging};
 use crate::archive::{add_parent_dirs, append_tar, Item};
 use crate::spec::Arch;
@@ -58,6 +58,7 @@ static ABOUT: About = About {
     families: Families::All,
     staging: Staging::Packages,
     single_threaded: false,
+    carries_images: true,
 };
 
 impl Format for Tarball {
@@ -66,7 +67,7 @@ impl Format for Tarball {
     }
     fn write(&self, input: &Input, run: &Run) -> Result<PathBuf> {
         let arch = input.arch()?;
-        let carried = images::carried(arch, run)?;
+        let carried = carried(arch, run)?;
         write(
             arch,
             carried.as_ref(),
