@@ -138,6 +138,7 @@ Examples:
   cargo xtask dist --formats sysext --sysext-os flatcar:1.0  # Flatcar only
   SOURCE_DATE_EPOCH=1700000000 cargo xtask dist --revision 2
   cargo xtask dist --sign /root/release-signing.asc   # SHA256SUMS.asc, checked by install.sh --verify-key
+  cargo xtask dist --carry-images                  # the tarball carries the images kubeadm pulls
 
 Compression (see docs/performance.md for times and sizes):
 ",
