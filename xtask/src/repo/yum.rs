@@ -18,7 +18,6 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use rpm::{Package, PackageMetadata};
-use sha2::{Digest, Sha256};
 
 use super::files;
 use super::state::State;
@@ -193,13 +192,13 @@ fn file_name(meta: &PackageMetadata) -> Result<String> {
 fn content_digest(path: &Path) -> Result<String> {
     let pkg =
         Package::open(path).with_context(|| format!("{}: not a readable rpm", path.display()))?;
-    let mut hasher = Sha256::new();
+    let mut hasher = crate::digest::Hasher::new(crate::digest::Algo::Sha256);
     hasher.update(
-        pkg.header_bytes()
+        &pkg.header_bytes()
             .with_context(|| format!("{}: header", path.display()))?,
     );
     hasher.update(&pkg.payload);
-    Ok(crate::util::hex(&hasher.finalize()))
+    Ok(hasher.finish().sha256)
 }
 
 /// Writes `source` signed to `dest` (they may be the same file),
