@@ -85,35 +85,32 @@ pub fn ensure(
     // Every image checked before the cache changes.
     let mut listed = Vec::new();
     let mut fetched = Vec::new();
-    let mut manifests = Vec::new();
+    // Manifests the lock does not name yet, recorded once all is in place.
+    let mut unrecorded = Vec::new();
     for image in images {
-        let Pulled {
-            index: index_digest,
-            found,
-            manifests: named,
-        } = pull.image(image, arches)?;
-        for (arch, digest) in named {
+        let pulled = pull.image(image, arches)?;
+        for (arch, digest) in pulled.manifests {
             match lock
                 .as_deref()
-                .and_then(|l| l.manifest(&image.reference, arch))
+                .map(|l| (l.path(), l.manifest(&image.reference, arch)))
             {
-                Some(pinned) if pinned != digest => bail!(
+                Some((path, Some(pinned))) if pinned != digest => bail!(
                     "{} ({arch}): the index names the manifest {digest}, but {} pins {pinned}; \
                      refusing (delete that entry to take the new one on purpose)",
                     image.reference,
-                    lock.as_deref().map_or(Path::new(""), Lock::path).display()
+                    path.display()
                 ),
-                Some(_) => {}
-                None => manifests.push((&image.reference, arch, digest)),
+                Some((_, None)) => unrecorded.push((&image.reference, arch, digest)),
+                _ => {}
             }
         }
         listed.push(json!({
             "mediaType": "application/vnd.oci.image.index.v1+json",
-            "digest": index_digest,
-            "size": std::fs::metadata(pull.blob_in_scratch(&index_digest))?.len(),
+            "digest": pulled.index,
+            "size": std::fs::metadata(pull.blob_in_scratch(&pulled.index))?.len(),
             "annotations": { "org.opencontainers.image.ref.name": image.reference },
         }));
-        fetched.extend(found);
+        fetched.extend(pulled.found);
     }
     for digest in fetched {
         let hex = digest.trim_start_matches("sha256:");
@@ -135,7 +132,7 @@ pub fn ensure(
         0o644,
     )?;
     if let Some(lock) = lock {
-        for (reference, arch, digest) in manifests {
+        for (reference, arch, digest) in unrecorded {
             lock.insert_manifest(reference, arch, &digest);
         }
         lock.save()?;
