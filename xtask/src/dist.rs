@@ -462,7 +462,7 @@ fn images_from(spec: &Spec, args: &Args, k8s_version: &str) -> Result<ImagesFrom
     }
     let dir = match (&args.origin.from, args.fixtures) {
         (Some(dir), _) => dir.clone(),
-        (None, true) => spec.root.join("target/fixtures"),
+        (None, true) => crate::fixtures::default_dir(&spec.root),
         (None, false) => return Ok(ImagesFrom::Registry),
     };
     let layout = dir.join(crate::fixtures::images::DIR);
@@ -483,7 +483,7 @@ fn stage_all(
 ) -> Result<(Vec<StagedArch>, Option<StagedOci>, Vec<sbom::Origin>)> {
     let spec = &plan.spec;
     let origin = if args.fixtures {
-        let dir = spec.root.join("target/fixtures");
+        let dir = crate::fixtures::default_dir(&spec.root);
         Origin::Dir(crate::fixtures::ensure(spec, &dir, &plan.arches)?)
     } else {
         args.origin.origin()?

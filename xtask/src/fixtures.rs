@@ -68,6 +68,11 @@ pub fn run(spec: &Spec, args: &Args) -> Result<()> {
     Ok(())
 }
 
+/// The fixtures directory of `--fixtures`: `target/fixtures` of the checkout.
+pub fn default_dir(root: &Path) -> PathBuf {
+    root.join("target/fixtures")
+}
+
 /// `dir` as a fixtures directory holding at least `arches`: kept when it
 /// already does, else (re)written for those and the arches it had.
 pub fn ensure(spec: &Spec, dir: &Path, arches: &[Arch]) -> Result<PathBuf> {

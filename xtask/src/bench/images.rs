@@ -11,6 +11,7 @@
 //! release's images ([`PUBLISHED_TOTAL`]), which compresses 3.5:1, about as
 //! those images do, so that containerd unpacks about as much.
 
+use std::ffi::OsStr;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -99,32 +100,12 @@ pub fn run(spec: &Spec, exe: &Path, work: &Path, logs: &Path, host: Arch) -> Res
     let mut host_bundle = None;
     for arch in ARCHES {
         let out = work.join(format!("dist-{arch}"));
-        let mut cmd = Command::new(exe);
-        cmd.args(["dist", "--formats", "images", "--no-cache", "--arch"])
-            .arg(arch.go_name())
-            .arg("--out")
-            .arg(&out)
-            .env("SOURCE_DATE_EPOCH", EPOCH.to_string());
-        if source == Source::StandIns {
-            cmd.arg("--fixtures");
-        }
-        let dist = measure::run(&mut cmd, &logs.join(format!("images-dist-{arch}.log")))?;
-        let name = crate::emit::images::file_name(&spec.images.kubernetes, arch);
-        let path = out.join(&name);
-        let bytes = fs::metadata(&path)
-            .with_context(|| format!("reading {}", path.display()))?
-            .len();
-        eprintln!(
-            "    {name}: {:.1} MiB, {:.1} s wall",
-            bytes as f64 / f64::from(1u32 << 20),
-            dist.wall
-        );
-        bundles.push(Bundle {
-            arch,
-            images: spec.images.images.len(),
-            bytes,
-            dist,
-        });
+        let inputs: &[&OsStr] = match source {
+            Source::Release => &[],
+            Source::StandIns => &[OsStr::new("--fixtures")],
+        };
+        let (measured, name) = bundle(spec, exe, arch, inputs, &out, logs, &arch.to_string())?;
+        bundles.push(measured);
         if arch == host {
             host_bundle = Some((out, name));
         }
@@ -179,7 +160,8 @@ fn sized(
     logs: &Path,
     host: Arch,
 ) -> Result<(Bundle, std::result::Result<Import, String>)> {
-    let fixtures = crate::fixtures::ensure(spec, &spec.root.join("target/fixtures"), &[host])?;
+    let fixtures =
+        crate::fixtures::ensure(spec, &crate::fixtures::default_dir(&spec.root), &[host])?;
     let from = work.join("sized-inputs");
     fs::create_dir_all(&from).with_context(|| format!("creating {}", from.display()))?;
     for entry in
@@ -206,39 +188,56 @@ fn sized(
         .collect();
     crate::fixtures::images::write(spec, &from, &[(host, pad)], EPOCH)?;
     let out = work.join("sized");
+    let inputs = [OsStr::new("--from"), from.as_os_str()];
+    let (measured, name) = bundle(spec, exe, host, &inputs, &out, logs, "sized")?;
+    let import = timed_import(spec, &out, &name, work, logs, host, "-sized")?;
+    Ok((measured, import))
+}
+
+/// `dist --formats images` for `arch` from `inputs` (`--fixtures`,
+/// `--from DIR`, or none: the fetch cache) into `out`, timed: the bundle
+/// and its file name.
+fn bundle(
+    spec: &Spec,
+    exe: &Path,
+    arch: Arch,
+    inputs: &[&OsStr],
+    out: &Path,
+    logs: &Path,
+    label: &str,
+) -> Result<(Bundle, String)> {
     let dist = measure::run(
         Command::new(exe)
             .args(["dist", "--formats", "images", "--no-cache", "--arch"])
-            .arg(host.go_name())
-            .arg("--from")
-            .arg(&from)
+            .arg(arch.go_name())
+            .args(inputs)
             .arg("--out")
-            .arg(&out)
+            .arg(out)
             .env("SOURCE_DATE_EPOCH", EPOCH.to_string()),
-        &logs.join("images-dist-sized.log"),
+        &logs.join(format!("images-dist-{label}.log")),
     )?;
-    let name = crate::emit::images::file_name(&spec.images.kubernetes, host);
-    let bytes = fs::metadata(out.join(&name))
-        .with_context(|| format!("reading {}", out.join(&name).display()))?
+    let name = crate::emit::images::file_name(&spec.images.kubernetes, arch);
+    let path = out.join(&name);
+    let bytes = fs::metadata(&path)
+        .with_context(|| format!("reading {}", path.display()))?
         .len();
     eprintln!(
-        "    {name}, stand-ins at the release's size: {:.1} MiB, {:.1} s wall",
+        "    {name} ({label}): {:.1} MiB, {:.1} s wall",
         bytes as f64 / f64::from(1u32 << 20),
         dist.wall
     );
     let bundle = Bundle {
-        arch: host,
+        arch,
         images: spec.images.images.len(),
         bytes,
         dist,
     };
-    let import = timed_import(spec, &out, &name, work, logs, host, "-sized")?;
-    Ok((bundle, import))
+    Ok((bundle, name))
 }
 
 /// Whether the fetch cache lists every image of `pkg/images.toml`.
 fn release_cached(spec: &Spec) -> bool {
-    let index = spec.root.join("target/upstream/images/index.json");
+    let index = crate::fetch::default_cache(&spec.root).join("images/index.json");
     let Ok(text) = fs::read_to_string(index) else {
         return false;
     };
@@ -257,11 +256,7 @@ fn import_tools() -> std::result::Result<(), String> {
             ));
         }
     }
-    let uid = Command::new("id")
-        .arg("-u")
-        .output()
-        .map_err(|e| e.to_string())?;
-    if String::from_utf8_lossy(&uid.stdout).trim() != "0" {
+    if !crate::util::is_root() {
         return Err("containerd needs root".into());
     }
     Ok(())
