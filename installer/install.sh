@@ -878,7 +878,12 @@ make_dir() { # SET MODE PATH (host path without root)
 		fi
 		return 0
 	fi
-	present "$t" && die "$t: exists and is not a directory"
+	if present "$t"; then
+		# A runtime starting beside us (containerd makes /etc/cni/net.d)
+		# may have made it since the test above: then it is theirs.
+		[ -d "$t" ] && [ ! -L "$t" ] && return 0
+		die "$t: exists and is not a directory"
+	fi
 	act "create directory $3"
 	echo "$3" >>"$work/made"
 	record "$1" dir "$2" - "$3"
