@@ -525,13 +525,9 @@ fn stage_all(
         let mut built = BTreeMap::new();
         for name in build_names(spec) {
             eprintln!("==> {arch}: building {name}");
-            built.insert(
-                name.clone(),
-                crate::build::static_binary(&spec.root, &name, &name, arch)?,
-            );
-        }
-        for (name, path) in &built {
-            origins.push(sbom::origins::built(&spec.root, name, path, arch)?);
+            let program = crate::build::static_binary(&spec.root, &name, &name, arch)?;
+            origins.push(sbom::origins::built(&name, &program, arch)?);
+            built.insert(name.clone(), program.path);
         }
         let sources = ArchSources {
             arch,

@@ -95,7 +95,7 @@ pub fn ensure(spec: &Spec, dir: &Path, arches: &[Arch]) -> Result<PathBuf> {
             return Ok(false);
         }
         let built =
-            build::static_binary(&spec.root, "kubedist-standin", "kubedist-standin", *arch)?;
+            build::static_binary(&spec.root, "kubedist-standin", "kubedist-standin", *arch)?.path;
         let standin = std::fs::read(&built).with_context(|| built.display().to_string())?;
         for (name, source) in &spec.release.sources {
             for path in source.paths(*arch) {
@@ -152,7 +152,7 @@ pub fn write(spec: &Spec, dir: &Path, arches: &[Arch], debs: &Path) -> Result<()
         notes.extend(written.notes);
         arch_standins.extend(written.standins.into_iter().map(|s| (s, arch)));
         let standin =
-            build::static_binary(&spec.root, "kubedist-standin", "kubedist-standin", arch)?;
+            build::static_binary(&spec.root, "kubedist-standin", "kubedist-standin", arch)?.path;
         let bytes = std::fs::read(&standin).with_context(|| standin.display().to_string())?;
         image_standins.push((arch, bytes));
     }
@@ -202,7 +202,7 @@ fn write_arch(spec: &Spec, top: &Path, arch: Arch, debs: &Path, epoch: u64) -> R
     let plugins = debian::download("containernetworking-plugins", debarch, debs)?;
     eprintln!("fixtures: {arch}: kubedist-standin (static)");
     let standin_path =
-        build::static_binary(&spec.root, "kubedist-standin", "kubedist-standin", arch)?;
+        build::static_binary(&spec.root, "kubedist-standin", "kubedist-standin", arch)?.path;
     let standin = std::fs::read(&standin_path)
         .with_context(|| format!("reading {}", standin_path.display()))?;
 

@@ -49,9 +49,9 @@ pub fn run(root_dir: &Path, arch: Arch, work: &Path, runs: u32) -> Result<Wrappe
         bail!("hyperfine is not installed: apt-get install hyperfine");
     }
     let wrapper =
-        crate::build::static_binary(root_dir, "kubelet-wrapper", "kubelet-wrapper", arch)?;
+        crate::build::static_binary(root_dir, "kubelet-wrapper", "kubelet-wrapper", arch)?.path;
     let standin =
-        crate::build::static_binary(root_dir, "kubedist-standin", "kubedist-standin", arch)?;
+        crate::build::static_binary(root_dir, "kubedist-standin", "kubedist-standin", arch)?.path;
 
     let _ = fs::remove_dir_all(work);
     let root = work.join("root");

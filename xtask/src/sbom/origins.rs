@@ -3,12 +3,7 @@
 //! here with the crates linked into them, and the Debian package of the
 //! installer image's shell.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
-use std::process::Command;
-
-use anyhow::{bail, Context, Result};
-use serde_json::Value;
+use anyhow::{Context, Result};
 
 use super::Origin;
 use crate::fetch::{self, Upstream};
@@ -71,93 +66,16 @@ pub fn upstream(spec: &Spec, up: &Upstream, origin: &fetch::Origin) -> Result<Ve
     Ok(out)
 }
 
-/// The workspace program `package` built at `path` for `arch`, with the
-/// crates linked into it (`cargo metadata`: its normal dependencies on
-/// that target, as Cargo.lock resolves them).
-pub fn built(root: &Path, package: &str, path: &Path, arch: Arch) -> Result<Origin> {
-    let out = Command::new(crate::util::cargo())
-        .args(["metadata", "--format-version", "1", "--locked", "--offline"])
-        .args(["--filter-platform", arch.static_target()])
-        .current_dir(root)
-        .output()
-        .context("running cargo metadata")?;
-    if !out.status.success() {
-        bail!(
-            "cargo metadata: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    let meta: Value = serde_json::from_slice(&out.stdout).context("reading cargo metadata")?;
-    let names: BTreeMap<&str, (&str, &str)> = meta["packages"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|p| {
-            Some((
-                p["id"].as_str()?,
-                (p["name"].as_str()?, p["version"].as_str()?),
-            ))
-        })
+/// The workspace program `package` as built for `arch`, with the crates
+/// its build compiled into it (`build::Built::linked`).
+pub fn built(package: &str, program: &crate::build::Built, arch: Arch) -> Result<Origin> {
+    let linked = program
+        .linked
+        .iter()
+        .map(|(n, v)| (n.clone(), v.clone(), format!("pkg:cargo/{n}@{v}")))
         .collect();
-    // A procedural macro runs in the compiler; nothing of it, or of what
-    // it uses, is linked into the program.
-    let proc_macros: BTreeSet<&str> = meta["packages"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|p| {
-            p["targets"].as_array().into_iter().flatten().any(|t| {
-                t["kind"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .any(|k| k == "proc-macro")
-            })
-        })
-        .filter_map(|p| p["id"].as_str())
-        .collect();
-    let nodes: BTreeMap<&str, &Value> = meta["resolve"]["nodes"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|n| Some((n["id"].as_str()?, n)))
-        .collect();
-    let Some((&root_id, _)) = names.iter().find(|(_, (n, _))| *n == package) else {
-        bail!("cargo metadata: no package {package}");
-    };
-    // Normal dependencies only, transitively: what is linked in.
-    let mut seen = BTreeSet::new();
-    let mut todo = vec![root_id];
-    while let Some(id) = todo.pop() {
-        for dep in nodes
-            .get(id)
-            .and_then(|n| n["deps"].as_array())
-            .into_iter()
-            .flatten()
-        {
-            let normal = dep["dep_kinds"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .any(|k| k["kind"].is_null());
-            if let Some(pkg) = dep["pkg"]
-                .as_str()
-                .filter(|p| normal && !proc_macros.contains(p))
-            {
-                if seen.insert(pkg) {
-                    todo.push(pkg);
-                }
-            }
-        }
-    }
-    let mut linked: Vec<(String, String, String)> = seen
-        .into_iter()
-        .filter_map(|id| names.get(id))
-        .map(|(n, v)| (n.to_string(), v.to_string(), format!("pkg:cargo/{n}@{v}")))
-        .collect();
-    linked.sort();
-    let version = names[root_id].1.to_string();
-    let sha256 = crate::digest::sha256_file(path)?;
+    let version = program.version.clone();
+    let sha256 = crate::digest::sha256_file(&program.path)?;
     Ok(Origin {
         name: package.to_string(),
         purl: format!("pkg:generic/kubedist/{package}@{version}"),
