@@ -250,12 +250,20 @@ pub struct Upstream {
     arch: Arch,
     files: Vec<Verified>,
     standins: Vec<String>,
+    /// The sources a `--from` directory says were built from source, each
+    /// with what built it (its BUILT-FROM-SOURCE file).
+    from_source: std::collections::BTreeMap<String, String>,
 }
+
+/// The file of a `--from` directory that says which of its sources were
+/// built from their Go modules (`cargo xtask source`): `source version
+/// toolchain` a line, `#` comments.
+pub const BUILT_FROM_SOURCE: &str = "BUILT-FROM-SOURCE";
 
 /// Makes sure every upstream file of `spec` for `arch` is present and
 /// verified (downloading into `cache` what is missing), and returns them.
 pub fn ensure(spec: &Spec, arch: Arch, origin: &Origin, cache: &Path) -> Result<Upstream> {
-    let (files, standins) = match origin {
+    let (files, standins, from_source) = match origin {
         // A --from directory holds the operator's own vetted inputs (or our
         // fixtures, whose stand-ins differ from every real release): it is
         // checked against the checksum files it carries, never against the
@@ -267,7 +275,11 @@ pub fn ensure(spec: &Spec, arch: Arch, origin: &Origin, cache: &Path) -> Result<
                     files.push(verify_in_dir(dir, name, &path)?);
                 }
             }
-            (files, read_standins(dir, spec, arch)?)
+            (
+                files,
+                read_standins(dir, spec, arch)?,
+                read_from_source(dir)?,
+            )
         }
         Origin::Official | Origin::Mirror(_) => {
             let mut lock = Lock::load(&lock_path(spec))?;
@@ -301,7 +313,7 @@ pub fn ensure(spec: &Spec, arch: Arch, origin: &Origin, cache: &Path) -> Result<
             // Pins of the files verified before a failure are kept.
             lock.save()?;
             result?;
-            (files, Vec::new())
+            (files, Vec::new(), Default::default())
         }
     };
     let mut files = files;
@@ -314,6 +326,7 @@ pub fn ensure(spec: &Spec, arch: Arch, origin: &Origin, cache: &Path) -> Result<
         arch,
         files,
         standins,
+        from_source,
     })
 }
 
@@ -430,6 +443,12 @@ impl Upstream {
         &self.standins
     }
 
+    /// What built `source` from its Go module (`source version toolchain`),
+    /// when it was.
+    pub fn from_source(&self, source: &str) -> Option<&str> {
+        self.from_source.get(source).map(String::as_str)
+    }
+
     /// Every verified file, in release.toml order per source.
     pub fn files(&self) -> &[Verified] {
         &self.files
@@ -523,6 +542,23 @@ fn read_standins(dir: &Path, spec: &Spec, arch: Arch) -> Result<Vec<String>> {
         }
     }
     Ok(out)
+}
+
+/// The BUILT-FROM-SOURCE file of a `--from` directory: source → the
+/// line that names it.
+fn read_from_source(dir: &Path) -> Result<std::collections::BTreeMap<String, String>> {
+    let path = dir.join(BUILT_FROM_SOURCE);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Default::default()),
+        Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+    };
+    Ok(text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .filter_map(|l| Some((l.split_whitespace().next()?.to_string(), l.to_string())))
+        .collect())
 }
 
 /// One file to get over the network.

@@ -14,6 +14,7 @@ mod keys;
 mod provenance;
 mod repo;
 mod sbom;
+mod source;
 mod spec;
 mod stage;
 mod test;
@@ -48,6 +49,9 @@ enum Cmd {
     Fixtures(fixtures::Args),
     /// Turn dist output into signed apt and yum/dnf repositories.
     Repo(repo::Args),
+    /// Build the upstream programs from their Go modules into a `--from`
+    /// directory (or, with --lock, pin their modules).
+    Source(source::Args),
     /// Run the whole test suite: cargo tests, then the real install tests.
     Test(test::Args),
 }
@@ -69,6 +73,7 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Fetch(args) => fetch::run(&spec::Spec::load(&root)?, &args),
         Cmd::Fixtures(args) => fixtures::run(&spec::Spec::load(&root)?, &args),
         Cmd::Repo(args) => repo::run(&root, &args),
+        Cmd::Source(args) => source::run(&spec::Spec::load(&root)?, &args),
         Cmd::Test(args) => test::run(&root, &args),
     }
 }

@@ -803,6 +803,39 @@ impl Spec {
     }
 }
 
+impl Spec {
+    /// The spec reloaded, with `version` as the Kubernetes version
+    /// (`--version`).
+    pub fn with_kubernetes_version(&self, version: &str) -> Result<Spec> {
+        if !is_version(version) {
+            bail!("--version {version:?}: not a Kubernetes version like 1.34.2 or 1.35.0-rc.1");
+        }
+        let mut spec = Spec::load(&self.root)?;
+        spec.release
+            .sources
+            .get_mut("kubernetes")
+            .context("pkg/release.toml: no [sources.kubernetes] entry")?
+            .version = version.to_string();
+        Ok(spec)
+    }
+}
+
+/// `X.Y.Z` or `X.Y.Z-<pre-release>` (letters, digits, dots).
+fn is_version(v: &str) -> bool {
+    let (core, pre) = match v.split_once('-') {
+        Some((c, p)) => (c, Some(p)),
+        None => (v, None),
+    };
+    let numbers: Vec<&str> = core.split('.').collect();
+    numbers.len() == 3
+        && numbers
+            .iter()
+            .all(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        && pre.is_none_or(|p| {
+            !p.is_empty() && p.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.')
+        })
+}
+
 /// The files of `pkg/` that describe no package.
 const NOT_PACKAGES: &[&str] = &[
     "release.toml",
@@ -810,6 +843,7 @@ const NOT_PACKAGES: &[&str] = &[
     "sysext.toml",
     "oci.toml",
     "images.toml",
+    "source.toml",
 ];
 
 fn rel(root: &Path, path: &Path) -> String {
@@ -1057,6 +1091,23 @@ fn validate_sysext(x: &Sysext, families: &Families, root: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn versions_are_checked() {
+        for good in ["1.34.2", "1.35.0-rc.1", "1.35.0-alpha.0"] {
+            assert!(is_version(good), "{good}");
+        }
+        for bad in [
+            "1.34",
+            "v1.34.2",
+            "1.34.2-",
+            "1.34.2/../x",
+            "1.34.x",
+            "1.34.2-rc 1",
+        ] {
+            assert!(!is_version(bad), "{bad}");
+        }
+    }
 
     fn repo_root() -> PathBuf {
         Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -36,6 +36,12 @@ pub trait Sources {
     fn built(&self, name: &str) -> Result<PathBuf>;
     /// Whether `<source>/<name>` is a recorder stand-in, not the real program.
     fn is_standin(&self, source: &str, name: &str) -> bool;
+    /// What built `source` from its Go module (`source version toolchain`),
+    /// when it was built from source.
+    fn from_source(&self, source: &str) -> Option<String> {
+        let _ = source;
+        None
+    }
     /// How to run the program `<source>/<member>` on this host to have it
     /// write its completions: the command line before its own arguments
     /// (the host architecture's build of the same version when the run
@@ -542,7 +548,12 @@ fn stage_one(
         upstream_url: spec.source(&package.version_from).base.clone(),
         copyright: spec.source(&package.version_from).copyright.clone(),
         summary: package.summary.clone(),
-        description: describe(package, &standins, &completed.missing),
+        description: describe(
+            package,
+            &standins,
+            &completed.missing,
+            sources.from_source(&package.version_from).as_deref(),
+        ),
         depends: package
             .depends
             .iter()
@@ -839,15 +850,30 @@ fn generate(
     Ok(Ok(outputs.swap_remove(0)))
 }
 
-/// The description, plus a paragraph naming the stand-ins of a test build
-/// and one naming the shell completions the package lacks, and why.
-fn describe(package: &Package, standins: &[String], no_completions: &[String]) -> String {
+/// The description, plus a paragraph naming the stand-ins of a test build,
+/// one naming the shell completions the package lacks, and why, and one
+/// saying what built its programs from source (`source version toolchain`).
+fn describe(
+    package: &Package,
+    standins: &[String],
+    no_completions: &[String],
+    from_source: Option<&str>,
+) -> String {
     let mut text = package.description.trim_end().to_string();
     if !no_completions.is_empty() {
         text.push_str(&format!(
             "\n\nThis build has no shell completions for {}.",
             no_completions.join("; ")
         ));
+    }
+    if let Some(line) = from_source {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        if let [source, version, toolchain, ..] = words[..] {
+            text.push_str(&format!(
+                "\n\nBuilt from source by kubedist: {source} {version} from its Go modules, \
+                 each verified against a pinned go.sum, with {toolchain}."
+            ));
+        }
     }
     if !standins.is_empty() {
         let names: Vec<&str> = standins

@@ -21,6 +21,12 @@ pub fn upstream(spec: &Spec, up: &Upstream, origin: &fetch::Origin) -> Result<Ve
             .get(&f.source)
             .with_context(|| format!("pkg/release.toml: no [sources.{}]", f.source))?;
         let name = f.path.rsplit('/').next().unwrap_or(&f.path).to_string();
+        let built_here = up.from_source(&f.source).map(|line| {
+            format!(
+                "built here from its Go modules (pkg/source.toml), each verified against the \
+                 pinned go.sum: {line}"
+            )
+        });
         let (url, how) = match origin {
             fetch::Origin::Official => (
                 Some(format!("{}/{}", source.base.trim_end_matches('/'), f.path)),
@@ -35,6 +41,7 @@ pub fn upstream(spec: &Spec, up: &Upstream, origin: &fetch::Origin) -> Result<Ve
                 "from a --from directory, checked against its .sha256 files",
             ),
         };
+        let how = built_here.as_deref().unwrap_or(how);
         // A stand-in is listed by its source and member name: the file
         // itself, or a member of it when it is an archive.
         let mut names = vec![name.as_str()];

@@ -1,0 +1,156 @@
+#!/bin/sh
+# The upstream programs built from their Go modules (`cargo xtask source`,
+# `dist --source`), checked as a user would check them:
+#
+# - kubelet, kubeadm, kubectl, crictl and a CNI plugin print the pinned
+#   versions; `kubeadm config images list` names exactly pkg/images.toml's
+#   images; `go version -m` shows each program's module at the pinned
+#   version with upstream's tags, -trimpath and no cgo;
+# - two builds from the same inputs, the second with an empty program cache,
+#   give byte-identical files;
+# - `dist --source` packages them: no TEST BUILD, a description that says
+#   they were built from source, the kubelet's SBOM naming every module
+#   `go version -m` prints (the main module included), and the kubelet deb
+#   installed with apt runs its real kubelet.
+#
+# The first build of a version compiles Kubernetes (README.md, "Building
+# from source"); afterwards Go's caches and the program cache in the home
+# directory make it a matter of seconds to a few minutes.
+
+# shellcheck source=ci/lib.sh
+. "$(dirname "$0")/lib.sh"
+
+kd_require go jq dpkg-deb mmdebstrap
+XTASK=${KD_XTASK:?run through cargo xtask test}
+
+TMP=$KD_WORK/t-source
+rm -rf "$TMP"
+mkdir -p "$TMP"
+
+pin() { # SOURCE : pkg/release.toml's version of SOURCE
+    awk -v s="[sources.$1]" '$0 == s { on = 1; next } /^\[/ { on = 0 }
+        on && $1 == "version" { gsub(/"/, "", $3); print $3; exit }' "$KD_REPO/pkg/release.toml"
+}
+K8S=$(pin kubernetes)
+CRI=$(pin cri-tools)
+CNI=$(pin cni-plugins)
+IN=$TMP/inputs
+BIN=$IN/kubernetes/v$K8S/bin/linux/amd64
+
+# One build for the suite (cached after the first).
+(cd "$KD_REPO" && "$XTASK" source --arch amd64 --out "$IN") >"$TMP/source.log" 2>&1 || {
+    tail -n 30 "$TMP/source.log" >&2
+    echo "t-source: FAIL: cargo xtask source --arch amd64 failed (above)" >&2
+    echo "0 passed, 1 failed"
+    exit 1
+}
+
+test_programs_print_the_pinned_versions() {
+    assert_eq "Kubernetes v$K8S" "$("$BIN/kubelet" --version)" "kubelet --version"
+    assert_eq "v$K8S" "$("$BIN/kubeadm" version -o short)" "kubeadm version -o short"
+    "$BIN/kubectl" version --client -o json >"$TMP/kubectl.json"
+    assert_eq "v$K8S" "$(jq -r .clientVersion.gitVersion "$TMP/kubectl.json")" "kubectl's gitVersion"
+    assert_eq "clean" "$(jq -r .clientVersion.gitTreeState "$TMP/kubectl.json")" "kubectl's gitTreeState"
+    tar -xzf "$IN/cri-tools/v$CRI/crictl-v$CRI-linux-amd64.tar.gz" -C "$TMP" crictl
+    assert_eq "crictl version v$CRI" "$("$TMP/crictl" --version)" "crictl --version"
+    mkdir -p "$TMP/cni"
+    tar -xzf "$IN/cni-plugins/v$CNI/cni-plugins-linux-amd64-v$CNI.tgz" -C "$TMP/cni"
+    "$TMP/cni/bridge" 2>&1 | tee "$TMP/bridge.out" || true
+    assert_grep "CNI bridge plugin v$CNI" "$TMP/bridge.out"
+}
+
+test_kubeadm_lists_the_images_of_pkg_images_toml() {
+    "$BIN/kubeadm" config images list --kubernetes-version "v$K8S" | sort >"$TMP/kubeadm.images"
+    sed -n 's/^reference = "\(.*\)"$/\1/p' "$KD_REPO/pkg/images.toml" | sort >"$TMP/pinned.images"
+    cat "$TMP/kubeadm.images"
+    [ "$(grep -c . "$TMP/kubeadm.images")" -ge 7 ] || {
+        echo "assertion failed: kubeadm listed fewer than 7 images" >&2
+        return 1
+    }
+    diff -u "$TMP/pinned.images" "$TMP/kubeadm.images" || {
+        echo "assertion failed: kubeadm v$K8S's images differ from pkg/images.toml (above)" >&2
+        return 1
+    }
+}
+
+test_go_version_m_shows_the_module_and_upstream_flags() {
+    for p in kubelet kubeadm kubectl; do
+        go version -m "$BIN/$p" >"$TMP/$p.buildinfo"
+        assert_grep "mod	k8s.io/kubernetes	v$K8S	h1:" "$TMP/$p.buildinfo"
+        assert_grep "path	k8s.io/kubernetes/cmd/$p" "$TMP/$p.buildinfo"
+        assert_grep "build	-tags=selinux,notest,grpcnotrace" "$TMP/$p.buildinfo"
+        assert_grep "build	-trimpath=true" "$TMP/$p.buildinfo"
+        assert_grep "build	CGO_ENABLED=0" "$TMP/$p.buildinfo"
+        assert_grep "build	GOAMD64=v1" "$TMP/$p.buildinfo"
+        # Every staging module is its published version, never a directory.
+        if grep '=>' "$TMP/$p.buildinfo" | grep -v "	v0\.[0-9]*\.[0-9]*	h1:" | grep .; then
+            echo "assertion failed: $p links a replaced module that is not a published one (above)" >&2
+            return 1
+        fi
+    done
+}
+
+test_two_builds_are_byte_identical() {
+    # The program cache emptied: everything is linked again (Go's compile
+    # cache is shared; its entries are checked by content).
+    (cd "$KD_REPO" && KUBEDIST_SOURCE_CACHE="$TMP/cache2" "$XTASK" source --arch amd64 --out "$TMP/inputs2")
+    diff -r "$IN" "$TMP/inputs2" || {
+        echo "assertion failed: a second build from the same inputs differs (above)" >&2
+        return 1
+    }
+    [ "$(find "$TMP/cache2" -type f -name kubelet | grep -c .)" = 1 ] || {
+        echo "assertion failed: the second build did not build the kubelet itself" >&2
+        return 1
+    }
+}
+
+test_dist_source_packages_say_what_built_them() {
+    out=$TMP/dist
+    (cd "$KD_REPO" && "$XTASK" dist --source --arch amd64 --formats deb,rpm --out "$out")
+    deb=$out/kubelet_${K8S}-1_amd64.deb
+    dpkg-deb -f "$deb" Description >"$TMP/description"
+    cat "$TMP/description"
+    assert_grep "Built from source by kubedist: kubernetes $K8S from its Go modules" "$TMP/description"
+    if grep -q "TEST BUILD" "$TMP/description"; then
+        echo "assertion failed: a package built from source says TEST BUILD" >&2
+        return 1
+    fi
+    # The SBOM names every module the kubelet links, the main one too.
+    go version -m "$BIN/kubelet" | awk '$1 == "mod" || $1 == "dep" { print $2 "@" $3 }' |
+        sort -u >"$TMP/modules"
+    jq -r '.packages[].externalRefs[]?.referenceLocator' "$deb.spdx.json" |
+        sed -n 's|^pkg:golang/\(.*\)$|\1|p' | sed 's/%2F/\//g' | sort -u >"$TMP/sbom.modules"
+    [ "$(grep -c . "$TMP/modules")" -gt 100 ] || {
+        echo "assertion failed: go version -m listed few modules" >&2
+        return 1
+    }
+    missing=$(comm -23 "$TMP/modules" "$TMP/sbom.modules")
+    [ -z "$missing" ] || {
+        echo "assertion failed: modules of the kubelet missing from its SBOM:" >&2
+        echo "$missing" | head -20 >&2
+        return 1
+    }
+}
+
+test_the_kubelet_deb_installs_and_runs_its_real_kubelet() {
+    root=$(kd_new_root "$(kd_base_tarball deb netbase mount)")
+    mkdir -p "$root/srv/dist"
+    cp "$TMP/dist"/*_amd64.deb "$root/srv/dist/"
+    kd_in_root "$root" <<'EOF2'
+cd /srv/dist
+DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ./kubelet_*.deb ./kubeadm_*.deb ./kubernetes-cni_*.deb </dev/null >/dev/null
+kubelet --version >/tmp/kubelet.version
+kubeadm version -o short >/tmp/kubeadm.version
+EOF2
+    assert_eq "Kubernetes v$K8S" "$(cat "$root/tmp/kubelet.version")" "kubelet --version in the root"
+    assert_eq "v$K8S" "$(cat "$root/tmp/kubeadm.version")" "kubeadm version in the root"
+}
+
+kd_test test_programs_print_the_pinned_versions
+kd_test test_kubeadm_lists_the_images_of_pkg_images_toml
+kd_test test_go_version_m_shows_the_module_and_upstream_flags
+kd_test test_two_builds_are_byte_identical
+kd_test test_dist_source_packages_say_what_built_them
+kd_test test_the_kubelet_deb_installs_and_runs_its_real_kubelet
+
+kd_summary

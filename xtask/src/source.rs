@@ -1,0 +1,590 @@
+//! The upstream programs built from their Go modules (`pkg/source.toml`),
+//! an input mode beside download and `--from`: the programs are laid out
+//! as a `--from` directory (`DIR/<source>/<path>` for every path of
+//! pkg/release.toml, each with its `.sha256`), which `fetch` then reads as
+//! it reads any other, so staging and every format take exactly what they
+//! take from a download.
+//!
+//! Every module is verified by the committed `go.sum` of its source and
+//! version (`pkg/source/NAME/vVERSION/`), with `-mod=readonly` and the
+//! checksum database left on; the module cache is checked (`go mod
+//! verify`) before each build. Built programs are cached by what decides
+//! their bytes (toolchain, recipe, go.mod, go.sum, architecture) in the
+//! home directory, where a clean clone finds them again, as Go's own build
+//! and module caches.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use anyhow::{bail, Context, Result};
+use serde::Deserialize;
+
+use crate::spec::{Arch, Spec};
+
+/// Build the upstream programs from their Go modules (pkg/source.toml)
+/// into a `--from` directory, or (`--lock`) pin their modules.
+#[derive(clap::Args, Debug)]
+#[command(after_long_help = "\
+Examples:
+  cargo xtask source --arch amd64,arm64 --out /srv/kubedist-inputs
+  cargo xtask dist --from /srv/kubedist-inputs --arch amd64,arm64
+  cargo xtask dist --source --arch amd64,arm64   # the same in one step
+  cargo xtask source --lock --version 1.36.3     # go.mod and go.sum of another version
+
+The first build of Kubernetes' programs on a 2-CPU machine takes a long
+time (README.md, \"Building from source\"); later ones reuse the cache.")]
+pub struct Args {
+    /// Architectures to build, comma-separated: amd64, arm64, ppc64le,
+    /// s390x. Default: this host's architecture.
+    #[arg(long, value_name = "ARCH[,ARCH...]", value_delimiter = ',')]
+    pub arch: Vec<Arch>,
+    /// The Kubernetes version instead of pkg/release.toml's (its go.mod and
+    /// go.sum must be in pkg/source/kubernetes/).
+    #[arg(long, value_name = "X.Y.Z")]
+    pub version: Option<String>,
+    /// The `--from` directory to write (replaced whole).
+    /// Default: target/source-inputs.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Write pkg/source/NAME/vVERSION/{go.mod,go.sum} for every source of
+    /// the release (asks the Go module proxy and the checksum database),
+    /// instead of building.
+    #[arg(long)]
+    pub lock: bool,
+}
+
+pub fn run(spec: &Spec, args: &Args) -> Result<()> {
+    let spec = match &args.version {
+        Some(v) => spec.with_kubernetes_version(v)?,
+        None => Spec::load(&spec.root)?,
+    };
+    let go = Go::from_env()?;
+    if args.lock {
+        let recipes = Recipes::load(&spec.root)?;
+        for (name, source) in &spec.release.sources {
+            lock(&spec.root, &go, name, recipes.get(name)?, &source.version)?;
+        }
+        return Ok(());
+    }
+    let arches = crate::fetch::arches_or_host(&args.arch)?;
+    let out = args.out.clone().unwrap_or_else(|| default_dir(&spec.root));
+    write_inputs(&spec, &go, &arches, &out)?;
+    println!("{}", out.display());
+    Ok(())
+}
+
+/// `target/source-inputs` of the checkout.
+pub fn default_dir(root: &Path) -> PathBuf {
+    root.join("target/source-inputs")
+}
+
+/// pkg/source.toml: the recipe of each source.
+#[derive(Debug, Deserialize)]
+pub struct Recipes(BTreeMap<String, Recipe>);
+
+/// How one source's programs are built.
+#[derive(Debug, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Recipe {
+    /// The Go module holding the programs.
+    pub module: String,
+    /// The version every local-path replacement of the module's go.mod is
+    /// replaced by, `{minor}` and `{patch}` filled in.
+    pub staging: Option<String>,
+    /// The main packages, relative to `module`; each program is named by
+    /// its last path element.
+    pub packages: Vec<String>,
+    pub tags: Vec<String>,
+    pub ldflags: Vec<String>,
+    pub versions: BTreeMap<String, Facts>,
+}
+
+/// What is known of one tag.
+#[derive(Debug, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Facts {
+    pub date: String,
+    pub commit: String,
+}
+
+impl Recipes {
+    pub fn load(root: &Path) -> Result<Recipes> {
+        let path = root.join("pkg/source.toml");
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("reading {}", path.display()))?;
+        toml::from_str(&text).with_context(|| path.display().to_string())
+    }
+
+    pub fn get(&self, name: &str) -> Result<&Recipe> {
+        self.0
+            .get(name)
+            .with_context(|| format!("pkg/source.toml: no [{name}] recipe to build it from source"))
+    }
+}
+
+/// The directory of a source's pinned modules at `version`.
+fn pins_dir(root: &Path, name: &str, version: &str) -> PathBuf {
+    root.join("pkg/source")
+        .join(name)
+        .join(format!("v{version}"))
+}
+
+/// The Go toolchain every build here runs, and where its programs are kept.
+pub struct Go {
+    /// `go env GOVERSION` (`go1.26.8`), recorded beside what it built.
+    pub version: String,
+    /// Where built programs are kept, by what decides their bytes.
+    pub cache: PathBuf,
+    /// Variables set on every go command besides the fixed ones (a test's
+    /// own module cache).
+    pub env: Vec<(String, PathBuf)>,
+}
+
+impl Go {
+    /// The `go` on PATH, and the cache `$KUBEDIST_SOURCE_CACHE`, else
+    /// `$XDG_CACHE_HOME/kubedist/source` or `~/.cache/kubedist/source`
+    /// (beside Go's own build cache).
+    pub fn from_env() -> Result<Go> {
+        let out = Command::new("go")
+            .args(["env", "GOVERSION"])
+            .env("GOTOOLCHAIN", "local")
+            .stdin(Stdio::null())
+            .output()
+            .context("building from source needs Go on PATH (`go env GOVERSION` did not run)")?;
+        if !out.status.success() {
+            bail!(
+                "go env GOVERSION failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        let cache = match (
+            std::env::var_os("KUBEDIST_SOURCE_CACHE"),
+            std::env::var_os("XDG_CACHE_HOME"),
+        ) {
+            (Some(dir), _) => PathBuf::from(dir),
+            (None, Some(dir)) => PathBuf::from(dir).join("kubedist/source"),
+            (None, None) => PathBuf::from(std::env::var_os("HOME").context("HOME is not set")?)
+                .join(".cache/kubedist/source"),
+        };
+        Ok(Go {
+            version: String::from_utf8_lossy(&out.stdout).trim().to_string(),
+            cache,
+            env: Vec::new(),
+        })
+    }
+
+    /// A `go` command in `dir` with the environment every build here has:
+    /// module mode, go.mod and go.sum read-only, this toolchain only, no
+    /// cgo, the checksum database on (whatever the caller's environment
+    /// says), no workspace.
+    fn command(&self, dir: &Path) -> Command {
+        let mut cmd = Command::new("go");
+        cmd.current_dir(dir)
+            .stdin(Stdio::null())
+            .env("GOFLAGS", "-mod=readonly")
+            .env("GOTOOLCHAIN", "local")
+            .env("GO111MODULE", "on")
+            .env("GOWORK", "off")
+            .env("CGO_ENABLED", "0")
+            .env("GOOS", "linux");
+        for unsafe_var in [
+            "GONOSUMDB",
+            "GONOSUMCHECK",
+            "GONOVERIFY",
+            "GOINSECURE",
+            "GOPRIVATE",
+        ] {
+            cmd.env_remove(unsafe_var);
+        }
+        if std::env::var("GOSUMDB").is_ok_and(|v| v == "off") {
+            cmd.env_remove("GOSUMDB");
+        }
+        for (name, value) in &self.env {
+            cmd.env(name, value);
+        }
+        cmd
+    }
+}
+
+/// Runs `cmd`, its output kept; on failure, one line: `what` and the most
+/// telling line go printed.
+fn run_go(cmd: &mut Command, what: &str, go_sum: &Path) -> Result<String> {
+    let out = cmd
+        .output()
+        .with_context(|| format!("{what}: go did not run"))?;
+    if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        bail!("{what}: {}", go_failure(&stderr, go_sum));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The line of go's complaint an operator acts on: a checksum mismatch
+/// names the module and go.sum, a modified module cache the module and
+/// its directory.
+fn go_failure(stderr: &str, go_sum: &Path) -> String {
+    let lines: Vec<&str> = stderr
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    if let Some(line) = lines.iter().find(|l| l.contains("checksum mismatch")) {
+        let module = line
+            .trim_start_matches("go: ")
+            .trim_start_matches("verifying ")
+            .split(':')
+            .next()
+            .unwrap_or(line);
+        let sum = |key: &str| {
+            lines
+                .iter()
+                .find_map(|l| l.strip_prefix(key))
+                .map(str::trim)
+                .unwrap_or("?")
+                .to_string()
+        };
+        return format!(
+            "{}: {module}: checksum mismatch (the module is {}, go.sum says {}): refused",
+            go_sum.display(),
+            sum("downloaded:"),
+            sum("go.sum:")
+        );
+    }
+    if let Some(line) = lines.iter().find(|l| l.contains("dir has been modified")) {
+        return format!(
+            "the module cache was changed after download: {line}: refused (`go clean -modcache` \
+             removes it; the next build downloads and verifies it again)"
+        );
+    }
+    if let Some(line) = lines.iter().find(|l| l.contains("missing go.sum entry")) {
+        return format!(
+            "{}: {line} (run `cargo xtask source --lock` to pin it)",
+            go_sum.display()
+        );
+    }
+    lines
+        .iter()
+        .find(|l| l.starts_with("go: ") || l.contains("error"))
+        .or(lines.last())
+        .unwrap_or(&"go failed")
+        .to_string()
+}
+
+/// Writes go.mod and go.sum of `name` at `version`: a main module that
+/// requires the recipe's module, replaces its local-path replacements by
+/// their published versions, and lists its programs as tools (so that
+/// `go mod tidy` keeps what they import).
+pub fn lock(root: &Path, go: &Go, name: &str, recipe: &Recipe, version: &str) -> Result<()> {
+    let dir = tempfile::tempdir().context("creating a temporary directory")?;
+    let upstream_mod = {
+        let mut cmd = go.command(dir.path());
+        cmd.env("GOFLAGS", "-mod=mod")
+            .args(["mod", "download", "-json"])
+            .arg(format!("{}@v{version}", recipe.module));
+        let json = run_go(&mut cmd, &format!("{name} v{version}"), Path::new("go.sum"))?;
+        let info: serde_json::Value =
+            serde_json::from_str(&json).context("reading go mod download -json")?;
+        let path = info["GoMod"]
+            .as_str()
+            .context("go mod download: no GoMod")?;
+        std::fs::read_to_string(path).with_context(|| format!("reading {path}"))?
+    };
+    let go_line = upstream_mod
+        .lines()
+        .find(|l| l.starts_with("go "))
+        .unwrap_or("go 1.24");
+    let mut text = format!(
+        "// The main module `cargo xtask source --lock` generated to build {name} v{version}\n\
+         // from {}; go.sum beside it pins every module.\n\
+         module kubedist.local/source/{name}\n\n{go_line}\n\nrequire {} v{version}\n",
+        recipe.module, recipe.module
+    );
+    if let Some(staging) = &recipe.staging {
+        let (minor, patch) = minor_patch(version)?;
+        let published = staging.replace("{minor}", minor).replace("{patch}", patch);
+        let replaced = local_replacements(&upstream_mod);
+        if replaced.is_empty() {
+            bail!("{}@v{version}: its go.mod replaces no module by a directory, but pkg/source.toml gives [{name}] staging", recipe.module);
+        }
+        text.push_str("\nreplace (\n");
+        for module in replaced {
+            text.push_str(&format!("\t{module} => {module} {published}\n"));
+        }
+        text.push_str(")\n");
+    }
+    text.push_str("\ntool (\n");
+    for package in &recipe.packages {
+        text.push_str(&format!("\t{}/{package}\n", recipe.module));
+    }
+    text.push_str(")\n");
+    std::fs::write(dir.path().join("go.mod"), &text).context("writing go.mod")?;
+    eprintln!("source: {name} v{version}: go mod tidy (downloads and checks every module)");
+    let mut tidy = go.command(dir.path());
+    tidy.env("GOFLAGS", "-mod=mod").args(["mod", "tidy"]);
+    run_go(
+        &mut tidy,
+        &format!("{name} v{version}: go mod tidy"),
+        Path::new("go.sum"),
+    )?;
+    let pins = pins_dir(root, name, version);
+    std::fs::create_dir_all(&pins).with_context(|| format!("creating {}", pins.display()))?;
+    for file in ["go.mod", "go.sum"] {
+        let bytes = std::fs::read(dir.path().join(file))?;
+        crate::util::write_bytes_atomic(&pins.join(file), &bytes, 0o644)?;
+    }
+    eprintln!("source: wrote {}/go.mod and go.sum", pins.display());
+    Ok(())
+}
+
+/// `(minor, patch)` of `X.Y.Z`.
+fn minor_patch(version: &str) -> Result<(&str, &str)> {
+    let mut parts = version.split('.');
+    match (parts.next(), parts.next(), parts.next()) {
+        (Some(_), Some(minor), Some(patch)) => {
+            Ok((minor, patch.split('-').next().unwrap_or(patch)))
+        }
+        _ => bail!("{version:?} is not a version like 1.37.2"),
+    }
+}
+
+/// The modules a go.mod replaces by a local directory (`X => ./dir`).
+fn local_replacements(go_mod: &str) -> Vec<String> {
+    go_mod
+        .lines()
+        .filter_map(|l| {
+            let l = l.trim().trim_start_matches("replace").trim();
+            let (module, target) = l.split_once("=>")?;
+            let target = target.trim();
+            (target.starts_with("./") || target.starts_with("../"))
+                .then(|| module.split_whitespace().next().unwrap_or("").to_string())
+        })
+        .filter(|m| !m.is_empty())
+        .collect()
+}
+
+/// The `--from` directory `out` (replaced whole), holding every file of
+/// `spec`'s release for `arches`, each program built from source.
+pub fn write_inputs(spec: &Spec, go: &Go, arches: &[Arch], out: &Path) -> Result<()> {
+    let recipes = Recipes::load(&spec.root)?;
+    let staged = crate::util::temp_path(out)?;
+    let _ = std::fs::remove_dir_all(&staged);
+    let mut notes = Vec::new();
+    for (name, source) in &spec.release.sources {
+        let recipe = recipes.get(name)?;
+        let pins = pins_dir(&spec.root, name, &source.version);
+        verify_pins(&pins, name, recipe, &source.version)?;
+        let mut verified = false;
+        for &arch in arches {
+            let programs = build(
+                go,
+                &pins,
+                name,
+                recipe,
+                &source.version,
+                arch,
+                &mut verified,
+            )?;
+            for path in source.paths(arch) {
+                let file_name = path.rsplit('/').next().unwrap_or(&path);
+                let bytes = if crate::fetch::is_archive(file_name) {
+                    let members: Vec<(String, Vec<u8>)> = programs
+                        .iter()
+                        .map(|(n, p)| Ok((n.clone(), std::fs::read(p)?)))
+                        .collect::<Result<_>>()?;
+                    let members: Vec<(String, &[u8])> = members
+                        .iter()
+                        .map(|(n, b)| (n.clone(), b.as_slice()))
+                        .collect();
+                    crate::archive::release_tgz(&members, false, 0, flate2::Compression::default())?
+                } else {
+                    let program = programs.get(file_name).with_context(|| {
+                        format!(
+                            "pkg/release.toml lists {name}/{path}, but pkg/source.toml's \
+                             [{name}] builds no program {file_name}"
+                        )
+                    })?;
+                    std::fs::read(program)?
+                };
+                let dest = staged.join(name).join(&path);
+                std::fs::create_dir_all(dest.parent().unwrap_or(&staged))?;
+                crate::util::write_bytes_atomic(&dest, &bytes, 0o755)?;
+                let sum = format!("{}  {file_name}\n", crate::digest::sha256_bytes(&bytes));
+                let mut sum_path = dest.clone().into_os_string();
+                sum_path.push(".sha256");
+                crate::util::write_bytes_atomic(Path::new(&sum_path), sum.as_bytes(), 0o644)?;
+            }
+        }
+        notes.push(format!("{name} {} {}", source.version, go.version));
+    }
+    let built = format!(
+        "# Built from source by `cargo xtask source`: source, version, Go toolchain.\n{}\n",
+        notes.join("\n")
+    );
+    crate::util::write_bytes_atomic(
+        &staged.join(crate::fetch::BUILT_FROM_SOURCE),
+        built.as_bytes(),
+        0o644,
+    )?;
+    crate::util::replace_dir(&staged, out)
+}
+
+/// The pinned go.mod must be the one `lock` writes for this version.
+fn verify_pins(pins: &Path, name: &str, recipe: &Recipe, version: &str) -> Result<()> {
+    let go_mod = pins.join("go.mod");
+    let text = std::fs::read_to_string(&go_mod).map_err(|_| {
+        anyhow::anyhow!(
+            "{}: missing: {name} v{version} has no pinned modules; run `cargo xtask source --lock{}`",
+            go_mod.display(),
+            if recipe.versions.contains_key(version) { String::new() } else { format!(" --version {version}") }
+        )
+    })?;
+    let wanted = format!("v{version}");
+    let requires = text.lines().any(|l| {
+        let words: Vec<&str> = l
+            .trim()
+            .trim_start_matches("require")
+            .split_whitespace()
+            .collect();
+        words.len() >= 2 && words[0] == recipe.module && words[1] == wanted
+    });
+    if !requires {
+        bail!(
+            "{}: does not require {} v{version}: run `cargo xtask source --lock`",
+            go_mod.display(),
+            recipe.module
+        );
+    }
+    if !pins.join("go.sum").is_file() {
+        bail!(
+            "{}: missing: run `cargo xtask source --lock`",
+            pins.join("go.sum").display()
+        );
+    }
+    if !recipe.versions.contains_key(version) {
+        bail!("pkg/source.toml: [{name}.versions.\"{version}\"] is missing (its date and commit)");
+    }
+    Ok(())
+}
+
+/// The programs of `name` at `version` for `arch`, `name → path`, from the
+/// cache or built now.
+pub fn build(
+    go: &Go,
+    pins: &Path,
+    name: &str,
+    recipe: &Recipe,
+    version: &str,
+    arch: Arch,
+    verified: &mut bool,
+) -> Result<BTreeMap<String, PathBuf>> {
+    let facts = &recipe.versions[version];
+    let (minor, _) = minor_patch(version)?;
+    let major = version.split('.').next().unwrap_or("1");
+    let ldflags: Vec<String> = recipe
+        .ldflags
+        .iter()
+        .map(|f| {
+            f.replace("{version}", version)
+                .replace("{major}", major)
+                .replace("{minor}", minor)
+                .replace("{commit}", &facts.commit)
+                .replace("{date}", &facts.date)
+        })
+        .collect();
+    let go_mod = std::fs::read(pins.join("go.mod"))?;
+    let go_sum = std::fs::read(pins.join("go.sum"))?;
+    let key = {
+        let recipe_json = serde_json::to_vec(recipe)?;
+        let mut parts: Vec<&[u8]> = vec![
+            go.version.as_bytes(),
+            name.as_bytes(),
+            version.as_bytes(),
+            arch.go_name().as_bytes(),
+            &recipe_json,
+            &go_mod,
+            &go_sum,
+        ];
+        let joined = ldflags.join(" ");
+        parts.push(joined.as_bytes());
+        crate::digest::sha256_bytes(&parts.join(&0u8))
+    };
+    let cached = go
+        .cache
+        .join(format!("{name}-{version}-{arch}-{}", &key[..16]));
+    let programs = |dir: &Path| -> BTreeMap<String, PathBuf> {
+        recipe
+            .packages
+            .iter()
+            .map(|p| {
+                let program = p.rsplit('/').next().unwrap_or(p).to_string();
+                (program.clone(), dir.join(&program))
+            })
+            .collect()
+    };
+    if programs(&cached).values().all(|p| p.is_file()) {
+        eprintln!(
+            "source: {name} v{version} {arch}: cached ({})",
+            cached.display()
+        );
+        return Ok(programs(&cached));
+    }
+    let work = tempfile::tempdir().context("creating a temporary directory")?;
+    for file in ["go.mod", "go.sum"] {
+        std::fs::copy(pins.join(file), work.path().join(file))
+            .with_context(|| format!("copying {}", pins.join(file).display()))?;
+    }
+    let go_sum_path = pins.join("go.sum");
+    if !*verified {
+        eprintln!("source: {name} v{version}: downloading what the module cache lacks, then go mod verify");
+        let mut download = go.command(work.path());
+        download.args(["mod", "download"]);
+        run_go(&mut download, &format!("{name} v{version}"), &go_sum_path)?;
+        let mut verify = go.command(work.path());
+        verify.args(["mod", "verify"]);
+        run_go(&mut verify, &format!("{name} v{version}"), &go_sum_path)?;
+        *verified = true;
+    }
+    let out = crate::util::temp_path(&cached)?;
+    let _ = std::fs::remove_dir_all(&out);
+    std::fs::create_dir_all(&out)?;
+    let started = std::time::Instant::now();
+    eprintln!(
+        "source: {name} v{version} {arch}: go build {} program(s) (the first build of a version takes long)",
+        recipe.packages.len()
+    );
+    let mut build = go.command(work.path());
+    // The baseline of each architecture, as upstream builds (a caller's
+    // GOAMD64=v3 would make programs that fail on older CPUs).
+    build
+        .env("GOARCH", arch.go_name())
+        .env("GOAMD64", "v1")
+        .env("GOARM64", "v8.0")
+        .env("GOPPC64", "power8")
+        .args(["build", "-trimpath", "-buildvcs=false"])
+        .arg(format!("-tags={}", recipe.tags.join(",")))
+        .arg(format!("-ldflags={}", ldflags.join(" ")))
+        .arg("-o")
+        .arg(format!("{}/", out.display()))
+        .args(
+            recipe
+                .packages
+                .iter()
+                .map(|p| format!("{}/{p}", recipe.module)),
+        );
+    run_go(
+        &mut build,
+        &format!("{name} v{version} {arch}: go build"),
+        &go_sum_path,
+    )?;
+    eprintln!(
+        "source: {name} v{version} {arch}: built in {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+    std::fs::create_dir_all(cached.parent().unwrap_or(Path::new(".")))?;
+    crate::util::replace_dir(&out, &cached)?;
+    Ok(programs(&cached))
+}
+
+#[cfg(test)]
+mod tests;

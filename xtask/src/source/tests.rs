@@ -1,0 +1,177 @@
+use std::path::Path;
+
+use super::*;
+
+#[test]
+fn local_replacements_are_the_directory_ones() {
+    let go_mod =
+        "module k8s.io/kubernetes\n\nreplace (\n\tk8s.io/api => ./staging/src/k8s.io/api\n\
+                  \tgithub.com/x/y => github.com/x/y v1.2.3\n)\n\
+                  replace k8s.io/kubelet => ./staging/src/k8s.io/kubelet\n";
+    assert_eq!(local_replacements(go_mod), ["k8s.io/api", "k8s.io/kubelet"]);
+}
+
+#[test]
+fn a_checksum_mismatch_is_one_line_naming_go_sum_and_the_module() {
+    let stderr = "go: downloading github.com/x/y v1.0.0\n\
+                  verifying github.com/x/y@v1.0.0: checksum mismatch\n\
+                  \tdownloaded: h1:AAA=\n\tgo.sum:     h1:BBB=\n\n\
+                  SECURITY ERROR\nThis download does NOT match an earlier download recorded in go.sum.\n";
+    assert_eq!(
+        go_failure(stderr, Path::new("pkg/source/cri-tools/v1.34.0/go.sum")),
+        "pkg/source/cri-tools/v1.34.0/go.sum: github.com/x/y@v1.0.0: checksum mismatch \
+         (the module is h1:AAA=, go.sum says h1:BBB=): refused"
+    );
+}
+
+#[test]
+fn every_release_source_has_a_recipe_and_every_recipe_version_its_pins() {
+    let root = crate::util::repo_root();
+    let spec = Spec::load(&root).unwrap();
+    let recipes = Recipes::load(&root).unwrap();
+    for (name, source) in &spec.release.sources {
+        let recipe = recipes.get(name).unwrap();
+        assert!(
+            recipe.versions.contains_key(&source.version),
+            "pkg/source.toml: [{name}] has no facts of the pinned {}",
+            source.version
+        );
+    }
+    for (name, recipe) in &recipes.0 {
+        for version in recipe.versions.keys() {
+            let pins = pins_dir(&root, name, version);
+            if pins.exists() {
+                verify_pins(&pins, name, recipe, version).unwrap();
+            }
+        }
+        // The versions the release pins are always buildable.
+        if let Some(source) = spec.release.sources.get(name) {
+            verify_pins(
+                &pins_dir(&root, name, &source.version),
+                name,
+                recipe,
+                &source.version,
+            )
+            .unwrap();
+        }
+    }
+}
+
+/// A Go toolchain of the machine with its own program cache and, where
+/// given, its own module cache.
+fn go_with(cache: &Path, modcache: Option<&Path>) -> Go {
+    let mut go = Go::from_env().unwrap();
+    go.cache = cache.to_path_buf();
+    if let Some(dir) = modcache {
+        go.env.push(("GOMODCACHE".into(), dir.to_path_buf()));
+    }
+    go
+}
+
+/// A copy of the release's pinned modules of `name`, to edit.
+fn pins_copy(name: &str) -> (tempfile::TempDir, Recipes, String) {
+    let root = crate::util::repo_root();
+    let spec = Spec::load(&root).unwrap();
+    let version = spec.release.sources[name].version.clone();
+    let dir = tempfile::tempdir().unwrap();
+    for file in ["go.mod", "go.sum"] {
+        std::fs::copy(
+            pins_dir(&root, name, &version).join(file),
+            dir.path().join(file),
+        )
+        .unwrap();
+    }
+    (dir, Recipes::load(&root).unwrap(), version)
+}
+
+/// Needs Go and the Go module proxy (or a module cache that holds the
+/// CNI plugins' modules).
+#[test]
+fn an_edited_go_sum_line_is_refused_in_one_line_naming_it() {
+    let (pins, recipes, version) = pins_copy("cni-plugins");
+    let go_sum = pins.path().join("go.sum");
+    let text = std::fs::read_to_string(&go_sum).unwrap();
+    // The hash of a module's content (not its go.mod), changed.
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("github.com/containernetworking/cni ") && !l.contains("/go.mod"))
+        .unwrap();
+    let (head, _) = line.rsplit_once(" h1:").unwrap();
+    let edited = format!("{head} h1:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=");
+    std::fs::write(&go_sum, text.replace(line, &edited)).unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let err = build(
+        &go_with(cache.path(), None),
+        pins.path(),
+        "cni-plugins",
+        recipes.get("cni-plugins").unwrap(),
+        &version,
+        Arch::Amd64,
+        &mut false,
+    )
+    .unwrap_err();
+    let text = format!("{err:#}");
+    eprintln!("{text}");
+    assert!(!text.contains('\n'), "{text}");
+    assert!(text.contains(&go_sum.display().to_string()), "{text}");
+    assert!(
+        text.contains("github.com/containernetworking/cni@"),
+        "{text}"
+    );
+    assert!(text.contains("checksum mismatch"), "{text}");
+    assert!(
+        std::fs::read_dir(cache.path()).unwrap().next().is_none(),
+        "nothing cached"
+    );
+}
+
+/// Needs Go and the Go module proxy: the CNI plugins' modules are
+/// downloaded into a module cache of the test's own, one file of one of
+/// them changed, and the build refused.
+#[test]
+fn a_module_changed_in_the_module_cache_is_refused_in_one_line_naming_it() {
+    let (pins, recipes, version) = pins_copy("cni-plugins");
+    let modcache = tempfile::tempdir().unwrap();
+    let go = go_with(modcache.path(), Some(&modcache.path().join("mod")));
+    let mut download = go.command(pins.path());
+    download.args(["mod", "download", "github.com/containernetworking/cni"]);
+    run_go(
+        &mut download,
+        "go mod download",
+        &pins.path().join("go.sum"),
+    )
+    .unwrap();
+    let module = std::fs::read_dir(modcache.path().join("mod/github.com/containernetworking"))
+        .unwrap()
+        .flatten()
+        .find(|e| e.file_name().to_string_lossy().starts_with("cni@"))
+        .unwrap()
+        .path();
+    let file = module.join("LICENSE");
+    crate::util::set_mode(&module, 0o755).unwrap();
+    crate::util::set_mode(&file, 0o644).unwrap();
+    std::fs::write(&file, "changed\n").unwrap();
+    let result = build(
+        &go,
+        pins.path(),
+        "cni-plugins",
+        recipes.get("cni-plugins").unwrap(),
+        &version,
+        Arch::Amd64,
+        &mut false,
+    );
+    // The module cache is read-only as Go leaves it; make it removable.
+    let _ = Command::new("chmod")
+        .arg("-R")
+        .arg("u+w")
+        .arg(modcache.path())
+        .status();
+    let text = format!("{:#}", result.unwrap_err());
+    eprintln!("{text}");
+    assert!(!text.contains('\n'), "{text}");
+    assert!(
+        text.contains("github.com/containernetworking/cni"),
+        "{text}"
+    );
+    assert!(text.contains("modified"), "{text}");
+}
