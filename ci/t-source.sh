@@ -116,8 +116,11 @@ test_dist_source_packages_say_what_built_them() {
         return 1
     fi
     # The SBOM names every module the kubelet links, the main one too.
-    go version -m "$BIN/kubelet" | awk '$1 == "mod" || $1 == "dep" { print $2 "@" $3 }' |
-        sort -u >"$TMP/modules"
+    # Each module as linked: a replaced one under its replacement.
+    go version -m "$BIN/kubelet" | awk '
+        $1 == "mod" || $1 == "dep" { if (m != "") print m; m = $2 "@" $3; next }
+        $1 == "=>" { m = $2 "@" $3; next }
+        END { if (m != "") print m }' | sort -u >"$TMP/modules"
     jq -r '.packages[].externalRefs[]?.referenceLocator' "$deb.spdx.json" |
         sed -n 's|^pkg:golang/\(.*\)$|\1|p' | sed 's/%2F/\//g' | sort -u >"$TMP/sbom.modules"
     [ "$(grep -c . "$TMP/modules")" -gt 100 ] || {

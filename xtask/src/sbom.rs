@@ -284,7 +284,14 @@ fn go_packages(
     }));
     relationships.push(relationship("SPDXRef-Artifact", "CONTAINS", &id));
     relationships.push(relationship(&file_id(i), "GENERATED_FROM", &id));
-    for (k, m) in modules.iter().enumerate().filter(|(_, m)| !m.main) {
+    // The main module too, where it has a version (a module built as a
+    // dependency of a generated main module, as the source builds do): it
+    // is what the program's own code comes from, with its go.sum hash.
+    for (k, m) in modules
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| !m.main || m.version != "(devel)")
+    {
         let module_id = format!("{id}-Module-{k}");
         let mut package = json!({
             "SPDXID": module_id,
