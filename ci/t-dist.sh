@@ -363,8 +363,8 @@ test_ppc64le_and_s390x_artifacts_run_under_qemu() {
         for tree in deb rpm; do
             assert_eq "2's complement, $order endian/$machine" "$(elf_machines "$x/$tree")" "$arch $tree ELF files"
         done
-        assert_file "$out/kubedist-1.34.2-linux-$arch.tar.gz"
-        assert_file "$out/kubernetes-v1.34.2-$sdarch.raw"
+        assert_file "$out/kubedist-1.37.2-linux-$arch.tar.gz"
+        assert_file "$out/kubernetes-v1.37.2-$sdarch.raw"
         w=$x/deb/usr/bin/kubelet-wrapper
         if readelf -l "$w" | grep -q INTERP; then
             echo "$arch kubelet-wrapper is dynamically linked" >&2
@@ -433,7 +433,7 @@ bad_input() {
     assert_eq "$(cat "$TMP/parent.before")" "$(cat "$TMP/parent.after")" "output's parent directory"
 }
 
-kubelet_path() { echo "$1/kubernetes/v1.34.2/bin/linux/amd64/kubelet"; }
+kubelet_path() { echo "$1/kubernetes/v1.37.2/bin/linux/amd64/kubelet"; }
 tamper_kubelet() { printf 'x' >>"$(kubelet_path "$1")"; }
 drop_crictl() { rm "$1"/cri-tools/v*/crictl-*-linux-amd64.tar.gz; }
 wrong_sum() {

@@ -34,13 +34,16 @@ pin() { # SOURCE : pkg/release.toml's version of SOURCE
 K8S=$(pin kubernetes)
 CRI=$(pin cri-tools)
 CNI=$(pin cni-plugins)
+# The newest patch of the minor before the pin that pkg/source/ can build.
+OLDER=$(for d in "$KD_REPO"/pkg/source/kubernetes/v*; do basename "$d" | sed 's/^v//'; done |
+    awk -F. -v m="${K8S#*.}" 'BEGIN { split(m, p, ".") } $2 == p[1] - 1' | sort -t. -k3,3n | tail -n 1)
 IN=$TMP/inputs
 BIN=$IN/kubernetes/v$K8S/bin/linux/amd64
 
 # One build for the suite (cached after the first).
-(cd "$KD_REPO" && "$XTASK" source --arch amd64 --out "$IN") >"$TMP/source.log" 2>&1 || {
+(cd "$KD_REPO" && "$XTASK" source --arch amd64,arm64 --out "$IN") >"$TMP/source.log" 2>&1 || {
     tail -n 30 "$TMP/source.log" >&2
-    echo "t-source: FAIL: cargo xtask source --arch amd64 failed (above)" >&2
+    echo "t-source: FAIL: cargo xtask source --arch amd64,arm64 failed (above)" >&2
     echo "0 passed, 1 failed"
     exit 1
 }
@@ -57,6 +60,14 @@ test_programs_print_the_pinned_versions() {
     tar -xzf "$IN/cni-plugins/v$CNI/cni-plugins-linux-amd64-v$CNI.tgz" -C "$TMP/cni"
     "$TMP/cni/bridge" 2>&1 | tee "$TMP/bridge.out" || true
     assert_grep "CNI bridge plugin v$CNI" "$TMP/bridge.out"
+}
+
+test_arm64_programs_run_under_qemu() {
+    arm=$IN/kubernetes/v$K8S/bin/linux/arm64
+    assert_eq "Kubernetes v$K8S" "$(qemu-aarch64-static "$arm/kubelet" --version)" "arm64 kubelet --version"
+    assert_eq "v$K8S" "$(qemu-aarch64-static "$arm/kubeadm" version -o short)" "arm64 kubeadm"
+    go version -m "$arm/kubectl" >"$TMP/arm64.buildinfo"
+    assert_grep "build	GOARCH=arm64" "$TMP/arm64.buildinfo"
 }
 
 test_kubeadm_lists_the_images_of_pkg_images_toml() {
@@ -104,9 +115,24 @@ test_two_builds_are_byte_identical() {
     }
 }
 
-test_dist_source_packages_say_what_built_them() {
+test_dist_source_builds_every_artifact_and_says_what_built_them() {
     out=$TMP/dist
-    (cd "$KD_REPO" && "$XTASK" dist --source --arch amd64 --formats deb,rpm --out "$out")
+    (cd "$KD_REPO" && "$XTASK" dist --source --fast --arch amd64,arm64 --out "$out") 2>&1 |
+        tee "$TMP/dist.log"
+    for arch in amd64 arm64; do
+        for p in kubelet kubeadm kubectl kubernetes-cni cri-tools; do
+            kd_one "$out/${p}"_*_"$arch".deb >/dev/null
+        done
+    done
+    for f in "kubedist-$K8S-linux-amd64.tar.gz" "kubedist-$K8S-linux-arm64.tar.gz" \
+        "kubernetes-v$K8S-x86-64.raw" "kubernetes-v$K8S-arm64.raw" "kubedist-installer-$K8S-1.oci.tar" \
+        "kubelet-$K8S-1.x86_64.rpm" "kubelet-$K8S-1.aarch64.rpm"; do
+        assert_file "$out/$f"
+    done
+    assert_grep "no images bundle: --source builds the programs, not yet the images" "$TMP/dist.log"
+    (cd "$out" && sha256sum -c --quiet SHA256SUMS)
+    jq -r '.predicate.buildDefinition.externalParameters.upstream' "$out/kubedist-$K8S-1.intoto.json" >"$TMP/origin"
+    assert_grep "built from source: the Go modules of pkg/source.toml" "$TMP/origin"
     deb=$out/kubelet_${K8S}-1_amd64.deb
     dpkg-deb -f "$deb" Description >"$TMP/description"
     cat "$TMP/description"
@@ -149,11 +175,26 @@ EOF2
     assert_eq "v$K8S" "$(cat "$root/tmp/kubeadm.version")" "kubeadm version in the root"
 }
 
+test_the_minor_before_builds_from_source_too() {
+    [ -n "$OLDER" ] || { echo "assertion failed: pkg/source/kubernetes pins no version of the minor before $K8S" >&2; return 1; }
+    out=$TMP/dist-older
+    (cd "$KD_REPO" && "$XTASK" dist --source --fast --version "$OLDER" --arch amd64 --out "$out")
+    deb=$out/kubelet_${OLDER}-1_amd64.deb
+    dpkg-deb -x "$deb" "$TMP/older"
+    assert_eq "Kubernetes v$OLDER" "$("$TMP/older/usr/bin/kubelet" --version)" "kubelet --version of $OLDER"
+    dpkg-deb -x "$out/kubeadm_${OLDER}-1_amd64.deb" "$TMP/older"
+    assert_eq "v$OLDER" "$("$TMP/older/usr/bin/kubeadm" version -o short)" "kubeadm of $OLDER"
+    assert_file "$out/kubedist-$OLDER-linux-amd64.tar.gz"
+    assert_file "$out/kubernetes-v$OLDER-x86-64.raw"
+}
+
 kd_test test_programs_print_the_pinned_versions
 kd_test test_kubeadm_lists_the_images_of_pkg_images_toml
 kd_test test_go_version_m_shows_the_module_and_upstream_flags
+kd_test test_arm64_programs_run_under_qemu
 kd_test test_two_builds_are_byte_identical
-kd_test test_dist_source_packages_say_what_built_them
+kd_test test_dist_source_builds_every_artifact_and_says_what_built_them
 kd_test test_the_kubelet_deb_installs_and_runs_its_real_kubelet
+kd_test test_the_minor_before_builds_from_source_too
 
 kd_summary

@@ -428,7 +428,7 @@ ok
 run_install "$PREV" --kubelet-only --kubelet-version v1.33.7
 ok
 K=$(payload_of "$CUR" /usr/bin/kubelet deb)
-for v in v1.34.2 v1.33.7; do
+for v in v1.37.2 v1.33.7; do
 	f=/opt/kubernetes/$v/bin/kubelet
 	[ -f "$f" ] || fail "$f is missing"
 	[ "$(stat -c %a "$f")" = 755 ] || fail "$f has mode $(stat -c %a "$f")"
@@ -447,12 +447,12 @@ jq -e .kubelet_exists /tmp/plan.json >/dev/null || fail "the wrapper does not fi
 
 echo "== KUBELET_VERSION in the env file, through the real service"
 cp -p /etc/default/kubelet /tmp/env
-echo 'KUBELET_VERSION=v1.34.2' >>/etc/default/kubelet
+echo 'KUBELET_VERSION=v1.37.2' >>/etc/default/kubelet
 print
 openrc_boot
 start_kubelet
-[ "$(jq -r '.argv[0]' $REC/kubelet.json)" = /opt/kubernetes/v1.34.2/bin/kubelet ] ||
-	fail "the service did not run /opt/kubernetes/v1.34.2/bin/kubelet"
+[ "$(jq -r '.argv[0]' $REC/kubelet.json)" = /opt/kubernetes/v1.37.2/bin/kubelet ] ||
+	fail "the service did not run /opt/kubernetes/v1.37.2/bin/kubelet"
 rc-service kubelet stop
 cp -p /tmp/env /etc/default/kubelet
 
@@ -460,7 +460,7 @@ echo "== uninstall one of them"
 run_install "$CUR" uninstall --kubelet-only --kubelet-version v1.33.7
 ok
 [ ! -e /opt/kubernetes/v1.33.7 ] || fail "/opt/kubernetes/v1.33.7 is still there"
-[ -f /opt/kubernetes/v1.34.2/bin/kubelet ] && [ -f /usr/bin/kubelet ] || fail "uninstalled too much"
+[ -f /opt/kubernetes/v1.37.2/bin/kubelet ] && [ -f /usr/bin/kubelet ] || fail "uninstalled too much"
 run_install "$CUR"
 ok
 said "nothing to do"
@@ -697,7 +697,7 @@ same_snapshot /tmp/s0 /tmp/s1 "a refused install changed the root"
 echo "== a side-by-side kubelet is fine beside the package"
 run_install "$CUR" --kubelet-only
 ok
-[ -x /opt/kubernetes/v1.34.2/bin/kubelet ] || fail "no side-by-side kubelet"
+[ -x /opt/kubernetes/v1.37.2/bin/kubelet ] || fail "no side-by-side kubelet"
 EOF
 }
 

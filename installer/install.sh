@@ -830,8 +830,8 @@ kubelet_version() {
 	fi
 	v=v${v#v}
 	case $v in
-	v[0-9]*.[0-9]*.[0-9]*) safe_path "$v" || die "--kubelet-version '$v' is not a version like v1.34.2" ;;
-	*) die "--kubelet-version '$v' is not a version like v1.34.2" ;;
+	v[0-9]*.[0-9]*.[0-9]*) safe_path "$v" || die "--kubelet-version '$v' is not a version like v1.37.2" ;;
+	*) die "--kubelet-version '$v' is not a version like v1.37.2" ;;
 	esac
 	printf '%s\n' "$v"
 }
