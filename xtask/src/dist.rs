@@ -467,9 +467,11 @@ fn images_from(spec: &Spec, args: &Args, k8s_version: &str) -> Result<ImagesFrom
         return Ok(ImagesFrom::Registry);
     }
     if args.source {
-        return Err("--source builds the programs, not yet the images: --image-mirror URL \
+        return Err(
+            "--source builds the programs, not yet the images: --image-mirror URL \
                     bundles them from a registry"
-            .to_string());
+                .to_string(),
+        );
     }
     let dir = match (&args.origin.from, args.fixtures) {
         (Some(dir), _) => dir.clone(),

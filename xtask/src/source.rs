@@ -108,6 +108,55 @@ pub struct Facts {
     pub commit: String,
 }
 
+impl Recipe {
+    /// The `-ldflags` of `version`, its placeholders filled in.
+    fn ldflags(&self, version: &str) -> Result<Vec<String>> {
+        let facts = self.versions.get(version).with_context(|| {
+            format!("pkg/source.toml: {} has no facts of {version}", self.module)
+        })?;
+        let (minor, _) = minor_patch(version)?;
+        let major = version.split('.').next().unwrap_or("1");
+        Ok(self
+            .ldflags
+            .iter()
+            .map(|f| {
+                f.replace("{version}", version)
+                    .replace("{major}", major)
+                    .replace("{minor}", minor)
+                    .replace("{commit}", &facts.commit)
+                    .replace("{date}", &facts.date)
+            })
+            .collect())
+    }
+
+    /// The `go build` of every program of `version` for `arch` into `out`,
+    /// run in `dir` (which holds the pinned go.mod and go.sum).
+    pub fn go_build(
+        &self,
+        go: &Go,
+        dir: &Path,
+        version: &str,
+        arch: Arch,
+        out: &Path,
+    ) -> Result<Command> {
+        let mut build = go.command(dir);
+        // The baseline of each architecture, as upstream builds (a caller's
+        // GOAMD64=v3 would make programs that fail on older CPUs).
+        build
+            .env("GOARCH", arch.go_name())
+            .env("GOAMD64", "v1")
+            .env("GOARM64", "v8.0")
+            .env("GOPPC64", "power8")
+            .args(["build", "-trimpath", "-buildvcs=false"])
+            .arg(format!("-tags={}", self.tags.join(",")))
+            .arg(format!("-ldflags={}", self.ldflags(version)?.join(" ")))
+            .arg("-o")
+            .arg(format!("{}/", out.display()))
+            .args(self.packages.iter().map(|p| format!("{}/{p}", self.module)));
+        Ok(build)
+    }
+}
+
 impl Recipes {
     pub fn load(root: &Path) -> Result<Recipes> {
         let path = root.join("pkg/source.toml");
@@ -124,7 +173,7 @@ impl Recipes {
 }
 
 /// The directory of a source's pinned modules at `version`.
-fn pins_dir(root: &Path, name: &str, version: &str) -> PathBuf {
+pub fn pins_dir(root: &Path, name: &str, version: &str) -> PathBuf {
     root.join("pkg/source")
         .join(name)
         .join(format!("v{version}"))
@@ -269,6 +318,26 @@ fn go_failure(stderr: &str, go_sum: &Path) -> String {
         .or(lines.last())
         .unwrap_or(&"go failed")
         .to_string()
+}
+
+/// Runs `f`, saying every minute that `what` still runs: a first build of
+/// Kubernetes' programs is minutes of silence otherwise.
+fn heartbeat<T>(what: &str, f: impl FnOnce() -> T) -> T {
+    let (done, ticks) = std::sync::mpsc::channel::<()>();
+    let what = what.to_string();
+    let ticker = std::thread::spawn(move || {
+        let mut minutes = 0;
+        while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+            ticks.recv_timeout(std::time::Duration::from_secs(60))
+        {
+            minutes += 1;
+            eprintln!("source: {what}: still running ({minutes} min)");
+        }
+    });
+    let result = f();
+    drop(done);
+    let _ = ticker.join();
+    result
 }
 
 /// Writes go.mod and go.sum of `name` at `version`: a main module that
@@ -478,20 +547,7 @@ pub fn build(
     arch: Arch,
     verified: &mut bool,
 ) -> Result<BTreeMap<String, PathBuf>> {
-    let facts = &recipe.versions[version];
-    let (minor, _) = minor_patch(version)?;
-    let major = version.split('.').next().unwrap_or("1");
-    let ldflags: Vec<String> = recipe
-        .ldflags
-        .iter()
-        .map(|f| {
-            f.replace("{version}", version)
-                .replace("{major}", major)
-                .replace("{minor}", minor)
-                .replace("{commit}", &facts.commit)
-                .replace("{date}", &facts.date)
-        })
-        .collect();
+    let ldflags = recipe.ldflags(version)?;
     let go_mod = std::fs::read(pins.join("go.mod"))?;
     let go_sum = std::fs::read(pins.join("go.sum"))?;
     let key = {
@@ -553,30 +609,9 @@ pub fn build(
         "source: {name} v{version} {arch}: go build {} program(s) (the first build of a version takes long)",
         recipe.packages.len()
     );
-    let mut build = go.command(work.path());
-    // The baseline of each architecture, as upstream builds (a caller's
-    // GOAMD64=v3 would make programs that fail on older CPUs).
-    build
-        .env("GOARCH", arch.go_name())
-        .env("GOAMD64", "v1")
-        .env("GOARM64", "v8.0")
-        .env("GOPPC64", "power8")
-        .args(["build", "-trimpath", "-buildvcs=false"])
-        .arg(format!("-tags={}", recipe.tags.join(",")))
-        .arg(format!("-ldflags={}", ldflags.join(" ")))
-        .arg("-o")
-        .arg(format!("{}/", out.display()))
-        .args(
-            recipe
-                .packages
-                .iter()
-                .map(|p| format!("{}/{p}", recipe.module)),
-        );
-    run_go(
-        &mut build,
-        &format!("{name} v{version} {arch}: go build"),
-        &go_sum_path,
-    )?;
+    let mut build = recipe.go_build(go, work.path(), version, arch, &out)?;
+    let what = format!("{name} v{version} {arch}: go build");
+    heartbeat(&what, || run_go(&mut build, &what, &go_sum_path))?;
     eprintln!(
         "source: {name} v{version} {arch}: built in {:.0} s",
         started.elapsed().as_secs_f64()

@@ -33,6 +33,7 @@ mod nfpm;
 mod payload;
 mod repo;
 mod report;
+mod source;
 mod sysext;
 mod wrapper;
 
@@ -61,7 +62,8 @@ Examples:
   cargo xtask bench --quick              # 25 MiB payload, about a minute
   cargo xtask bench --compression fast   # the same at --fast levels
   cargo xtask bench --repo-only --repo-releases 200   # cargo xtask repo at scale only
-  cargo xtask bench --images-only        # the images bundle: sizes, dist, import")]
+  cargo xtask bench --images-only        # the images bundle: sizes, dist, import
+  cargo xtask bench --source-only        # source builds against plain go build")]
 pub struct Args {
     /// A 25 MiB payload instead of 250 MiB.
     #[arg(long)]
@@ -97,6 +99,11 @@ pub struct Args {
     /// import into containerd).
     #[arg(long)]
     pub images_only: bool,
+    /// Run the source builds part only: `cargo xtask source` against plain
+    /// `go build` of the same packages, both from Go's warm caches (needs
+    /// Go; the first run fills the caches, which takes minutes).
+    #[arg(long, conflicts_with_all = ["images_only", "repo_only"])]
+    pub source_only: bool,
     /// Which payloads: `synthetic` (the generated one, every part of the
     /// bench), `real` (the fixtures as they are: Debian's real kubectl and
     /// CNI plugins, stand-ins for the rest; dist against nfpm only) or
@@ -135,6 +142,10 @@ pub fn run(spec: &Spec, args: &Args) -> Result<()> {
     }
     if args.images_only {
         bench.images(spec, &mut report)?;
+        return report.finish(&bench.work, &bench.logs, started);
+    }
+    if args.source_only {
+        bench.source(spec, &mut report)?;
         return report.finish(&bench.work, &bench.logs, started);
     }
 
@@ -219,6 +230,7 @@ pub fn run(spec: &Spec, args: &Args) -> Result<()> {
     }
     report.reproducible(&repro, first_sums.len());
     bench.images(spec, &mut report)?;
+    bench.source(spec, &mut report)?;
     bench.repo(&mut report)?;
     report.finish(&bench.work, &bench.logs, started)
 }
@@ -484,6 +496,14 @@ impl<'a> Bench<'a> {
 
     /// The sysext image against mksquashfs, unless --no-native: the best of
     /// each side's runs.
+    /// The source builds against plain `go build`, this host's architecture.
+    fn source(&self, spec: &Spec, report: &mut Report) -> Result<()> {
+        eprintln!("==> bench: source builds");
+        let measured = source::run(spec, &self.work.join("source"), self.arch, self.args.runs)?;
+        report.source(&measured);
+        Ok(())
+    }
+
     fn sysext(&self, payload: &payload::Payload) -> Result<Option<sysext::Sysext>> {
         let args = self.args;
         if args.no_native {

@@ -8,7 +8,9 @@ use std::path::Path;
 use anyhow::{Context, Result};
 
 use super::measure::{self, Sample};
-use super::{compile, floor, images, native, nfpm, payload, repo, sysext, wrapper, Level, EPOCH};
+use super::{
+    compile, floor, images, native, nfpm, payload, repo, source, sysext, wrapper, Level, EPOCH,
+};
 use crate::emit;
 use crate::emit::codec::Codecs;
 
@@ -438,6 +440,30 @@ impl Report {
                 "- {name}: adding to a full repository ({} releases) {full:.2} s against {empty:.2} s to an empty one (medians of {k} adds): {ratio:.2}× (target ≤ 2×: {})",
                 n - 1,
                 verdict(ratio <= 2.0)
+            );
+        }
+    }
+
+    pub fn source(&mut self, s: &source::SourceBuilds) {
+        let t = &mut self.text;
+        let _ = writeln!(
+            t,
+            "\nThe programs built from their Go modules with {} (`cargo xtask source`), \
+             against plain `go build` of the same packages with the same flags, both from \
+             Go's warm caches with kubedist's program cache empty (best of {}):\n\n\
+             | source | kubedist | plain `go build` | kubedist / go build | target | |\n\
+             |---|---:|---:|---:|---:|---|",
+            s.go, s.runs
+        );
+        for row in &s.rows {
+            let ratio = row.kubedist / row.floor;
+            let _ = writeln!(
+                t,
+                "| {} | {:.1} s | {:.1} s | {ratio:.2} | ≤ 1.05 | {} |",
+                row.what,
+                row.kubedist,
+                row.floor,
+                verdict(ratio <= 1.05)
             );
         }
     }

@@ -1,0 +1,78 @@
+//! The source builds (`cargo xtask source`) against plain `go build` of the
+//! same packages with the same flags and environment, both from Go's warm
+//! caches and kubedist's program cache empty: what remains is kubedist's
+//! own work (`go mod download` and `go mod verify`, the copy of the pins,
+//! the rename into its cache). Cold builds (empty Go caches) take minutes
+//! each and are measured by hand (README.md, "Building from source").
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+
+use crate::source::{self, Go, Recipes};
+use crate::spec::{Arch, Spec};
+
+/// One source of the release, built both ways.
+pub struct Row {
+    pub what: String,
+    /// Best wall time of kubedist's build, seconds.
+    pub kubedist: f64,
+    /// Best wall time of plain `go build`, seconds.
+    pub floor: f64,
+}
+
+pub struct SourceBuilds {
+    /// `go env GOVERSION`.
+    pub go: String,
+    pub runs: usize,
+    pub rows: Vec<Row>,
+}
+
+pub fn run(spec: &Spec, work: &Path, arch: Arch, runs: usize) -> Result<SourceBuilds> {
+    let recipes = Recipes::load(&spec.root)?;
+    let mut go = Go::from_env()?;
+    let _ = std::fs::remove_dir_all(work);
+    let mut rows = Vec::new();
+    for (name, release) in &spec.release.sources {
+        let recipe = recipes.get(name)?;
+        let version = &release.version;
+        let pins = source::pins_dir(&spec.root, name, version);
+        eprintln!("bench: {name} v{version} {arch}: warming Go's caches");
+        go.cache = work.join("warm");
+        source::build(&go, &pins, name, recipe, version, arch, &mut false)?;
+        let (mut kubedist, mut floor) = (f64::MAX, f64::MAX);
+        for i in 0..runs {
+            go.cache = work.join(format!("kubedist-{i}"));
+            let started = Instant::now();
+            source::build(&go, &pins, name, recipe, version, arch, &mut false)?;
+            kubedist = kubedist.min(started.elapsed().as_secs_f64());
+
+            let dir = work.join(format!("go-build-{i}-{name}"));
+            std::fs::create_dir_all(&dir)?;
+            for file in ["go.mod", "go.sum"] {
+                std::fs::copy(pins.join(file), dir.join(file))
+                    .with_context(|| format!("copying {}", pins.join(file).display()))?;
+            }
+            let mut plain = recipe.go_build(&go, &dir, version, arch, &dir.join("out"))?;
+            let started = Instant::now();
+            let status = plain.status().context("running go build")?;
+            if !status.success() {
+                bail!("plain go build of {name} v{version} failed ({status})");
+            }
+            floor = floor.min(started.elapsed().as_secs_f64());
+        }
+        rows.push(Row {
+            what: format!(
+                "{name} v{version} {arch} ({} programs)",
+                recipe.packages.len()
+            ),
+            kubedist,
+            floor,
+        });
+    }
+    Ok(SourceBuilds {
+        go: go.version,
+        runs,
+        rows,
+    })
+}
