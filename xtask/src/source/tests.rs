@@ -84,6 +84,25 @@ fn pins_copy(name: &str) -> (tempfile::TempDir, Recipes, String) {
     (dir, Recipes::load(&root).unwrap(), version)
 }
 
+/// The CNI plugins of `version` for amd64, from the pins in `pins`.
+fn build_cni(
+    go: &Go,
+    pins: &Path,
+    recipes: &Recipes,
+    version: &str,
+) -> Result<BTreeMap<String, std::path::PathBuf>> {
+    let recipe = recipes.get("cni-plugins").unwrap();
+    build(
+        go,
+        pins,
+        "cni-plugins",
+        recipe,
+        version,
+        Arch::Amd64,
+        &mut false,
+    )
+}
+
 /// Needs Go and the Go module proxy (or a module cache that holds the
 /// CNI plugins' modules).
 #[test]
@@ -100,14 +119,11 @@ fn an_edited_go_sum_line_is_refused_in_one_line_naming_it() {
     let edited = format!("{head} h1:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=");
     std::fs::write(&go_sum, text.replace(line, &edited)).unwrap();
     let cache = tempfile::tempdir().unwrap();
-    let err = build(
+    let err = build_cni(
         &go_with(cache.path(), None),
         pins.path(),
-        "cni-plugins",
-        recipes.get("cni-plugins").unwrap(),
+        &recipes,
         &version,
-        Arch::Amd64,
-        &mut false,
     )
     .unwrap_err();
     let text = format!("{err:#}");
@@ -151,15 +167,7 @@ fn a_module_changed_in_the_module_cache_is_refused_in_one_line_naming_it() {
     crate::util::set_mode(&module, 0o755).unwrap();
     crate::util::set_mode(&file, 0o644).unwrap();
     std::fs::write(&file, "changed\n").unwrap();
-    let result = build(
-        &go,
-        pins.path(),
-        "cni-plugins",
-        recipes.get("cni-plugins").unwrap(),
-        &version,
-        Arch::Amd64,
-        &mut false,
-    );
+    let result = build_cni(&go, pins.path(), &recipes, &version);
     // The module cache is read-only as Go leaves it; make it removable.
     let _ = Command::new("chmod")
         .arg("-R")
