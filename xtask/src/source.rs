@@ -84,7 +84,7 @@ pub fn default_dir(root: &Path) -> PathBuf {
 pub struct Recipes(BTreeMap<String, Recipe>);
 
 /// How one source's programs are built.
-#[derive(Debug, Deserialize, serde::Serialize)]
+#[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Recipe {
     /// The Go module holding the programs.
@@ -101,7 +101,7 @@ pub struct Recipe {
 }
 
 /// What is known of one tag.
-#[derive(Debug, Deserialize, serde::Serialize)]
+#[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Facts {
     pub date: String,
@@ -550,19 +550,27 @@ pub fn build(
     let ldflags = recipe.ldflags(version)?;
     let go_mod = std::fs::read(pins.join("go.mod"))?;
     let go_sum = std::fs::read(pins.join("go.sum"))?;
+    // What decides the bytes: the toolchain, the pins and the build's own
+    // arguments. Not the whole recipe: a new version's facts in
+    // pkg/source.toml must not rebuild the others.
     let key = {
-        let recipe_json = serde_json::to_vec(recipe)?;
-        let mut parts: Vec<&[u8]> = vec![
+        let (packages, tags, ldflags) = (
+            recipe.packages.join(" "),
+            recipe.tags.join(","),
+            ldflags.join(" "),
+        );
+        let parts: [&[u8]; 10] = [
             go.version.as_bytes(),
             name.as_bytes(),
             version.as_bytes(),
             arch.go_name().as_bytes(),
-            &recipe_json,
+            recipe.module.as_bytes(),
+            packages.as_bytes(),
+            tags.as_bytes(),
+            ldflags.as_bytes(),
             &go_mod,
             &go_sum,
         ];
-        let joined = ldflags.join(" ");
-        parts.push(joined.as_bytes());
         crate::digest::sha256_bytes(&parts.join(&0u8))
     };
     let cached = go
