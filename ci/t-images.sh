@@ -46,7 +46,7 @@ TARBALL=$(kd_one "$KD_DIST"/kubedist-*-linux-amd64.tar.gz)
 IMPORT=$KD_REPO/installer/images/kubedist-images
 
 OT=$(kd_suite_dir)
-trap 'ot_stop_all; kd_cleanup' EXIT
+trap 'ctd_stop_all; kd_cleanup' EXIT
 
 # The references pkg/images.toml lists, sorted.
 expected_refs() {
@@ -66,43 +66,8 @@ images_dir() { # DIR
 	(cd "$1" && sha256sum ./*.oci.tar | sed 's| \./| |') >"$1/SHA256SUMS"
 }
 
-# containerd of our own: private root, state and socket under $1, its CRI
-# plugin's sandbox image $2; started in the background, stopped at exit.
-ot_pids=
-ot_start_containerd() { # DIR SANDBOX_IMAGE
-	mkdir -p "$1"
-	cat >"$1/config.toml" <<TOML
-version = 2
-root = "$1/root"
-state = "$1/state"
-[grpc]
-  address = "$1/containerd.sock"
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "$2"
-TOML
-	containerd --config "$1/config.toml" >"$1/log" 2>&1 &
-	ot_pids="$ot_pids $!"
-	i=0
-	until ctr --address "$1/containerd.sock" version >/dev/null 2>&1; do
-		i=$((i + 1))
-		[ "$i" -lt 100 ] || { cat "$1/log" >&2; echo "containerd did not start" >&2; return 1; }
-		sleep 0.1
-	done
-}
-ot_stop_all() {
-	for p in $ot_pids; do kill "$p" 2>/dev/null || true; done
-	for p in $ot_pids; do wait "$p" 2>/dev/null || true; done
-	ot_pids=
-}
-ctr_in() { # DIR ARGS...
-	d=$1
-	shift
-	ctr --address "$d/containerd.sock" --namespace k8s.io "$@"
-}
-# "<digest> <reference>" of what containerd $1 holds, sorted by reference.
-containerd_images() {
-	ctr_in "$1" images ls | awk 'NR > 1 && $1 !~ /^sha256:/ { print $3 " " $1 }' | sort -k2
-}
+# shellcheck source=ci/containerd.sh
+. "$KD_REPO/ci/containerd.sh"
 
 test_one_bundle_per_architecture_reproducible_naming_every_image() {
 	for run in a b; do
@@ -146,7 +111,7 @@ test_containerd_imports_every_image_offline_and_the_pause_image_runs() {
 	# No network from here on: containerd, the import and the container.
 	unshare --net sh -eu -c '
 		. "$1"
-		ot_start_containerd "$OT/ctd" registry.k8s.io/pause:3.6
+		ctd_start "$OT/ctd" registry.k8s.io/pause:3.6
 		"$IMPORT" --dir "$OT/img" --containerd-address "$OT/ctd/containerd.sock" \
 			--containerd-config "$OT/ctd/config.toml" | tee "$OT/first"
 		containerd_images "$OT/ctd" >"$OT/held"
@@ -154,7 +119,7 @@ test_containerd_imports_every_image_offline_and_the_pause_image_runs() {
 		ctr_in "$OT/ctd" run --rm "$pause" kd-pause >"$OT/ran" 2>&1
 		"$IMPORT" --dir "$OT/img" --containerd-address "$OT/ctd/containerd.sock" \
 			--containerd-config "$OT/ctd/config.toml" >"$OT/second"
-		ot_stop_all
+		ctd_stop_all
 	' sh "$OT/functions"
 	echo "== containerd holds every image at the bundle's digest"
 	bundle_images "$BUNDLE" | diff -u - "$OT/held"
@@ -174,10 +139,10 @@ test_a_matching_sandbox_image_gets_no_note() {
 	pause=$(expected_refs | grep /pause:)
 	unshare --net sh -eu -c '
 		. "$1"
-		ot_start_containerd "$OT/ctd2" "$2"
+		ctd_start "$OT/ctd2" "$2"
 		"$IMPORT" --dir "$OT/img2" --containerd-address "$OT/ctd2/containerd.sock" \
 			--containerd-config "$OT/ctd2/config.toml" >"$OT/out2"
-		ot_stop_all
+		ctd_stop_all
 	' sh "$OT/functions" "$pause"
 	cat "$OT/out2"
 	if grep -q 'note:' "$OT/out2"; then echo "a note although the sandbox image is $pause" >&2; return 1; fi
@@ -204,10 +169,10 @@ STANDIN
 		chmod 0755 "$OT/ctd2-bin/containerd"
 		unshare --net sh -eu -c '
 			. "$1"
-			ot_start_containerd "$OT/ctd3" registry.k8s.io/pause:3.6
+			ctd_start "$OT/ctd3" registry.k8s.io/pause:3.6
 			PATH="$OT/ctd2-bin:$PATH" "$IMPORT" --dir "$OT/img2" \
 				--containerd-address "$OT/ctd3/containerd.sock" >"$OT/out3"
-			ot_stop_all
+			ctd_stop_all
 		' sh "$OT/functions"
 		cat "$OT/out3"
 		if [ "$sandbox" = "$pause" ]; then
@@ -228,11 +193,11 @@ test_a_changed_or_unlisted_bundle_imports_nothing() {
 		set +e
 		unshare --net sh -eu -c '
 			. "$1"
-			ot_start_containerd "$OT/ctd-$2" registry.k8s.io/pause:3.6
+			ctd_start "$OT/ctd-$2" registry.k8s.io/pause:3.6
 			rc=0
 			"$IMPORT" --dir "$OT/$2" --containerd-address "$OT/ctd-$2/containerd.sock" 2>"$OT/err-$2" || rc=$?
 			containerd_images "$OT/ctd-$2" >"$OT/held-$2"
-			ot_stop_all
+			ctd_stop_all
 			exit "$rc"
 		' sh "$OT/functions" "$dir"
 		rc=$?
@@ -369,7 +334,7 @@ http:
   addr: 127.0.0.1:$REG_PORT
 YAML
 	docker-registry serve "$OT/registry/config.yml" >"$OT/registry/log" 2>&1 &
-	ot_pids="$ot_pids $!"
+	ctd_pids="$ctd_pids $!"
 	i=0
 	until curl -fs "$REG/v2/" >/dev/null; do
 		i=$((i + 1))
@@ -404,7 +369,7 @@ index_digest_of() { # LAYOUT REFERENCE
 registry_blob() { echo "$OT/registry/data/docker/registry/v2/blobs/sha256/$(echo "$1" | cut -c1-2)/$1/data"; }
 
 test_a_registry_mirror_is_pulled_into_the_cache_and_bundled_the_same() {
-	trap ot_stop_all EXIT
+	trap ctd_stop_all EXIT
 	start_registry
 	lock_before=$(sha256sum <"$KD_REPO/pkg/upstream.lock")
 	fetch_images "$OT/cache" 2>&1 | tee "$OT/fetch1"
@@ -412,7 +377,7 @@ test_a_registry_mirror_is_pulled_into_the_cache_and_bundled_the_same() {
 	echo "== pins of one's own (--image-pins) record nothing in the release's lock"
 	assert_eq "$lock_before" "$(sha256sum <"$KD_REPO/pkg/upstream.lock")" "pkg/upstream.lock"
 	echo "== a second fetch asks the registry nothing (it is stopped)"
-	ot_stop_all
+	ctd_stop_all
 	fetch_images "$OT/cache" 2>&1 | tee "$OT/fetch2"
 	if grep -q 'docker://' "$OT/fetch2"; then echo "the second fetch went to the registry" >&2; return 1; fi
 	echo "== dist bundles them as it does from the layout"
@@ -427,7 +392,7 @@ test_a_registry_mirror_is_pulled_into_the_cache_and_bundled_the_same() {
 # The same registry over HTTPS, its certificate signed by a CA of our own:
 # pulled with --image-ca, refused without it.
 test_an_https_mirror_is_trusted_through_the_given_ca_only() {
-	trap ot_stop_all EXIT
+	trap ctd_stop_all EXIT
 	start_registry
 	tls=$OT/tls
 	mkdir -p "$tls"
@@ -440,7 +405,7 @@ test_an_https_mirror_is_trusted_through_the_given_ca_only() {
 	sed -e "s|addr: 127.0.0.1:$REG_PORT|addr: 127.0.0.1:$((REG_PORT + 1))\n  tls:\n    certificate: $tls/server.pem\n    key: $tls/server.key|" \
 		"$OT/registry/config.yml" >"$tls/config.yml"
 	docker-registry serve "$tls/config.yml" >"$tls/log" 2>&1 &
-	ot_pids="$ot_pids $!"
+	ctd_pids="$ctd_pids $!"
 	https=https://127.0.0.1:$((REG_PORT + 1))
 	i=0
 	until curl -fs --cacert "$tls/ca.pem" "$https/v2/" >/dev/null; do
@@ -482,7 +447,7 @@ fails_and_keeps_the_cache() {
 }
 
 test_a_registry_that_changed_an_image_is_refused_and_the_cache_kept() {
-	trap ot_stop_all EXIT
+	trap ctd_stop_all EXIT
 	start_registry
 	echo "== a tag moved to other content"
 	skopeo copy --quiet --all --preserve-digests --dest-tls-verify=false \
@@ -570,11 +535,8 @@ test_an_image_list_kubeadm_disagrees_with_is_refused() {
 # The functions the tests run in their own shells (unshare).
 {
 	echo "OT='$OT' KD_REPO='$KD_REPO' IMPORT='$IMPORT'"
-	for f in ot_start_containerd ot_stop_all ctr_in containerd_images; do
-		sed -n "/^$f() {/,/^}/p" "$0"
-	done
-	echo 'ot_pids='
-	echo 'trap ot_stop_all EXIT'
+	echo '. "$KD_REPO/ci/containerd.sh"'
+	echo 'trap ctd_stop_all EXIT'
 } >"$OT/functions"
 
 kd_test test_one_bundle_per_architecture_reproducible_naming_every_image

@@ -11,17 +11,29 @@
 # - `dist --source` packages them: no TEST BUILD, a description that says
 #   they were built from source, the kubelet's SBOM naming every module
 #   `go version -m` prints (the main module included), and the kubelet deb
-#   installed with apt runs its real kubelet.
+#   installed with apt runs its real kubelet;
+# - the images kubeadm pulls, built from source (`source --images`): an
+#   index for amd64 and arm64 under each reference, pinned in images.toml,
+#   labelled, byte-identical when built again, bundled by `dist --source`;
+# - the container runtime built from source (`source --runtime`):
+#   containerd 2.x and runc with seccomp, which run every image offline:
+#   pause stays up as 65535 under the default seccomp profile, etcd serves
+#   /health, CoreDNS answers, the control plane's programs print the
+#   release, kube-proxy finds iptables and nft and cleans up with them.
 #
 # The first build of a version compiles Kubernetes (README.md, "Building
 # from source"); afterwards Go's caches and the program cache in the home
 # directory make it a matter of seconds to a few minutes.
 
+# shellcheck disable=SC2016 # $... in single quotes is for the inner shell
 # shellcheck source=ci/lib.sh
 . "$(dirname "$0")/lib.sh"
 
-kd_require go jq dpkg-deb mmdebstrap
+kd_require go jq dpkg-deb mmdebstrap dig curl skopeo unshare file qemu-aarch64-static
 XTASK=${KD_XTASK:?run through cargo xtask test}
+
+# The containers' mounts stay in the suite's own mount namespace.
+kd_own_mount_namespace "$0" "$@"
 
 TMP=$KD_WORK/t-source
 rm -rf "$TMP"
@@ -40,10 +52,17 @@ OLDER=$(for d in "$KD_REPO"/pkg/source/kubernetes/v*; do basename "$d" | sed 's/
 IN=$TMP/inputs
 BIN=$IN/kubernetes/v$K8S/bin/linux/amd64
 
+# shellcheck source=ci/containerd.sh
+. "$KD_REPO/ci/containerd.sh"
+trap 'ctd_stop_all; kd_cleanup' EXIT
+
+# The references pkg/images.toml lists, sorted.
+sed -n 's/^reference = "\(.*\)"$/\1/p' "$KD_REPO/pkg/images.toml" | sort >"$TMP/refs"
+
 # One build for the suite (cached after the first).
-(cd "$KD_REPO" && "$XTASK" source --arch amd64,arm64 --out "$IN") >"$TMP/source.log" 2>&1 || {
+(cd "$KD_REPO" && "$XTASK" source --images --runtime --arch amd64,arm64 --out "$IN") >"$TMP/source.log" 2>&1 || {
     tail -n 30 "$TMP/source.log" >&2
-    echo "t-source: FAIL: cargo xtask source --arch amd64,arm64 failed (above)" >&2
+    echo "t-source: FAIL: cargo xtask source --images --runtime --arch amd64,arm64 failed (above)" >&2
     echo "0 passed, 1 failed"
     exit 1
 }
@@ -104,7 +123,7 @@ test_go_version_m_shows_the_module_and_upstream_flags() {
 test_two_builds_are_byte_identical() {
     # The program cache emptied: everything is linked again (Go's compile
     # cache is shared; its entries are checked by content).
-    (cd "$KD_REPO" && KUBEDIST_SOURCE_CACHE="$TMP/cache2" "$XTASK" source --arch amd64,arm64 --out "$TMP/inputs2")
+    (cd "$KD_REPO" && KUBEDIST_SOURCE_CACHE="$TMP/cache2" "$XTASK" source --images --runtime --arch amd64,arm64 --out "$TMP/inputs2")
     diff -r "$IN" "$TMP/inputs2" || {
         echo "assertion failed: a second build from the same inputs differs (above)" >&2
         return 1
@@ -129,7 +148,15 @@ test_dist_source_builds_every_artifact_and_says_what_built_them() {
         "kubelet-$K8S-1.x86_64.rpm" "kubelet-$K8S-1.aarch64.rpm"; do
         assert_file "$out/$f"
     done
-    assert_grep "no images bundle: --source builds the programs, not yet the images" "$TMP/dist.log"
+    echo "== the images bundle holds the images built from source, at their digests"
+    for arch in amd64 arm64; do
+        bundle=$out/kubedist-images-$K8S-$arch.oci.tar
+        tar -xOf "$bundle" index.json |
+            jq -r '.manifests[] | .annotations["io.containerd.image.name"] + " " + .digest' | sort >"$TMP/bundled"
+        source_manifests "$IN/images" "$arch" >"$TMP/built"
+        diff -u "$TMP/built" "$TMP/bundled"
+        [ "$(grep -c . "$TMP/bundled")" = "$(grep -c '^reference = ' "$KD_REPO/pkg/images.toml")" ]
+    done
     (cd "$out" && sha256sum -c --quiet SHA256SUMS)
     jq -r '.predicate.buildDefinition.externalParameters.upstream' "$out/kubedist-$K8S-1.intoto.json" >"$TMP/origin"
     assert_grep "built from source: the Go modules of pkg/source.toml" "$TMP/origin"
@@ -188,10 +215,119 @@ test_the_minor_before_builds_from_source_too() {
     assert_file "$out/kubernetes-v$OLDER-x86-64.raw"
 }
 
+# "<reference> <digest>" of each image's manifest for ARCH in the layout
+# DIR, sorted.
+source_manifests() { # DIR ARCH
+    jq -r '.manifests[] | .annotations["org.opencontainers.image.ref.name"] + " " + .digest' "$1/index.json" |
+        while read -r ref digest; do
+            jq -r --arg ref "$ref" --arg arch "$2" \
+                '.manifests[] | select(.platform.architecture == $arch) | $ref + " " + .digest' \
+                "$1/blobs/sha256/${digest#sha256:}"
+        done | sort
+}
+
+test_images_from_source_are_indexes_pinned_and_labelled() {
+    jq -r '.manifests[].annotations["org.opencontainers.image.ref.name"]' "$IN/images/index.json" | sort |
+        diff -u "$TMP/refs" -
+    echo "== each pin of images.toml is its index's digest"
+    jq -r '.manifests[] | .annotations["org.opencontainers.image.ref.name"] + " " + .digest' "$IN/images/index.json" |
+        sort >"$TMP/indexes"
+    awk -F'"' '/^reference = / { r = $2 } /^index = / { print r " " $2 }' "$IN/images.toml" | sort |
+        diff -u "$TMP/indexes" -
+    for arch in amd64 arm64; do
+        source_manifests "$IN/images" "$arch" >"$TMP/manifests-$arch"
+        assert_eq "$(grep -c . "$TMP/refs")" "$(grep -c . "$TMP/manifests-$arch")" "images for $arch"
+    done
+    echo "== each says what built it; pause runs as 65535, CoreDNS as nonroot"
+    while read -r ref; do
+        skopeo inspect --config "oci:$IN/images:$ref" >"$TMP/config.json"
+        jq -r '.config.Labels."io.kubedist.built-from-source"' "$TMP/config.json" >"$TMP/label"
+        assert_grep "with go1\.[0-9]" "$TMP/label"
+        case $ref in
+        */pause:*) assert_eq "65535:65535" "$(jq -r .config.User "$TMP/config.json")" "pause's user" ;;
+        */coredns:*) assert_eq "65532" "$(jq -r .config.User "$TMP/config.json")" "CoreDNS's user" ;;
+        */kube-apiserver:*) assert_grep "kube-apiserver k8s.io/kubernetes@v$K8S with" "$TMP/label" ;;
+        esac
+    done <"$TMP/refs"
+}
+
+test_the_runtime_from_source_is_containerd_2_and_runc_with_seccomp() {
+    rt=$IN/runtime/amd64
+    "$rt/containerd" --version | tee "$TMP/containerd.version"
+    assert_grep "^containerd github.com/containerd/containerd/v2 v$(awk -F'"' '/^containerd =/ { print $2 }' "$KD_REPO/pkg/runtime.toml") " "$TMP/containerd.version"
+    "$rt/runc" --version | tee "$TMP/runc.version"
+    assert_grep "^runc version $(awk -F'"' '/^runc =/ { print $2 }' "$KD_REPO/pkg/runtime.toml")\$" "$TMP/runc.version"
+    assert_grep "^libseccomp: 2\." "$TMP/runc.version"
+    "$rt/runc" features | jq -r .linux.seccomp.enabled >"$TMP/seccomp"
+    assert_eq true "$(cat "$TMP/seccomp")" "runc's seccomp"
+    for p in containerd containerd-shim-runc-v2 ctr runc; do
+        file "$rt/$p" | tee -a "$TMP/file"
+    done
+    assert_eq 4 "$(grep -c 'statically linked' "$TMP/file")" "static programs"
+    qemu-aarch64-static "$IN/runtime/arm64/runc" --version | grep -q '^libseccomp: 2\.'
+}
+
+test_every_image_from_source_runs_in_containerd() {
+    tar -C "$IN/images" -cf "$TMP/images.tar" .
+    ref() { grep "/$1:" "$TMP/refs"; }
+    mkdir -p "$TMP/coredns"
+    printf '.:1053 {\n    hosts {\n        10.1.2.3 kubedist.test\n    }\n}\n' >"$TMP/coredns/Corefile"
+    # Offline, in a network namespace of its own with only lo, with the
+    # containerd and runc built from source.
+    PATH=$IN/runtime/amd64:$PATH TMP=$TMP KD_REPO=$KD_REPO unshare --net sh -eu -c '
+        . "$KD_REPO/ci/containerd.sh"
+        trap ctd_stop_all EXIT
+        ip link set lo up
+        d=$TMP/ctd
+        ctd_start "$d" "$1"
+        ctr_in "$d" images import --platform linux/amd64 "$TMP/images.tar" >"$TMP/imported"
+        ctr_in "$d" version >"$TMP/ctr.version"
+        ctr_in "$d" run -d --seccomp "$1" kd-pause
+        for v in apiserver controller-manager scheduler; do
+            ctr_in "$d" run --rm "$(grep "/kube-$v:" "$TMP/refs")" "kd-$v" "kube-$v" --version
+        done >"$TMP/versions"
+        ctr_in "$d" run -d --net-host "$2" kd-etcd etcd --data-dir /tmp/etcd             --listen-client-urls http://127.0.0.1:23790 --advertise-client-urls http://127.0.0.1:23790             --listen-peer-urls http://127.0.0.1:23800
+        ctr_in "$d" run -d --net-host --mount "type=bind,src=$TMP/coredns,dst=/etc/coredns,options=rbind:ro"             "$3" kd-coredns /coredns -conf /etc/coredns/Corefile
+        ctr_in "$d" run --rm --privileged --net-host "$4" kd-proxy-iptables iptables --version >"$TMP/iptables"
+        ctr_in "$d" run --rm --privileged --net-host "$4" kd-proxy-nft nft --version >"$TMP/nft"
+        ctr_in "$d" run --rm --privileged --net-host "$4" kd-proxy-cleanup kube-proxy --cleanup -v=5             >"$TMP/cleanup" 2>&1 || { cat "$TMP/cleanup" >&2; exit 1; }
+        i=0
+        until curl -fs http://127.0.0.1:23790/health >"$TMP/health" 2>/dev/null; do
+            i=$((i + 1)); [ "$i" -lt 100 ] || { ctr_in "$d" tasks ls >&2; exit 1; }; sleep 0.2
+        done
+        i=0
+        until dig +short +time=1 +tries=1 @127.0.0.1 -p 1053 kubedist.test >"$TMP/dig" 2>&1 && [ -s "$TMP/dig" ]; do
+            i=$((i + 1)); [ "$i" -lt 50 ] || exit 1; sleep 0.2
+        done
+        sleep 2
+        ctr_in "$d" tasks ls >"$TMP/tasks"
+        pid=$(awk "\$1 == \"kd-pause\" { print \$2 }" "$TMP/tasks")
+        ps -o uid= -p "$pid" >"$TMP/pause.uid"
+    ' sh "$(ref pause)" "$(ref etcd)" "$(ref coredns)" "$(ref kube-proxy)"
+    cat "$TMP/ctr.version" "$TMP/versions" "$TMP/health" "$TMP/dig" "$TMP/iptables" "$TMP/nft" "$TMP/tasks"
+    assert_eq 2 "$(grep -c "Version: *v$(awk -F'"' '/^containerd =/ { print $2 }' "$KD_REPO/pkg/runtime.toml")" "$TMP/ctr.version")" \
+        "client and server of the containerd built from source"
+    assert_eq 3 "$(grep -c "^Kubernetes v$K8S\$" "$TMP/versions")" "control plane versions"
+    assert_eq true "$(jq -r .health "$TMP/health")" "etcd /health"
+    assert_eq 10.1.2.3 "$(cat "$TMP/dig")" "CoreDNS's answer"
+    assert_grep "(nf_tables)" "$TMP/iptables"
+    assert_grep "^nftables v" "$TMP/nft"
+    assert_grep '"Running" command="iptables-restore"' "$TMP/cleanup"
+    if grep -i "not found in \$PATH\|executable file not found" "$TMP/cleanup"; then
+        echo "assertion failed: kube-proxy misses a program of its userland (above)" >&2
+        return 1
+    fi
+    assert_eq RUNNING "$(awk '$1 == "kd-pause" { print $3 }' "$TMP/tasks")" "the pause container"
+    assert_eq 65535 "$(tr -d ' ' <"$TMP/pause.uid")" "pause's uid"
+}
+
 kd_test test_programs_print_the_pinned_versions
 kd_test test_kubeadm_lists_the_images_of_pkg_images_toml
 kd_test test_go_version_m_shows_the_module_and_upstream_flags
 kd_test test_arm64_programs_run_under_qemu
+kd_test test_images_from_source_are_indexes_pinned_and_labelled
+kd_test test_the_runtime_from_source_is_containerd_2_and_runc_with_seccomp
+kd_test test_every_image_from_source_runs_in_containerd
 kd_test test_two_builds_are_byte_identical
 kd_test test_dist_source_builds_every_artifact_and_says_what_built_them
 kd_test test_the_kubelet_deb_installs_and_runs_its_real_kubelet

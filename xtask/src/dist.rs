@@ -445,13 +445,16 @@ fn images_format() -> &'static str {
 }
 
 /// Where the images of `pkg/images.toml` come from: `--image-mirror`,
-/// else `DIR/images` of `--from DIR` or of the fixtures, else their own
-/// registry.
+/// else built from source with `--source`, else `DIR/images` of `--from
+/// DIR` or of the fixtures, else their own registry.
 enum ImagesFrom {
     /// An OCI layout.
     Layout(PathBuf),
     /// A registry, through the cache's layout.
     Registry,
+    /// Built from source with the programs, into their `--from`
+    /// directory's layout, with pins of their own.
+    Source,
 }
 
 /// Where the images of `pkg/images.toml` come from; else why they cannot.
@@ -467,11 +470,7 @@ fn images_from(spec: &Spec, args: &Args, k8s_version: &str) -> Result<ImagesFrom
         return Ok(ImagesFrom::Registry);
     }
     if args.source {
-        return Err(
-            "--source builds the programs, not yet the images: --image-mirror URL \
-                    bundles them from a registry"
-                .to_string(),
-        );
+        return Ok(ImagesFrom::Source);
     }
     let dir = match (&args.origin.from, args.fixtures) {
         (Some(dir), _) => dir.clone(),
@@ -495,14 +494,29 @@ fn stage_all(
     work: &Path,
 ) -> Result<(Vec<StagedArch>, Option<StagedOci>, Vec<sbom::Origin>)> {
     let spec = &plan.spec;
+    // The images' pins: pkg/images.toml (or --image-pins), or those of the
+    // images built from source.
+    let mut image_pins = spec.images.clone();
     let origin = if args.fixtures {
         let dir = crate::fixtures::default_dir(&spec.root);
         Origin::Dir(crate::fixtures::ensure(spec, &dir, &plan.arches)?)
     } else if args.source {
         let dir = crate::source::default_dir(&spec.root);
-        eprintln!("==> the upstream programs, built from their Go modules");
+        let images = matches!(plan.images, Some(ImagesFrom::Source)).then_some(&spec.images);
+        eprintln!(
+            "==> the upstream programs{}, built from their Go modules",
+            if images.is_some() { " and images" } else { "" }
+        );
         let go = crate::source::Go::from_env()?;
-        crate::source::write_inputs(spec, &go, &plan.arches, &dir)?;
+        let extras = crate::source::Extras {
+            images,
+            runtime: false,
+        };
+        crate::source::write_inputs(spec, &go, &plan.arches, extras, &dir)?;
+        if images.is_some() {
+            image_pins =
+                crate::spec::Images::load(&dir.join(crate::source::images::PINS), &spec.release)?;
+        }
         Origin::Dir(dir)
     } else {
         args.origin.origin()?
@@ -522,6 +536,9 @@ fn stage_all(
     }
     let images_layout = match &plan.images {
         Some(ImagesFrom::Layout(layout)) => Some(layout.clone()),
+        Some(ImagesFrom::Source) => {
+            Some(crate::source::default_dir(&spec.root).join(crate::fixtures::images::DIR))
+        }
         Some(ImagesFrom::Registry) => {
             eprintln!("==> the images of pkg/images.toml");
             Some(fetch::ensure_images(
@@ -598,9 +615,14 @@ fn stage_all(
         let images = match &images_layout {
             Some(layout) => {
                 eprintln!("==> {arch}: images ({})", layout.display());
-                let images = stage::images::stage(layout, &spec.images.images, arch)
+                let images = stage::images::stage(layout, &image_pins.images, arch)
                     .with_context(|| format!("the images bundle for {arch}"))?;
-                origins.extend(images.iter().map(|i| sbom::origins::image(i, arch)));
+                let built_here = matches!(plan.images, Some(ImagesFrom::Source));
+                origins.extend(
+                    images
+                        .iter()
+                        .map(|i| sbom::origins::image(i, arch, built_here)),
+                );
                 Some(images)
             }
             None => None,
@@ -999,8 +1021,8 @@ impl stage::Sources for ArchSources<'_> {
         let full = format!("{source}/{name}");
         self.upstream.standins().contains(&full)
     }
-    fn from_source(&self, source: &str) -> Option<String> {
-        self.upstream.from_source(source).map(str::to_string)
+    fn built_from_source(&self, source: &str) -> Option<String> {
+        self.upstream.built_from_source(source).map(str::to_string)
     }
     fn runnable(&self, source: &str, member: &str) -> Result<Vec<PathBuf>, String> {
         let one = |up: &Upstream| match up.resolve(source, member).as_deref() {

@@ -445,7 +445,7 @@ impl Upstream {
 
     /// What built `source` from its Go module (`source version toolchain`),
     /// when it was.
-    pub fn from_source(&self, source: &str) -> Option<&str> {
+    pub fn built_from_source(&self, source: &str) -> Option<&str> {
         self.from_source.get(source).map(String::as_str)
     }
 

@@ -11,6 +11,7 @@ mod emit;
 mod fetch;
 mod fixtures;
 mod keys;
+mod layout;
 mod provenance;
 mod repo;
 mod sbom;

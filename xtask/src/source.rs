@@ -27,8 +27,9 @@ use crate::spec::{Arch, Spec};
 #[derive(clap::Args, Debug)]
 #[command(after_long_help = "\
 Examples:
-  cargo xtask source --arch amd64,arm64 --out /srv/kubedist-inputs
-  cargo xtask dist --from /srv/kubedist-inputs --arch amd64,arm64
+  cargo xtask source --arch amd64,arm64 --images --out /srv/kubedist-inputs
+  cargo xtask dist --from /srv/kubedist-inputs --image-pins /srv/kubedist-inputs/images.toml \
+      --arch amd64,arm64
   cargo xtask dist --source --arch amd64,arm64   # the same in one step
   cargo xtask source --lock --version 1.36.3     # go.mod and go.sum of another version
 
@@ -47,9 +48,18 @@ pub struct Args {
     /// Default: target/source-inputs.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// Also build the images of pkg/images.toml (pkg/source-images.toml)
+    /// into DIR/images/, an OCI layout, with their pins in DIR/images.toml
+    /// (for dist's --image-pins).
+    #[arg(long, conflicts_with = "lock")]
+    pub images: bool,
+    /// Also build the container runtime of pkg/runtime.toml (containerd
+    /// and runc, which kubedist does not package) into DIR/runtime/ARCH/.
+    #[arg(long, conflicts_with = "lock")]
+    pub runtime: bool,
     /// Write pkg/source/NAME/vVERSION/{go.mod,go.sum} for every source of
-    /// the release (asks the Go module proxy and the checksum database),
-    /// instead of building.
+    /// the release and of its images (asks the Go module proxy and the
+    /// checksum database), instead of building.
     #[arg(long)]
     pub lock: bool,
 }
@@ -62,14 +72,40 @@ pub fn run(spec: &Spec, args: &Args) -> Result<()> {
     let go = Go::from_env()?;
     if args.lock {
         let recipes = Recipes::load(&spec.root)?;
-        for (name, source) in &spec.release.sources {
-            lock(&spec.root, &go, name, recipes.get(name)?, &source.version)?;
+        for ((name, version), packages) in images::to_lock(&spec, &recipes)? {
+            lock(
+                &spec.root,
+                &go,
+                &name,
+                recipes.get(&name)?,
+                &version,
+                &packages,
+            )?;
         }
         return Ok(());
     }
     let arches = crate::fetch::arches_or_host(&args.arch)?;
     let out = args.out.clone().unwrap_or_else(|| default_dir(&spec.root));
-    write_inputs(&spec, &go, &arches, &out)?;
+    let images = match args.images {
+        true if spec.images.kubernetes != spec_version(&spec) => bail!(
+            "--images: pkg/images.toml lists the images kubeadm {} pulls; which images kubeadm \
+             {} pulls is not known here",
+            spec.images.kubernetes,
+            spec_version(&spec)
+        ),
+        true => Some(&spec.images),
+        false => None,
+    };
+    write_inputs(
+        &spec,
+        &go,
+        &arches,
+        Extras {
+            images,
+            runtime: args.runtime,
+        },
+        &out,
+    )?;
     println!("{}", out.display());
     Ok(())
 }
@@ -97,6 +133,10 @@ pub struct Recipe {
     pub packages: Vec<String>,
     pub tags: Vec<String>,
     pub ldflags: Vec<String>,
+    /// Whether the programs link C code (cgo), with the architecture's gcc
+    /// (`<triple>-gcc`); all others are built with CGO_ENABLED=0.
+    #[serde(default)]
+    pub cgo: bool,
     pub versions: BTreeMap<String, Facts>,
 }
 
@@ -129,7 +169,7 @@ impl Recipe {
             .collect())
     }
 
-    /// The `go build` of every program of `version` for `arch` into `out`,
+    /// The `go build` of `packages` at `version` for `arch` into `out`,
     /// run in `dir` (which holds the pinned go.mod and go.sum).
     pub fn go_build(
         &self,
@@ -137,6 +177,7 @@ impl Recipe {
         dir: &Path,
         version: &str,
         arch: Arch,
+        packages: &[String],
         out: &Path,
     ) -> Result<Command> {
         let mut build = go.command(dir);
@@ -146,14 +187,42 @@ impl Recipe {
             .env("GOARCH", arch.go_name())
             .env("GOAMD64", "v1")
             .env("GOARM64", "v8.0")
-            .env("GOPPC64", "power8")
+            .env("GOPPC64", "power8");
+        if self.cgo {
+            build
+                .env("CGO_ENABLED", "1")
+                .env("CC", format!("{}-gcc", arch.gnu_triple()));
+        }
+        build
             .args(["build", "-trimpath", "-buildvcs=false"])
             .arg(format!("-tags={}", self.tags.join(",")))
             .arg(format!("-ldflags={}", self.ldflags(version)?.join(" ")))
             .arg("-o")
             .arg(format!("{}/", out.display()))
-            .args(self.packages.iter().map(|p| format!("{}/{p}", self.module)));
+            .args(packages.iter().map(|p| self.import_path(p)));
         Ok(build)
+    }
+
+    /// The import path of `package` (`.` is the module's own).
+    pub fn import_path(&self, package: &str) -> String {
+        match package {
+            "." => self.module.clone(),
+            _ => format!("{}/{package}", self.module),
+        }
+    }
+}
+
+/// The name `go build -o DIR/` gives the program of `import_path`: its
+/// last element, or the one before a major-version suffix
+/// (`go.etcd.io/etcd/server/v3` → `server`).
+pub fn program_name(import_path: &str) -> &str {
+    let mut elements = import_path.rsplit('/');
+    let last = elements.next().unwrap_or(import_path);
+    let is_major =
+        last.len() > 1 && last.starts_with('v') && last[1..].bytes().all(|b| b.is_ascii_digit());
+    match (is_major, elements.next()) {
+        (true, Some(before)) => before,
+        _ => last,
     }
 }
 
@@ -256,6 +325,24 @@ impl Go {
     }
 }
 
+/// `<triple>-gcc --version` of `arch`, or why it cannot run.
+pub fn c_compiler_version(arch: Arch) -> Result<Vec<u8>> {
+    let gcc = format!("{}-gcc", arch.gnu_triple());
+    Command::new(&gcc)
+        .arg("--version")
+        .stdin(Stdio::null())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| o.stdout)
+        .with_context(|| {
+            format!(
+                "building C code for {arch} needs {gcc} (Debian's gcc-{})",
+                arch.gnu_triple()
+            )
+        })
+}
+
 /// Runs `cmd`, its output kept; on failure, one line: `what` and the most
 /// telling line go printed.
 fn run_go(cmd: &mut Command, what: &str, go_sum: &Path) -> Result<String> {
@@ -342,9 +429,16 @@ fn heartbeat<T>(what: &str, f: impl FnOnce() -> T) -> T {
 
 /// Writes go.mod and go.sum of `name` at `version`: a main module that
 /// requires the recipe's module, replaces its local-path replacements by
-/// their published versions, and lists its programs as tools (so that
-/// `go mod tidy` keeps what they import).
-pub fn lock(root: &Path, go: &Go, name: &str, recipe: &Recipe, version: &str) -> Result<()> {
+/// their published versions, and lists its programs and the images'
+/// (`packages`) as tools (so that `go mod tidy` keeps what they import).
+pub fn lock(
+    root: &Path,
+    go: &Go,
+    name: &str,
+    recipe: &Recipe,
+    version: &str,
+    packages: &[String],
+) -> Result<()> {
     let dir = tempfile::tempdir().context("creating a temporary directory")?;
     let upstream_mod = {
         let mut cmd = go.command(dir.path());
@@ -371,7 +465,10 @@ pub fn lock(root: &Path, go: &Go, name: &str, recipe: &Recipe, version: &str) ->
     );
     if let Some(staging) = &recipe.staging {
         let (minor, patch) = minor_patch(version)?;
-        let published = staging.replace("{minor}", minor).replace("{patch}", patch);
+        let published = staging
+            .replace("{version}", version)
+            .replace("{minor}", minor)
+            .replace("{patch}", patch);
         let replaced = local_replacements(&upstream_mod);
         if replaced.is_empty() {
             bail!("{}@v{version}: its go.mod replaces no module by a directory, but pkg/source.toml gives [{name}] staging", recipe.module);
@@ -383,8 +480,8 @@ pub fn lock(root: &Path, go: &Go, name: &str, recipe: &Recipe, version: &str) ->
         text.push_str(")\n");
     }
     text.push_str("\ntool (\n");
-    for package in &recipe.packages {
-        text.push_str(&format!("\t{}/{package}\n", recipe.module));
+    for package in packages {
+        text.push_str(&format!("\t{}\n", recipe.import_path(package)));
     }
     text.push_str(")\n");
     std::fs::write(dir.path().join("go.mod"), &text).context("writing go.mod")?;
@@ -432,28 +529,50 @@ fn local_replacements(go_mod: &str) -> Vec<String> {
         .collect()
 }
 
+/// The Kubernetes version of `spec`'s release.
+fn spec_version(spec: &Spec) -> String {
+    spec.release
+        .sources
+        .get("kubernetes")
+        .map(|s| s.version.clone())
+        .unwrap_or_default()
+}
+
+/// What a `--from` directory holds besides the release's programs.
+#[derive(Default)]
+pub struct Extras<'a> {
+    /// These images, built from source (`images::write`).
+    pub images: Option<&'a crate::spec::Images>,
+    /// The container runtime of the test nodes (`runtime::write`).
+    pub runtime: bool,
+}
+
 /// The `--from` directory `out` (replaced whole), holding every file of
-/// `spec`'s release for `arches`, each program built from source.
-pub fn write_inputs(spec: &Spec, go: &Go, arches: &[Arch], out: &Path) -> Result<()> {
+/// `spec`'s release for `arches`, each program built from source, and the
+/// `extras`.
+pub fn write_inputs(
+    spec: &Spec,
+    go: &Go,
+    arches: &[Arch],
+    extras: Extras,
+    out: &Path,
+) -> Result<()> {
     let recipes = Recipes::load(&spec.root)?;
     let staged = crate::util::temp_path(out)?;
     let _ = std::fs::remove_dir_all(&staged);
     let mut notes = Vec::new();
     for (name, source) in &spec.release.sources {
         let recipe = recipes.get(name)?;
-        let pins = pins_dir(&spec.root, name, &source.version);
-        verify_pins(&pins, name, recipe, &source.version)?;
-        let mut verified = false;
-        for &arch in arches {
-            let programs = build(
-                go,
-                &pins,
-                name,
-                recipe,
-                &source.version,
-                arch,
-                &mut verified,
-            )?;
+        let built = build_pinned(
+            go,
+            &spec.root,
+            name,
+            recipe,
+            &source.version,
+            arches,
+            &recipe.packages,
+        )?;
+        for (arch, programs) in built {
             for path in source.paths(arch) {
                 let file_name = path.rsplit('/').next().unwrap_or(&path);
                 let bytes = if crate::fetch::is_archive(file_name) {
@@ -495,7 +614,44 @@ pub fn write_inputs(spec: &Spec, go: &Go, arches: &[Arch], out: &Path) -> Result
         built.as_bytes(),
         0o644,
     )?;
+    if let Some(images) = extras.images {
+        images::write(spec, go, images, arches, &staged)?;
+    }
+    if extras.runtime {
+        runtime::write(&spec.root, go, arches, &staged)?;
+    }
     crate::util::replace_dir(&staged, out)
+}
+
+/// `packages` of `name` at `version` for each of `arches`, built by `build`
+/// once the pins are checked (`verify_pins`), the modules verified once.
+pub fn build_pinned(
+    go: &Go,
+    root: &Path,
+    name: &str,
+    recipe: &Recipe,
+    version: &str,
+    arches: &[Arch],
+    packages: &[String],
+) -> Result<BTreeMap<Arch, BTreeMap<String, PathBuf>>> {
+    let pins = pins_dir(root, name, version);
+    verify_pins(&pins, name, recipe, version)?;
+    let mut verified = false;
+    let mut out = BTreeMap::new();
+    for &arch in arches {
+        let programs = build(
+            go,
+            &pins,
+            name,
+            recipe,
+            version,
+            arch,
+            packages,
+            &mut verified,
+        )?;
+        out.insert(arch, programs);
+    }
+    Ok(out)
 }
 
 /// The pinned go.mod must be the one `lock` writes for this version.
@@ -536,8 +692,9 @@ fn verify_pins(pins: &Path, name: &str, recipe: &Recipe, version: &str) -> Resul
     Ok(())
 }
 
-/// The programs of `name` at `version` for `arch`, `name → path`, from the
-/// cache or built now.
+/// The programs of `packages` of `name` at `version` for `arch`, `program
+/// name → path`, from the cache or built now.
+#[allow(clippy::too_many_arguments)]
 pub fn build(
     go: &Go,
     pins: &Path,
@@ -545,6 +702,7 @@ pub fn build(
     recipe: &Recipe,
     version: &str,
     arch: Arch,
+    packages: &[String],
     verified: &mut bool,
 ) -> Result<BTreeMap<String, PathBuf>> {
     let ldflags = recipe.ldflags(version)?;
@@ -554,13 +712,16 @@ pub fn build(
     // arguments. Not the whole recipe: a new version's facts in
     // pkg/source.toml must not rebuild the others.
     let key = {
-        let (packages, tags, ldflags) = (
-            recipe.packages.join(" "),
-            recipe.tags.join(","),
-            ldflags.join(" "),
-        );
-        let parts: [&[u8]; 10] = [
+        let (packages, tags, ldflags) =
+            (packages.join(" "), recipe.tags.join(","), ldflags.join(" "));
+        // A cgo build's bytes depend on the C compiler as well.
+        let cc = match recipe.cgo {
+            true => c_compiler_version(arch)?,
+            false => Vec::new(),
+        };
+        let parts: [&[u8]; 11] = [
             go.version.as_bytes(),
+            &cc,
             name.as_bytes(),
             version.as_bytes(),
             arch.go_name().as_bytes(),
@@ -577,11 +738,10 @@ pub fn build(
         .cache
         .join(format!("{name}-{version}-{arch}-{}", &key[..16]));
     let programs = |dir: &Path| -> BTreeMap<String, PathBuf> {
-        recipe
-            .packages
+        packages
             .iter()
             .map(|p| {
-                let program = p.rsplit('/').next().unwrap_or(p).to_string();
+                let program = program_name(&recipe.import_path(p)).to_string();
                 (program.clone(), dir.join(&program))
             })
             .collect()
@@ -615,9 +775,9 @@ pub fn build(
     let started = std::time::Instant::now();
     eprintln!(
         "source: {name} v{version} {arch}: go build {} program(s) (the first build of a version takes long)",
-        recipe.packages.len()
+        packages.len()
     );
-    let mut build = recipe.go_build(go, work.path(), version, arch, &out)?;
+    let mut build = recipe.go_build(go, work.path(), version, arch, packages, &out)?;
     let what = format!("{name} v{version} {arch}: go build");
     heartbeat(&what, || run_go(&mut build, &what, &go_sum_path))?;
     eprintln!(
@@ -628,6 +788,9 @@ pub fn build(
     crate::util::replace_dir(&out, &cached)?;
     Ok(programs(&cached))
 }
+
+pub mod images;
+pub mod runtime;
 
 #[cfg(test)]
 mod tests;

@@ -26,7 +26,7 @@ pub struct Spec {
 }
 
 /// `pkg/images.toml`: the images kubeadm pulls for the pinned release.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Images {
     /// The Kubernetes version they are for: the release's.
@@ -401,6 +401,17 @@ impl Arch {
             Arch::Arm64 => "arm64",
             Arch::Ppc64le => "ppc64le",
             Arch::S390x => "s390x",
+        }
+    }
+
+    /// The GNU triple of Debian's (cross) compilers for this architecture:
+    /// `aarch64-linux-gnu` of `aarch64-linux-gnu-gcc`.
+    pub fn gnu_triple(self) -> &'static str {
+        match self {
+            Arch::Amd64 => "x86_64-linux-gnu",
+            Arch::Arm64 => "aarch64-linux-gnu",
+            Arch::Ppc64le => "powerpc64le-linux-gnu",
+            Arch::S390x => "s390x-linux-gnu",
         }
     }
 
@@ -821,7 +832,7 @@ impl Spec {
 }
 
 /// `X.Y.Z` or `X.Y.Z-<pre-release>` (letters, digits, dots).
-fn is_version(v: &str) -> bool {
+pub fn is_version(v: &str) -> bool {
     let (core, pre) = match v.split_once('-') {
         Some((c, p)) => (c, Some(p)),
         None => (v, None),
@@ -844,6 +855,8 @@ const NOT_PACKAGES: &[&str] = &[
     "oci.toml",
     "images.toml",
     "source.toml",
+    "source-images.toml",
+    "runtime.toml",
 ];
 
 fn rel(root: &Path, path: &Path) -> String {

@@ -38,7 +38,7 @@ pub trait Sources {
     fn is_standin(&self, source: &str, name: &str) -> bool;
     /// What built `source` from its Go module (`source version toolchain`),
     /// when it was built from source.
-    fn from_source(&self, source: &str) -> Option<String> {
+    fn built_from_source(&self, source: &str) -> Option<String> {
         let _ = source;
         None
     }
@@ -552,7 +552,7 @@ fn stage_one(
             package,
             &standins,
             &completed.missing,
-            sources.from_source(&package.version_from).as_deref(),
+            sources.built_from_source(&package.version_from).as_deref(),
         ),
         depends: package
             .depends

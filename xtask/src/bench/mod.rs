@@ -44,7 +44,7 @@ use std::process::Command;
 use anyhow::{bail, Context, Result};
 
 use crate::emit::codec::Codecs;
-use crate::spec::Spec;
+use crate::spec::{Arch, Spec};
 use measure::Sample;
 use report::Report;
 
@@ -104,6 +104,19 @@ pub struct Args {
     /// Go; the first run fills the caches, which takes minutes).
     #[arg(long, conflicts_with_all = ["images_only", "repo_only"])]
     pub source_only: bool,
+    /// With the source builds, also build each version of COLD_VERSIONS
+    /// (default: the pin) for amd64 and arm64 from an empty Go build cache:
+    /// about 5 to 10 minutes each on 2 CPUs.
+    #[arg(long)]
+    pub cold: bool,
+    /// The Kubernetes versions --cold builds, comma-separated.
+    #[arg(
+        long,
+        value_name = "X.Y.Z[,X.Y.Z...]",
+        value_delimiter = ',',
+        requires = "cold"
+    )]
+    pub cold_versions: Vec<String>,
     /// Which payloads: `synthetic` (the generated one, every part of the
     /// bench), `real` (the fixtures as they are: Debian's real kubectl and
     /// CNI plugins, stand-ins for the rest; dist against nfpm only) or
@@ -499,7 +512,23 @@ impl<'a> Bench<'a> {
     /// The source builds against plain `go build`, this host's architecture.
     fn source(&self, spec: &Spec, report: &mut Report) -> Result<()> {
         eprintln!("==> bench: source builds");
-        let measured = source::run(spec, &self.work.join("source"), self.arch, self.args.runs)?;
+        let work = self.work.join("source");
+        let mut measured = source::run(spec, &work, self.arch, self.args.runs)?;
+        if self.args.cold {
+            let versions = match self.args.cold_versions.as_slice() {
+                [] => vec![None],
+                some => some.iter().map(Some).collect(),
+            };
+            for version in versions {
+                let spec = match version {
+                    Some(v) => spec.with_kubernetes_version(v)?,
+                    None => Spec::load(&spec.root)?,
+                };
+                for arch in [Arch::Amd64, Arch::Arm64] {
+                    measured.cold.extend(source::cold(&spec, &work, arch)?);
+                }
+            }
+        }
         report.source(&measured);
         Ok(())
     }

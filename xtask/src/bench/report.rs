@@ -471,6 +471,25 @@ impl Report {
                 verdict(cached <= 1.05)
             );
         }
+        self.cold_builds(s);
+    }
+
+    /// The cold builds of `--cold`, when there are some.
+    fn cold_builds(&mut self, s: &source::SourceBuilds) {
+        if s.cold.is_empty() {
+            return;
+        }
+        let t = &mut self.text;
+        let _ = writeln!(
+            t,
+            "\nCold builds with {}: Go's build cache and kubedist's program cache empty, \
+             the module cache kept (downloads depend on the network), once each:\n\n\
+             | source | kubedist, cold |\n|---|---:|",
+            s.go
+        );
+        for (what, seconds) in &s.cold {
+            let _ = writeln!(t, "| {what} | {seconds:.0} s |");
+        }
     }
 
     pub fn images(&mut self, i: &images::Images) {

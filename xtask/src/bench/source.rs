@@ -3,8 +3,10 @@
 //! caches and kubedist's program cache empty: what remains is kubedist's
 //! own work (`go mod download` and `go mod verify`, the copy of the pins,
 //! the rename into its cache); and kubedist's build again, from its own
-//! program cache, as every later run is. Cold builds (empty Go caches) take minutes
-//! each and are measured by hand (README.md, "Building from source").
+//! program cache, as every later run is. With `--cold`, also each version
+//! of `--cold-versions` for amd64 and arm64 from an empty Go build cache
+//! (the module cache kept: downloads depend on the network, not on
+//! kubedist) and an empty program cache: minutes each.
 use std::path::Path;
 use std::time::Instant;
 
@@ -29,6 +31,42 @@ pub struct SourceBuilds {
     pub go: String,
     pub runs: usize,
     pub rows: Vec<Row>,
+    /// Cold builds: what, and seconds.
+    pub cold: Vec<(String, f64)>,
+}
+
+/// Every source of `spec`'s release built for `arch` from an empty Go
+/// build cache and an empty program cache, once: seconds per source.
+pub fn cold(spec: &Spec, work: &Path, arch: Arch) -> Result<Vec<(String, f64)>> {
+    let recipes = Recipes::load(&spec.root)?;
+    let mut go = Go::from_env()?;
+    let mut out = Vec::new();
+    for (name, release) in &spec.release.sources {
+        let recipe = recipes.get(name)?;
+        let version = &release.version;
+        let pins = source::pins_dir(&spec.root, name, version);
+        let dir = work.join(format!("cold-{name}-{version}-{arch}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        go.cache = dir.join("programs");
+        go.env = vec![("GOCACHE".to_string(), dir.join("go-build"))];
+        eprintln!("bench: {name} v{version} {arch}: cold build");
+        let started = Instant::now();
+        source::build(
+            &go,
+            &pins,
+            name,
+            recipe,
+            version,
+            arch,
+            &recipe.packages,
+            &mut false,
+        )?;
+        let seconds = started.elapsed().as_secs_f64();
+        eprintln!("bench: {name} v{version} {arch}: {seconds:.0} s");
+        out.push((format!("{name} v{version} {arch}"), seconds));
+        std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
+    }
+    Ok(out)
 }
 
 pub fn run(spec: &Spec, work: &Path, arch: Arch, runs: usize) -> Result<SourceBuilds> {
@@ -42,15 +80,42 @@ pub fn run(spec: &Spec, work: &Path, arch: Arch, runs: usize) -> Result<SourceBu
         let pins = source::pins_dir(&spec.root, name, version);
         eprintln!("bench: {name} v{version} {arch}: warming Go's caches");
         go.cache = work.join("warm");
-        source::build(&go, &pins, name, recipe, version, arch, &mut false)?;
+        source::build(
+            &go,
+            &pins,
+            name,
+            recipe,
+            version,
+            arch,
+            &recipe.packages,
+            &mut false,
+        )?;
         let (mut kubedist, mut floor, mut cached) = (f64::MAX, f64::MAX, f64::MAX);
         for i in 0..runs {
             go.cache = work.join(format!("kubedist-{i}"));
             let started = Instant::now();
-            source::build(&go, &pins, name, recipe, version, arch, &mut false)?;
+            source::build(
+                &go,
+                &pins,
+                name,
+                recipe,
+                version,
+                arch,
+                &recipe.packages,
+                &mut false,
+            )?;
             kubedist = kubedist.min(started.elapsed().as_secs_f64());
             let started = Instant::now();
-            source::build(&go, &pins, name, recipe, version, arch, &mut false)?;
+            source::build(
+                &go,
+                &pins,
+                name,
+                recipe,
+                version,
+                arch,
+                &recipe.packages,
+                &mut false,
+            )?;
             cached = cached.min(started.elapsed().as_secs_f64());
 
             let dir = work.join(format!("go-build-{i}-{name}"));
@@ -59,7 +124,8 @@ pub fn run(spec: &Spec, work: &Path, arch: Arch, runs: usize) -> Result<SourceBu
                 std::fs::copy(pins.join(file), dir.join(file))
                     .with_context(|| format!("copying {}", pins.join(file).display()))?;
             }
-            let mut plain = recipe.go_build(&go, &dir, version, arch, &dir.join("out"))?;
+            let mut plain =
+                recipe.go_build(&go, &dir, version, arch, &recipe.packages, &dir.join("out"))?;
             let started = Instant::now();
             let status = plain.status().context("running go build")?;
             if !status.success() {
@@ -81,5 +147,6 @@ pub fn run(spec: &Spec, work: &Path, arch: Arch, runs: usize) -> Result<SourceBu
         go: go.version,
         runs,
         rows,
+        cold: Vec::new(),
     })
 }

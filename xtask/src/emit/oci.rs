@@ -46,13 +46,12 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 
 use anyhow::{bail, Context, Result};
 use oci_spec::image::{
-    ConfigBuilder, Descriptor, DescriptorBuilder, Digest, History, HistoryBuilder,
-    ImageConfigurationBuilder, ImageIndex, ImageIndexBuilder, ImageManifest, ImageManifestBuilder,
-    MediaType, Os, PlatformBuilder, RootFsBuilder,
+    ConfigBuilder, Descriptor, History, HistoryBuilder, ImageConfigurationBuilder, ImageIndex,
+    ImageIndexBuilder, ImageManifest, ImageManifestBuilder, MediaType, Os, PlatformBuilder,
+    RootFsBuilder,
 };
 use serde::Serialize;
 
@@ -61,6 +60,7 @@ use super::tarball::{self, Entry};
 use super::{About, Artifacts, Families, Format, Input, Options, Run, Staging};
 use crate::archive::{add_parent_dirs, append_tar, write_tar, Item};
 use crate::digest::sha256_bytes;
+use crate::layout::{canonical_json, hex_of, Blobs};
 use crate::sbom::{self, contents::Held, Origin};
 use crate::stage::{StagedArch, StagedOci, StagedOciBase};
 
@@ -698,50 +698,24 @@ impl ImageConfig<'_> {
             )
             .history(history)
             .build()?;
-        let config_descriptor = blobs.add(MediaType::ImageConfig, canonical_json(&config)?)?;
-        let manifest = ImageManifestBuilder::default()
-            .schema_version(2u32)
-            .media_type(MediaType::ImageManifest)
-            .config(config_descriptor.clone())
-            .layers(layer_descriptors.clone())
-            .annotations(HashMap::from([
-                (
-                    "org.opencontainers.image.created".to_string(),
-                    self.created.clone(),
-                ),
-                (
-                    "org.opencontainers.image.version".to_string(),
-                    self.oci.tag.clone(),
-                ),
-            ]))
-            .build()?;
-        let mut manifest_descriptor =
-            blobs.add(MediaType::ImageManifest, canonical_json(&manifest)?)?;
-        manifest_descriptor.set_platform(Some(platform.build()?));
-        Ok((manifest_descriptor, config_descriptor))
+        let annotations = HashMap::from([
+            (
+                "org.opencontainers.image.created".to_string(),
+                self.created.clone(),
+            ),
+            (
+                "org.opencontainers.image.version".to_string(),
+                self.oci.tag.clone(),
+            ),
+        ]);
+        crate::layout::add_image(
+            blobs,
+            &config,
+            layer_descriptors,
+            annotations,
+            platform.build()?,
+        )
     }
-}
-
-/// Content-addressed blobs by hex SHA-256; a blob two images share is
-/// stored once.
-#[derive(Default)]
-struct Blobs(BTreeMap<String, Vec<u8>>);
-
-impl Blobs {
-    fn add(&mut self, media_type: MediaType, data: Vec<u8>) -> Result<Descriptor> {
-        let hex = sha256_bytes(&data);
-        let descriptor = DescriptorBuilder::default()
-            .media_type(media_type)
-            .size(data.len() as u64)
-            .digest(Digest::from_str(&format!("sha256:{hex}"))?)
-            .build()?;
-        self.0.insert(hex, data);
-        Ok(descriptor)
-    }
-}
-
-fn hex_of(descriptor: &Descriptor) -> String {
-    descriptor.digest().digest().to_string()
 }
 
 /// An entry of docker's `manifest.json`.
@@ -751,10 +725,4 @@ struct DockerEntry {
     config: String,
     repo_tags: Vec<String>,
     layers: Vec<String>,
-}
-
-/// Compact JSON with every map's keys sorted: the same value, the same bytes.
-fn canonical_json<T: Serialize>(value: &T) -> Result<Vec<u8>> {
-    let value = serde_json::to_value(value)?;
-    Ok(serde_json::to_vec(&value)?)
 }

@@ -21,7 +21,7 @@ pub fn upstream(spec: &Spec, up: &Upstream, origin: &fetch::Origin) -> Result<Ve
             .get(&f.source)
             .with_context(|| format!("pkg/release.toml: no [sources.{}]", f.source))?;
         let name = f.path.rsplit('/').next().unwrap_or(&f.path).to_string();
-        let built_here = up.from_source(&f.source).map(|line| {
+        let built_here = up.built_from_source(&f.source).map(|line| {
             format!(
                 "built here from its Go modules (pkg/source.toml), each verified against the \
                  pinned go.sum: {line}"
@@ -103,8 +103,9 @@ pub fn built(package: &str, program: &crate::build::Built, arch: Arch) -> Result
 
 /// One architecture's image of `pkg/images.toml`, as the images bundle
 /// holds it: named by its manifest's digest, which its index (pinned in
-/// `pkg/images.toml`) names.
-pub fn image(image: &StagedImage, arch: Arch) -> Origin {
+/// `pkg/images.toml`) names. `built_here`: the image was built from source by kubedist (`dist
+/// --source`), not pulled from its registry.
+pub fn image(image: &StagedImage, arch: Arch, built_here: bool) -> Origin {
     let (repository, tag) = image
         .reference
         .rsplit_once(':')
@@ -115,7 +116,10 @@ pub fn image(image: &StagedImage, arch: Arch) -> Origin {
     Origin {
         name: image.reference.clone(),
         version: tag.to_string(),
-        supplier: format!("Organization: {registry}"),
+        supplier: match built_here {
+            true => "Organization: kubedist (built from source)".to_string(),
+            false => format!("Organization: {registry}"),
+        },
         url: Some(format!("{repository}@{digest}")),
         purl: format!(
             "pkg:oci/{short}@{digest}?arch={}&repository_url={repository}&tag={tag}",
@@ -124,8 +128,13 @@ pub fn image(image: &StagedImage, arch: Arch) -> Origin {
         sha256: digest.trim_start_matches("sha256:").to_string(),
         yields: Vec::new(),
         comment: format!(
-            "the {arch} image of {}; its blobs checked against this manifest's digests",
-            image.reference
+            "the {arch} image of {}{}; its blobs checked against this manifest's digests",
+            image.reference,
+            if built_here {
+                ", built from source by kubedist"
+            } else {
+                ""
+            }
         ),
         linked: Vec::new(),
         blobs: image

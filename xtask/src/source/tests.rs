@@ -99,6 +99,7 @@ fn build_cni(
         recipe,
         version,
         Arch::Amd64,
+        &recipe.packages,
         &mut false,
     )
 }

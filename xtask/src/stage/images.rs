@@ -113,6 +113,13 @@ pub fn stage(layout: &Path, images: &[Image], arch: Arch) -> Result<Vec<StagedIm
             .find(|d| d["annotations"]["org.opencontainers.image.ref.name"] == reference.as_str())
             .with_context(|| format!("{}: has no image {reference}", layout.display()))?;
         let top_blob = checked(layout, top).with_context(|| reference.clone())?;
+        if let Some(pin) = image.index.as_ref().filter(|pin| **pin != top_blob.digest) {
+            bail!(
+                "{}: {reference} is {}, but its pin is {pin}",
+                layout.display(),
+                top_blob.digest
+            );
+        }
         let content = json(&top_blob.path)?;
         let manifest = if content["manifests"].is_array() {
             let entry = entry_for(&content, arch)
@@ -201,6 +208,23 @@ mod tests {
         );
         assert!(
             err.contains(&layer.display().to_string()) && err.contains("but is named"),
+            "{err}"
+        );
+    }
+
+    /// A pinned index is the one staged, or nothing is: a layout of other
+    /// builds under the same names is refused, naming both digests.
+    #[test]
+    fn an_index_that_is_not_its_pin_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (spec, layout) = layout(tmp.path());
+        let mut images = spec.images.images.clone();
+        let pin = format!("sha256:{}", "0".repeat(64));
+        images[0].index = Some(pin.clone());
+        let err = format!("{:#}", stage(&layout, &images, Arch::Amd64).unwrap_err());
+        assert!(
+            err.contains(&format!("{} is sha256:", images[0].reference))
+                && err.ends_with(&format!("but its pin is {pin}")),
             "{err}"
         );
     }

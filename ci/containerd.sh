@@ -1,0 +1,66 @@
+# shellcheck shell=sh
+# containerd of a suite's own (sourced by ci/t-images.sh and ci/t-source.sh,
+# and by the shells they start with unshare): private root, state and
+# socket, started in the background, stopped by ctd_stop_all.
+
+ctd_pids=
+ctd_dirs=
+
+# ctd_start DIR SANDBOX_IMAGE : containerd with its state under DIR and its
+# CRI plugin's sandbox image SANDBOX_IMAGE, ready when this returns.
+ctd_start() {
+	mkdir -p "$1"
+	cat >"$1/config.toml" <<TOML
+version = 2
+root = "$1/root"
+state = "$1/state"
+[grpc]
+  address = "$1/containerd.sock"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "$2"
+TOML
+	containerd --config "$1/config.toml" >"$1/log" 2>&1 &
+	ctd_pids="$ctd_pids $!"
+	ctd_dirs="$ctd_dirs $1"
+	i=0
+	until ctr --address "$1/containerd.sock" version >/dev/null 2>&1; do
+		i=$((i + 1))
+		[ "$i" -lt 100 ] || { cat "$1/log" >&2; echo "containerd did not start" >&2; return 1; }
+		sleep 0.1
+	done
+}
+
+# ctd_stop_all : every container of every containerd started here killed
+# and deleted (their shims outlive containerd otherwise), then containerd.
+ctd_stop_all() {
+	for d in $ctd_dirs; do
+		for t in $(ctr_in "$d" tasks ls -q 2>/dev/null); do
+			ctr_in "$d" tasks kill -s SIGKILL "$t" 2>/dev/null || true
+			i=0
+			until ctr_in "$d" tasks delete "$t" >/dev/null 2>&1; do
+				i=$((i + 1))
+				[ "$i" -lt 50 ] || break
+				sleep 0.1
+			done
+		done
+	done
+	ctd_dirs=
+	for p in $ctd_pids; do kill "$p" 2>/dev/null || true; done
+	for p in $ctd_pids; do wait "$p" 2>/dev/null || true; done
+	ctd_pids=
+ctd_dirs=
+}
+
+# ctr_in DIR ARGS... : ctr of the containerd under DIR, in the k8s.io
+# namespace (the kubelet's).
+ctr_in() {
+	d=$1
+	shift
+	ctr --address "$d/containerd.sock" --namespace k8s.io "$@"
+}
+
+# containerd_images DIR : "<digest> <reference>" of what the containerd
+# under DIR holds, sorted by reference.
+containerd_images() {
+	ctr_in "$1" images ls | awk 'NR > 1 && $1 !~ /^sha256:/ { print $3 " " $1 }' | sort -k2
+}
