@@ -78,44 +78,30 @@ pub fn run(spec: &Spec, work: &Path, arch: Arch, runs: usize) -> Result<SourceBu
         let recipe = recipes.get(name)?;
         let version = &release.version;
         let pins = source::pins_dir(&spec.root, name, version);
+        // kubedist's build of this source, into `go`'s program cache.
+        let build = |go: &Go| {
+            source::build(
+                go,
+                &pins,
+                name,
+                recipe,
+                version,
+                arch,
+                &recipe.packages,
+                &mut false,
+            )
+        };
         eprintln!("bench: {name} v{version} {arch}: warming Go's caches");
         go.cache = work.join("warm");
-        source::build(
-            &go,
-            &pins,
-            name,
-            recipe,
-            version,
-            arch,
-            &recipe.packages,
-            &mut false,
-        )?;
+        build(&go)?;
         let (mut kubedist, mut floor, mut cached) = (f64::MAX, f64::MAX, f64::MAX);
         for i in 0..runs {
             go.cache = work.join(format!("kubedist-{i}"));
             let started = Instant::now();
-            source::build(
-                &go,
-                &pins,
-                name,
-                recipe,
-                version,
-                arch,
-                &recipe.packages,
-                &mut false,
-            )?;
+            build(&go)?;
             kubedist = kubedist.min(started.elapsed().as_secs_f64());
             let started = Instant::now();
-            source::build(
-                &go,
-                &pins,
-                name,
-                recipe,
-                version,
-                arch,
-                &recipe.packages,
-                &mut false,
-            )?;
+            build(&go)?;
             cached = cached.min(started.elapsed().as_secs_f64());
 
             let dir = work.join(format!("go-build-{i}-{name}"));
