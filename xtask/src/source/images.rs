@@ -235,7 +235,7 @@ pub fn write(spec: &Spec, go: &Go, images: &Images, arches: &[Arch], dir: &Path)
                 programs.insert(path.clone(), Item::Bytes(bytes, 0o755));
             }
             if let Some(c) = &recipe.c {
-                let bytes = compile(go, spec, &recipe.recipe, c, image, &version, arch)?;
+                let bytes = compile(go, spec, &recipe.recipe, source, c, image, &version, arch)?;
                 programs.insert(c.path.clone(), Item::Bytes(bytes, 0o755));
             }
             image_layers.push((programs, format!("the programs: {described}")));
@@ -343,13 +343,16 @@ fn debian_layer(spec: &Spec, recipe: &ImageRecipe, arch: Arch) -> Result<Layer> 
     Ok((items, format!("Debian's {}", versions.join(", "))))
 }
 
-/// The C program `c` of `recipe`'s module at `version`, compiled for
+/// The C program `c` of the module of `recipe` (pkg/source.toml's
+/// `[recipe_name]`) at `version`, compiled for
 /// `arch` as its Makefile does (static, `-Os`, stripped), cached by the
 /// compiler's version, the source and the flags.
+#[allow(clippy::too_many_arguments)]
 fn compile(
     go: &Go,
     spec: &Spec,
-    recipe: &str,
+    recipe_name: &str,
+    recipe: &super::Recipe,
     c: &CProgram,
     image: &Image,
     version: &str,
@@ -357,8 +360,8 @@ fn compile(
 ) -> Result<Vec<u8>> {
     let module = module_dir(
         go,
-        &pins_dir(&spec.root, recipe, version),
-        &Recipes::load(&spec.root)?.get(recipe)?.module,
+        &pins_dir(&spec.root, recipe_name, version),
+        &recipe.module,
         version,
     )?;
     let makefile = module.join(&c.makefile);
