@@ -186,6 +186,7 @@ kd_boot() {
     printf '%s\n' "$kind" >"$state.kind"
     printf '%s\n' "$root" >"$state.root"
     printf '%s\n' "$*" >"$state.options"
+    printf '%s\n' "${KD_BOOT_CGROUPS:-}" >"$state.cgroups"
     case $kind in
     systemd) set -- --boot "$@" ;;
     openrc | runit) set -- "$@" /sbin/init ;;
@@ -208,8 +209,11 @@ kd_boot() {
             loops="$loops --bind=$devs/loop$n:/dev/loop$n"
         done
     fi
+    # KD_BOOT_CGROUPS: cgroup directories (one per v1 controller) the
+    # container starts in; its cgroup namespace is rooted there.
     # shellcheck disable=SC2086 # $loops is a list of options
-    systemd-nspawn -q -D "$root" -M "kd-$name" --register=no --keep-unit \
+    sh -c 'for d in $0; do echo $$ >"$d/cgroup.procs"; done; exec "$@"' \
+        "$(cat "$state.cgroups")" systemd-nspawn -q -D "$root" -M "kd-$name" --register=no --keep-unit \
         --console=passive $loops "$@" </dev/null >>"$state.console" 2>&1 &
     nspawn=$!
     printf '%s\n' "$nspawn" >"$state.nspawn"
@@ -267,7 +271,18 @@ kd_in_boot() {
     name=$1
     shift
     kd_booted "$name" || { echo "kd_in_boot: $name is not booted" >&2; return 1; }
-    _kd_nsenter "$(cat "$KD_WORK/boot.$name.init")" "$@"
+    cgroups=$(cat "$KD_WORK/boot.$name.cgroups" 2>/dev/null || true)
+    if [ -z "$cgroups" ]; then
+        _kd_nsenter "$(cat "$KD_WORK/boot.$name.init")" "$@"
+        return
+    fi
+    # A node booted in cgroups of its own: the command runs there too, in
+    # its cgroup namespace, so that what it starts (a service restarted by
+    # hand or by kubeadm) is the node's.
+    sh -c 'for d in $0; do echo $$ >"$d/cgroup.procs"; done; exec "$@"' "$cgroups" \
+        nsenter -t "$(cat "$KD_WORK/boot.$name.init")" -m -u -i -n -p -C -- /usr/bin/env -i \
+        PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+        HOME=/root LANG=C.UTF-8 DEBIAN_FRONTEND=noninteractive "$@"
 }
 
 # kd_boot_script NAME [PRELUDE] : runs the shell script on stdin (after the
@@ -316,7 +331,7 @@ kd_reboot() {
     state=$KD_WORK/boot.$1
     kd_poweroff "$1"
     # shellcheck disable=SC2046 # the saved options, one word each
-    kd_boot "$1" "$(cat "$state.root")" "$(cat "$state.kind")" $(cat "$state.options")
+    KD_BOOT_CGROUPS=$(cat "$state.cgroups") kd_boot "$1" "$(cat "$state.root")" "$(cat "$state.kind")" $(cat "$state.options")
 }
 
 # kd_boot_kill NAME : ends NAME at once (its PID 1, and so every process in it).

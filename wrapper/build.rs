@@ -8,7 +8,10 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 fn main() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../pkg/families.toml");
+    // The directory cargo runs this for, not the one it was compiled in: a
+    // build script compiled for one checkout may be run for another.
+    let dir = std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
+    let path = Path::new(&dir).join("../pkg/families.toml");
     println!("cargo::rerun-if-changed={}", path.display());
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));

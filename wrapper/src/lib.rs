@@ -7,6 +7,7 @@
 //! - [`argv`]: the kubelet's argv, one buffer for every word
 //! - [`version`]: `KUBELET_VERSION` → kubelet binary
 //! - [`wait`]: waiting for kubeadm's `--config` file
+//! - [`driver`]: a systemd cgroup driver on a host without systemd, said in one line
 //! - [`explain`]: the `--print` JSON
 //! - [`cli`]: the wrapper's options
 
@@ -17,6 +18,7 @@ include!(concat!(env!("OUT_DIR"), "/families.rs"));
 pub mod argv;
 pub mod chain;
 pub mod cli;
+pub mod driver;
 pub mod envfile;
 pub mod explain;
 pub mod split;
@@ -121,6 +123,9 @@ pub fn run(args: &[OsString]) -> Result<i32, Error> {
         check(&plan)?;
     }
 
+    if let Some(line) = driver::mismatch(root, plan.argv.iter(), plan.config.as_deref()) {
+        log(&line);
+    }
     let err = exec(&plan);
     Err(Error::input(format!(
         "cannot exec {}: {err}",

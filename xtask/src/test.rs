@@ -190,11 +190,12 @@ pub fn run(root: &Path, args: &Args) -> Result<()> {
 }
 
 /// The suites that run on releases built from source (`dist --source`),
-/// the real programs' packages: their cases need no recorder. The others
+/// the real programs' packages: their cases need no recorder (cluster runs
+/// kubeadm, the kubelet and the control plane for real). The others
 /// run on the fixtures, whose stand-ins record how they were started, or
 /// (repo) test a repository's mechanics, which the packages' size only
 /// slows (the repo suite took 550 s on the real programs' packages).
-const ON_SOURCE_BUILDS: &[&str] = &["rpm", "zypper"];
+const ON_SOURCE_BUILDS: &[&str] = &["cluster", "rpm", "zypper"];
 
 /// What the releases of the suites are built from.
 #[derive(Clone, Copy)]

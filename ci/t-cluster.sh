@@ -1,0 +1,666 @@
+#!/bin/sh
+# A real cluster, offline: kubeadm init and join on booted nodes installed
+# from kubedist's artifacts built from source (cargo xtask test runs this
+# suite on the `dist --source` release).
+#
+# Three nodes, each a Debian 12 root booted with systemd-nspawn, its init
+# system as PID 1, in a network namespace of its own on one bridge; no
+# other network exists for them:
+#   cp  systemd 252; kubeadm kubelet kubectl kubernetes-cni cri-tools from
+#       kubedist's signed apt repository (a file: source), the images bundle
+#       imported by kubedist-images.service;
+#   w1  sysvinit + OpenRC, installed by the tarball's install.sh, the bundle
+#       installed with --images;
+#   w2  runit, installed the same way.
+# The container runtime is containerd 2 and runc built from source (cargo
+# xtask source --runtime), configured as README.md ("A node, offline")
+# tells an operator; pods are networked by kubedist's own CNI plugins.
+#
+# This machine's cgroups are v1: the kubelet refuses them from 1.35 on
+# unless its configuration says `failCgroupV1: false`, and kubeadm's
+# SystemVerification preflight check must be skipped. That is said here and
+# in KUBEADM_CONFIG below, nowhere else in the tests; real nodes should be
+# cgroup v2.
+#
+# Node logs (journal, OpenRC's and svlogd's, the kubelet's and containerd's,
+# kubectl get events) are kept under target/ci-work/t-cluster.logs when a
+# case fails. Run it alone: cargo xtask test cluster.
+
+# shellcheck disable=SC2016,SC2086 # $... in single quotes is for the inner shell; package lists split
+# shellcheck source=ci/lib.sh
+. "$(dirname "$0")/lib.sh"
+
+kd_require systemd-nspawn nsenter ip unshare tar jq sha256sum
+kd_require_dist
+XTASK=${KD_XTASK:?run through cargo xtask test}
+
+kd_own_mount_namespace "$0" "$@"
+
+TMP=$(kd_suite_dir)
+LOGS=$KD_WORK/t-cluster.logs
+rm -rf "$LOGS"
+
+set -- "$KD_DIST"/kubedist-*-linux-amd64.tar.gz
+TARBALL=$(kd_one "$@")
+set -- "$KD_DIST"/kubedist-images-*-amd64.oci.tar
+BUNDLE=$(kd_one "$@")
+K8S=$(basename "$TARBALL" | sed 's/^kubedist-\(.*\)-linux-amd64.tar.gz$/\1/')
+PAUSE=$(sed -n 's/^reference = "\(.*\/pause:.*\)"$/\1/p' "$KD_REPO/pkg/images.toml")
+
+# The nodes: name, address, pod subnet, init system.
+NODES="cp w1 w2"
+node_ip() { case $1 in cp) echo 10.88.0.11 ;; w1) echo 10.88.0.12 ;; w2) echo 10.88.0.13 ;; esac; }
+node_pods() { case $1 in cp) echo 10.244.0 ;; w1) echo 10.244.1 ;; w2) echo 10.244.2 ;; esac; }
+node_init() { case $1 in cp) echo systemd ;; w1) echo openrc ;; w2) echo runit ;; esac; }
+SW=kdc-sw.$$
+
+NODE_TOOLS="iproute2 iptables conntrack ethtool socat kmod procps util-linux mount"
+
+# --- the network: a bridge in a namespace of its own, a veth per node ------
+
+net_up() {
+    ip netns add "$SW"
+    ip -n "$SW" link add br0 type bridge
+    ip -n "$SW" addr add 10.88.0.1/24 dev br0
+    ip -n "$SW" link set br0 up
+    for n in $NODES; do
+        ip netns add "kdc-$n.$$"
+        ip link add "kdc$n$$" type veth peer name eth0 netns "kdc-$n.$$"
+        ip link set "kdc$n$$" netns "$SW"
+        ip -n "$SW" link set "kdc$n$$" master br0 up
+        ip -n "kdc-$n.$$" link set lo up
+        ip -n "kdc-$n.$$" addr add "$(node_ip "$n")/24" dev eth0
+        ip -n "kdc-$n.$$" link set eth0 up
+        ip -n "kdc-$n.$$" route add default via 10.88.0.1
+        # Pod routes: each other node's pod subnet through that node.
+        for m in $NODES; do
+            [ "$m" = "$n" ] || ip -n "kdc-$n.$$" route add "$(node_pods "$m").0/24" via "$(node_ip "$m")"
+        done
+    done
+}
+
+net_down() {
+    for n in $NODES; do ip netns del "kdc-$n.$$" 2>/dev/null || true; done
+    ip netns del "$SW" 2>/dev/null || true
+}
+
+# --- cgroups: each node in a v1 subtree of its own ------------------------
+
+CONTROLLERS="cpu cpuacct cpuset memory devices freezer blkio pids systemd"
+cg_up() { # NODE
+    for c in $CONTROLLERS; do
+        d=/sys/fs/cgroup/$c/kdc-$1.$$
+        mkdir -p "$d"
+        if [ "$c" = cpuset ]; then
+            cat /sys/fs/cgroup/cpuset/cpuset.cpus >"$d/cpuset.cpus"
+            cat /sys/fs/cgroup/cpuset/cpuset.mems >"$d/cpuset.mems"
+        fi
+    done
+}
+
+# cg_remove SUFFIX : every process left in the cgroups kdc-*.SUFFIX killed
+# (a node's shims outlive its init), then the cgroups removed.
+cg_remove() {
+    for c in $CONTROLLERS; do
+        for d in /sys/fs/cgroup/"$c"/kdc-*."$1"; do
+            [ -d "$d" ] || continue
+            find "$d" -name cgroup.procs -exec cat {} + | while read -r p; do kill -KILL "$p" 2>/dev/null || true; done
+        done
+    done
+    sleep 1
+    for c in $CONTROLLERS; do
+        for d in /sys/fs/cgroup/"$c"/kdc-*."$1"; do
+            [ ! -d "$d" ] || find "$d" -depth -type d -exec rmdir {} + 2>/dev/null || true
+        done
+    done
+}
+cg_down() { cg_remove $$; }
+
+# What a killed run of this suite left (its pid is in the names): its
+# nodes' processes, cgroups and network namespaces.
+for d in /sys/fs/cgroup/pids/kdc-*.*; do
+    [ -d "$d" ] || continue
+    pid=${d##*.}
+    kill -0 "$pid" 2>/dev/null || cg_remove "$pid"
+done
+for ns in $(ip netns list | awk '$1 ~ /^kdc-/ { print $1 }'); do
+    kill -0 "${ns##*.}" 2>/dev/null || ip netns del "$ns"
+done
+
+# The kernel settings the kubelet writes are global ones (not of a network
+# namespace): put back as they were when the suite ends.
+SYSCTLS="vm.overcommit_memory kernel.panic kernel.panic_on_oops kernel.keys.root_maxkeys kernel.keys.root_maxbytes"
+for s in $SYSCTLS; do printf '%s=%s\n' "$s" "$(sysctl -n "$s")"; done >"$TMP/sysctls"
+
+cluster_cleanup() {
+    kd_boot_cleanup
+    cg_down
+    net_down
+    while IFS= read -r line; do sysctl -q -w "$line" || true; done <"$TMP/sysctls"
+    kd_cleanup
+}
+trap cluster_cleanup EXIT
+trap 'exit 1' INT TERM
+
+# --- inputs ----------------------------------------------------------------
+
+(cd "$KD_REPO" && "$XTASK" source --runtime --arch amd64 --out "$TMP/in") >"$TMP/runtime.log" 2>&1 || {
+    tail -n 20 "$TMP/runtime.log" >&2
+    echo "t-cluster: FAIL: cargo xtask source --runtime failed (above)" >&2
+    echo "0 passed, 1 failed"
+    exit 1
+}
+RUNTIME=$TMP/in/runtime/amd64
+
+(cd "$KD_REPO" && "$XTASK" repo --from "$KD_DIST" --out "$TMP/repo" \
+    --generate-test-key "$TMP/repo-key.asc" --base-url file:///srv/kubedist/repo) >"$TMP/repo.log" 2>&1 || {
+    cat "$TMP/repo.log" >&2
+    echo "t-cluster: FAIL: cargo xtask repo failed (above)" >&2
+    echo "0 passed, 1 failed"
+    exit 1
+}
+
+# --- the nodes -------------------------------------------------------------
+
+# The containerd configuration README.md gives an operator: the sandbox image
+# is the bundle's pause, and the cgroup driver is the kubelet's (cgroupfs on
+# every node here, see KUBEADM_CONFIG).
+containerd_config() {
+    cat <<TOML
+version = 3
+[plugins.'io.containerd.cri.v1.images'.pinned_images]
+  sandbox = '$PAUSE'
+[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
+  SystemdCgroup = false
+$RESTRICT_OOM
+TOML
+}
+# The processes of this machine lack CAP_SYS_RESOURCE (an operator's host
+# has it): no one here may lower an oom_score_adj, which runc does for
+# every pod sandbox (-998) unless containerd keeps the scores at its own.
+RESTRICT_OOM=
+if ! grep -q '^CapBnd:.*' /proc/self/status || [ $((0x$(awk '/^CapBnd/ { print $2 }' /proc/self/status) >> 24 & 1)) -eq 0 ]; then
+    RESTRICT_OOM="[plugins.'io.containerd.cri.v1.runtime']
+  restrict_oom_score_adj = true"
+fi
+
+# The node's cgroups, made writable before containerd starts at every boot.
+NODE_CGROUPS='#!/bin/sh
+# Writable v1 controllers, as a host has them: systemd-nspawn mounts them
+# read-only in a container, and sysvinit'\''s boot scripts mount a sysfs of
+# their own over its /sys, which hides them. Mounted again from inside the
+# node, they are rooted at its cgroup namespace.
+controllers="cpu cpuacct cpuset memory devices freezer blkio pids"
+writable() {
+    for c in $controllers; do
+        mkdir "/sys/fs/cgroup/$c/.node-probe" 2>/dev/null || return 1
+        rmdir "/sys/fs/cgroup/$c/.node-probe"
+    done
+}
+writable && exit 0
+for c in $controllers; do
+    umount "/sys/fs/cgroup/$c" 2>/dev/null &&
+        mount -t cgroup -o "rw,nosuid,nodev,noexec,relatime,$c" cgroup "/sys/fs/cgroup/$c"
+done
+writable && exit 0
+# Over the whole of /sys/fs/cgroup, where the mounts cannot be reached.
+mount -t tmpfs -o mode=0755,nosuid,nodev,noexec cgroup /sys/fs/cgroup
+for c in $controllers; do
+    mkdir "/sys/fs/cgroup/$c"
+    mount -t cgroup -o "rw,nosuid,nodev,noexec,relatime,$c" cgroup "/sys/fs/cgroup/$c"
+done
+mkdir /sys/fs/cgroup/systemd
+mount -t cgroup -o rw,nosuid,nodev,noexec,relatime,none,name=systemd cgroup /sys/fs/cgroup/systemd
+writable
+'
+
+# node_root NODE : NODE's root, with containerd and runc installed and
+# started by its init system, and the files an operator carries over in
+# /srv/kubedist. Prints its path.
+node_root() {
+    n=$1
+    init=$(node_init "$n")
+    case $init in
+    systemd) base=$(kd_base_tarball cluster-systemd systemd systemd-sysv dbus $NODE_TOOLS) ;;
+    openrc) base=$(kd_base_tarball cluster-openrc sysvinit-core openrc $NODE_TOOLS) ;;
+    runit) base=$(kd_base_tarball cluster-runit runit-init runit $NODE_TOOLS) ;;
+    esac
+    r=$TMP/root-$n
+    mkdir -p "$r"
+    tar -xf "$base" -C "$r" --numeric-owner
+    install -m 0755 "$RUNTIME/containerd" "$RUNTIME/containerd-shim-runc-v2" "$RUNTIME/ctr" "$r/usr/local/bin/"
+    install -m 0755 "$RUNTIME/runc" "$r/usr/local/sbin/"
+    mkdir -p "$r/etc/containerd"
+    containerd_config >"$r/etc/containerd/config.toml"
+    printf '%s' "$NODE_CGROUPS" >"$r/usr/local/sbin/node-cgroups"
+    chmod 0755 "$r/usr/local/sbin/node-cgroups"
+    # No name server exists offline; CoreDNS forwards to this one in vain.
+    echo "nameserver 10.88.0.1" >"$r/etc/resolv.conf"
+    {
+        echo "127.0.0.1 localhost"
+        for m in $NODES; do echo "$(node_ip "$m") kd-$m"; done
+    } >"$r/etc/hosts"
+    : >"$r/etc/machine-id"
+    echo "kd-$n" >"$r/etc/hostname"
+    rm -f "$r/etc/apt/sources.list" "$r"/etc/apt/sources.list.d/*
+    case $init in
+    systemd)
+        cat >"$r/etc/systemd/system/containerd.service" <<'UNIT'
+[Unit]
+Description=containerd container runtime
+After=network.target
+
+[Service]
+ExecStartPre=/usr/local/sbin/node-cgroups
+ExecStart=/usr/local/bin/containerd
+Type=notify
+Delegate=yes
+KillMode=process
+Restart=always
+RestartSec=2
+LimitNOFILE=infinity
+
+[Install]
+WantedBy=multi-user.target
+UNIT
+        ln -s /etc/systemd/system/containerd.service "$r/etc/systemd/system/multi-user.target.wants/containerd.service"
+        ;;
+    openrc)
+        cat >"$r/etc/init.d/containerd" <<'INITD'
+#!/sbin/openrc-run
+description="containerd container runtime"
+supervisor=supervise-daemon
+command=/usr/local/bin/containerd
+output_log=/var/log/containerd.log
+error_log=/var/log/containerd.log
+respawn_delay=2
+depend() { after net; }
+start_pre() {
+    export PATH=/usr/local/sbin:/usr/local/bin:$PATH
+    /usr/local/sbin/node-cgroups
+}
+INITD
+        chmod 0755 "$r/etc/init.d/containerd"
+        ln -s /etc/init.d/containerd "$r/etc/runlevels/default/containerd"
+        cat >"$r/etc/init.d/node-net" <<'INITD'
+#!/sbin/openrc-run
+# The node's network is set up before it boots (its namespace's veth).
+depend() { provide net; }
+start() { return 0; }
+INITD
+        chmod 0755 "$r/etc/init.d/node-net"
+        ln -s /etc/init.d/node-net "$r/etc/runlevels/default/node-net"
+        ;;
+    runit)
+        mkdir -p "$r/etc/sv/containerd/log" "$r/var/log/containerd"
+        cat >"$r/etc/sv/containerd/run" <<'RUN'
+#!/bin/sh
+exec 2>&1
+export PATH=/usr/local/sbin:/usr/local/bin:$PATH
+/usr/local/sbin/node-cgroups
+exec containerd
+RUN
+        printf '#!/bin/sh\nexec svlogd -tt /var/log/containerd\n' >"$r/etc/sv/containerd/log/run"
+        chmod 0755 "$r/etc/sv/containerd/run" "$r/etc/sv/containerd/log/run"
+        ln -s /etc/sv/containerd "$r/etc/runit/runsvdir/default/containerd"
+        ;;
+    esac
+    mkdir -p "$r/srv/kubedist"
+    case $init in
+    systemd)
+        cp -R "$TMP/repo" "$r/srv/kubedist/repo"
+        mkdir -p "$r/etc/apt/keyrings"
+        install -m 0644 "$TMP/repo/kubedist.gpg" "$r/etc/apt/keyrings/kubedist.gpg"
+        install -m 0644 "$TMP/repo/kubedist.list" "$r/etc/apt/sources.list.d/kubedist.list"
+        ;;
+    *) cp "$TARBALL" "$r/srv/kubedist/" ;;
+    esac
+    cp "$BUNDLE" "$KD_DIST/SHA256SUMS" "$r/srv/kubedist/"
+    printf '%s\n' "$r"
+}
+
+export SYSTEMD_NSPAWN_API_VFS_WRITABLE=1 SYSTEMD_SECCOMP=0
+
+# boot_node NODE : boots NODE's root in its cgroups and network namespace.
+boot_node() {
+    n=$1
+    cg_up "$n"
+    KD_BOOT_CGROUPS=$(for c in $CONTROLLERS; do printf '/sys/fs/cgroup/%s/kdc-%s.%s ' "$c" "$n" "$$"; done)
+    export KD_BOOT_CGROUPS
+    kd_boot "$n" "$TMP/root-$n" "$(node_init "$n")" --capability=all --bind=/dev/kmsg \
+        "--network-namespace-path=/run/netns/kdc-$n.$$" --hostname="kd-$n"
+    unset KD_BOOT_CGROUPS
+}
+
+# in_node NODE SCRIPT : the shell text SCRIPT inside NODE (set -eu).
+in_node() { kd_boot_script "$1" <<EOF
+$2
+EOF
+}
+
+# The kubeadm configuration README.md gives for an air-gapped node: the
+# release it runs (no label: those need the internet), the images as the
+# bundle names them, never pulled; the cgroup driver of hosts without systemd
+# (cgroupfs, every node of this cluster, see below); and kind's settings for
+# a node whose disk is shared: no image garbage collection, no eviction.
+# This machine's cgroups are v1 (see the top of this file): failCgroupV1 and
+# the skipped SystemVerification check are for that alone.
+# The control plane here runs systemd but not as its host's cgroup manager:
+# systemd-nspawn leaves the container's systemd only the name=systemd
+# hierarchy on a v1 host, so its kubelet uses cgroupfs too.
+KUBEADM_CONFIG="apiVersion: kubeadm.k8s.io/v1beta4
+kind: InitConfiguration
+localAPIEndpoint:
+  advertiseAddress: $(node_ip cp)
+nodeRegistration:
+  criSocket: unix:///run/containerd/containerd.sock
+  imagePullPolicy: Never
+  ignorePreflightErrors: [SystemVerification]
+---
+apiVersion: kubeadm.k8s.io/v1beta4
+kind: ClusterConfiguration
+kubernetesVersion: v$K8S
+imageRepository: registry.k8s.io
+networking:
+  serviceSubnet: 10.95.0.0/16
+  podSubnet: 10.244.0.0/16
+---
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+cgroupDriver: cgroupfs
+failCgroupV1: false
+failSwapOn: false
+imageGCHighThresholdPercent: 100
+evictionHard:
+  nodefs.available: 0%
+  nodefs.inodesFree: 0%
+  imagefs.available: 0%
+---
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+conntrack:
+  maxPerCore: 0
+"
+
+# The pod network of NODE: kubedist's bridge, host-local and portmap plugins
+# on the node's own subnet; the routes between the nodes' subnets are the
+# network's (net_up).
+cni_conflist() {
+    cat <<JSON
+{
+  "cniVersion": "1.0.0",
+  "name": "kubedist",
+  "plugins": [
+    {
+      "type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": false, "hairpinMode": true,
+      "ipam": { "type": "host-local", "ranges": [[{ "subnet": "$(node_pods "$1").0/24" }]],
+                "routes": [{ "dst": "0.0.0.0/0" }] }
+    },
+    { "type": "portmap", "capabilities": { "portMappings": true } }
+  ]
+}
+JSON
+}
+
+# keep_logs : each node's logs, for a case that failed.
+keep_logs() {
+    for n in $NODES; do
+        kd_booted "$n" || continue
+        mkdir -p "$LOGS/$n"
+        kd_in_boot "$n" sh -c 'journalctl --no-pager -b 2>/dev/null | tail -n 3000' >"$LOGS/$n/journal" 2>&1 || true
+        kd_in_boot "$n" sh -c 'cat /var/log/rc.log /var/log/kubelet/kubelet.log /var/log/containerd.log 2>/dev/null | tail -n 3000' >"$LOGS/$n/openrc" 2>&1 || true
+        kd_in_boot "$n" sh -c 'cat /var/log/kubelet/current /var/log/containerd/current 2>/dev/null | tail -n 3000' >"$LOGS/$n/svlogd" 2>&1 || true
+    done
+    kd_in_boot cp kubectl --kubeconfig /etc/kubernetes/admin.conf get events -A >"$LOGS/events" 2>&1 || true
+    kd_in_boot cp kubectl --kubeconfig /etc/kubernetes/admin.conf get pods -A -o wide >"$LOGS/pods" 2>&1 || true
+    cp "$KD_WORK"/boot.*.console "$LOGS/" 2>/dev/null || true
+}
+
+# kubectl ARGS... : kubectl on the control plane, as its admin.
+kc() { kd_in_boot cp kubectl --kubeconfig /etc/kubernetes/admin.conf "$@"; }
+
+# wait_for SECONDS WHAT CMD... : CMD until it succeeds, else fail saying WHAT.
+wait_for() {
+    secs=$1 what=$2
+    shift 2
+    end=$(($(date +%s) + secs))
+    until "$@" >/dev/null 2>&1; do
+        if [ "$(date +%s)" -ge "$end" ]; then
+            echo "assertion failed: $what (after $secs s)" >&2
+            "$@" >&2 || true
+            return 1
+        fi
+        sleep 2
+    done
+}
+
+# --- bring-up --------------------------------------------------------------
+
+net_up
+for n in $NODES; do node_root "$n" >/dev/null; done
+for n in $NODES; do boot_node "$n"; done
+
+# set_zone NODE VALUE : an admin's KUBELET_EXTRA_ARGS in NODE's family file.
+set_zone() {
+    kd_in_boot "$1" sh -c 'printf "%s\n" "KUBELET_EXTRA_ARGS=--node-labels=kubedist.test/zone=$1" >/etc/default/kubelet' sh "$2"
+}
+
+test_nodes_install_offline_from_the_repository_and_the_tarball() {
+    in_node cp '
+        apt-get update -q
+        apt-get install -y -q kubeadm kubelet kubectl kubernetes-cni cri-tools
+        # The bundle, as README.md says for a deb or rpm node.
+        mkdir -p /var/lib/kubedist/images
+        cd /srv/kubedist
+        bundle=$(ls kubedist-images-*.oci.tar)
+        cp "$bundle" /var/lib/kubedist/images/
+        grep " $bundle\$" SHA256SUMS >/var/lib/kubedist/images/SHA256SUMS
+        systemctl start kubedist-images.service
+        systemctl status --no-pager kubedist-images.service'
+    for n in w1 w2; do
+        in_node "$n" '
+            cd /root
+            tar -xzf /srv/kubedist/kubedist-*-linux-amd64.tar.gz
+            ./kubedist-*/install.sh
+            ./kubedist-*/install.sh --images /srv/kubedist/kubedist-images-*.oci.tar'
+        set_zone "$n" "a-$n"
+    done
+    for n in $NODES; do
+        # A booted host applies the packages'"'"' kernel settings at boot; in a
+        # container the installers leave that to the boot (kernel_apply).
+        in_node "$n" 'sysctl -q --system'
+        cni_conflist "$n" | kd_in_boot "$n" sh -c 'mkdir -p /etc/cni/net.d && cat >/etc/cni/net.d/10-kubedist.conflist'
+    done
+}
+
+test_kubeadm_init_completes_offline_and_every_node_is_ready() {
+    printf '%s' "$KUBEADM_CONFIG" | kd_in_boot cp sh -c 'cat >/root/kubeadm.yaml'
+    in_node cp 'kubeadm init --config /root/kubeadm.yaml'
+    join=$(kc -n kube-system get cm >/dev/null; kd_in_boot cp kubeadm token create --print-join-command)
+    for n in w1 w2; do
+        in_node "$n" "$join --ignore-preflight-errors=SystemVerification"
+    done
+    for n in $NODES; do
+        wait_for 180 "node kd-$n is Ready" kc wait --for=condition=Ready "node/kd-$n" --timeout=5s
+    done
+}
+
+
+# The init system that supervises the kubelet on NODE, as ps names it.
+supervisor_of() { case $(node_init "$1") in systemd) echo systemd ;; openrc) echo supervise-daemon ;; runit) echo runsv ;; esac; }
+
+test_every_kubelet_is_its_init_systems_child_with_the_drop_in_chain() {
+    for n in $NODES; do
+        pid=$(kd_in_boot "$n" pgrep -x kubelet)
+        ppid=$(kd_in_boot "$n" ps -o ppid= -p "$pid" | tr -d ' ')
+        parent=$(basename "$(kd_in_boot "$n" readlink "/proc/$ppid/exe")")
+        assert_eq "$(supervisor_of "$n")" "$parent" "the parent of kd-$n's kubelet"
+        kd_in_boot "$n" cat "/proc/$pid/cmdline" | tr '\0' '\n' | jq -R . | jq -sc '.[1:]' >"$TMP/$n.argv"
+        kd_in_boot "$n" kubelet-wrapper --wait 0 --print >"$TMP/$n.print"
+        jq -c '.argv[1:]' "$TMP/$n.print" >"$TMP/$n.print.argv"
+        cat "$TMP/$n.argv"
+        assert_eq "$(cat "$TMP/$n.print.argv")" "$(cat "$TMP/$n.argv")" "kd-$n's kubelet argv against kubelet-wrapper --print"
+        assert_grep '"--config=/var/lib/kubelet/config.yaml"' "$TMP/$n.argv"
+        # Every variable the chain sets reaches the kubelet as it says.
+        kd_in_boot "$n" cat "/proc/$pid/environ" | tr '\0' '\n' | sort >"$TMP/$n.environ"
+        jq -r '.env | to_entries[] | "\(.key)=\(.value)"' "$TMP/$n.print" | sort >"$TMP/$n.print.env"
+        comm -23 "$TMP/$n.print.env" "$TMP/$n.environ" >"$TMP/$n.missing"
+        [ ! -s "$TMP/$n.missing" ] || { cat "$TMP/$n.missing"; echo "assertion failed: kd-$n's kubelet lacks the variables above" >&2; return 1; }
+    done
+}
+
+pod_running() { [ "$(kc -n kube-system get pod "$1" -o jsonpath='{.status.phase}')" = Running ]; }
+kube_proxies_running() {
+    [ "$(kc -n kube-system get pods -l k8s-app=kube-proxy --field-selector=status.phase=Running -o name | grep -c .)" = 3 ]
+}
+
+test_the_control_plane_kube_proxy_and_coredns_run() {
+    for p in kube-apiserver kube-controller-manager kube-scheduler etcd; do
+        wait_for 60 "$p-kd-cp is Running" pod_running "$p-kd-cp"
+    done
+    wait_for 120 "kube-proxy runs on every node" kube_proxies_running
+    wait_for 120 "CoreDNS is available" kc -n kube-system wait --for=condition=Available deployment/coredns --timeout=5s
+    kc get pods -A -o wide
+}
+
+
+ETCD=$(sed -n 's/^reference = "\(.*\/etcd:.*\)"$/\1/p' "$KD_REPO/pkg/images.toml")
+
+# A pod on NODE running the bundle's etcd image as a plain server on port
+# 2379, and a ClusterIP Service in front of it alone.
+echo_manifest() {
+    cat <<YAML
+---
+apiVersion: v1
+kind: Pod
+metadata: { name: echo-$1, labels: { app: echo, node: $1 } }
+spec:
+  nodeName: kd-$1
+  containers:
+  - name: etcd
+    image: $ETCD
+    imagePullPolicy: Never
+    command: [/usr/local/bin/etcd, --data-dir=/tmp/etcd, --listen-client-urls=http://0.0.0.0:2379,
+              --advertise-client-urls=http://127.0.0.1:2379, --listen-peer-urls=http://127.0.0.1:2380]
+---
+apiVersion: v1
+kind: Service
+metadata: { name: echo-$1 }
+spec:
+  selector: { app: echo, node: $1 }
+  ports: [{ port: 2379 }]
+YAML
+}
+
+# in_pod NODE POD CMD... : CMD of this machine (curl, dig) in the network
+# namespace of POD, which runs on NODE.
+in_pod() {
+    n=$1 pod=$2
+    shift 2
+    id=$(kd_in_boot "$n" crictl pods -q --name "^$pod\$" --state ready | head -n 1)
+    path=$(kd_in_boot "$n" crictl inspectp "$id" |
+        jq -r '.info.runtimeSpec.linux.namespaces[] | select(.type == "network") | .path')
+    # (/var/run is a link to /run, which would resolve on this machine.)
+    case $path in /var/run/*) path=${path#/var} ;; esac
+    nsenter --net="/proc/$(cat "$KD_WORK/boot.$n.init")/root$path" "$@"
+}
+
+test_pods_on_every_node_reach_each_other_through_services_and_coredns() {
+    wait_for 120 "CoreDNS is available" kc -n kube-system wait --for=condition=Available deployment/coredns --timeout=5s
+    for n in $NODES; do echo_manifest "$n"; done | kd_in_boot cp kubectl --kubeconfig /etc/kubernetes/admin.conf apply -f -
+    for n in $NODES; do
+        wait_for 120 "echo-$n is Ready" kc wait --for=condition=Ready "pod/echo-$n" --timeout=5s
+    done
+    for n in $NODES; do
+        # kubectl logs and exec through each node's kubelet.
+        kc logs "echo-$n" >"$TMP/echo-$n.log"
+        assert_grep 'etcd' "$TMP/echo-$n.log"
+        kc exec "echo-$n" -- /usr/local/bin/etcd --version >"$TMP/echo-$n.version"
+        assert_grep '^etcd Version: ' "$TMP/echo-$n.version"
+        # The pod's resolver is the DNS address of serviceSubnet 10.95.0.0/16 (its tenth).
+        id=$(kd_in_boot "$n" crictl pods -q --name "^echo-$n\$" --state ready | head -n 1)
+        kd_in_boot "$n" cat "/var/lib/containerd/io.containerd.grpc.v1.cri/sandboxes/$id/resolv.conf" >"$TMP/echo-$n.resolv"
+        assert_grep '^nameserver 10.95.0.10$' "$TMP/echo-$n.resolv"
+        assert_grep '^search default.svc.cluster.local svc.cluster.local cluster.local' "$TMP/echo-$n.resolv"
+        kd_in_boot "$n" grep -A1 '^clusterDNS:' /var/lib/kubelet/config.yaml >"$TMP/$n.dns"
+        assert_grep '^- 10.95.0.10$' "$TMP/$n.dns"
+    done
+    for n in $NODES; do
+        # CoreDNS, through its ClusterIP, from the pod: the API's Service and
+        # the other nodes' echo Services.
+        in_pod "$n" "echo-$n" dig +short +time=5 +tries=3 @10.95.0.10 kubernetes.default.svc.cluster.local >"$TMP/$n.kubernetes"
+        assert_eq 10.95.0.1 "$(cat "$TMP/$n.kubernetes")" "kubernetes.default.svc as CoreDNS answers a pod on kd-$n"
+        for m in $NODES; do
+            [ "$m" != "$n" ] || continue
+            ip=$(in_pod "$n" "echo-$n" dig +short +time=5 +tries=3 @10.95.0.10 "echo-$m.default.svc.cluster.local")
+            assert_eq "$(kc get svc "echo-$m" -o jsonpath='{.spec.clusterIP}')" "$ip" "echo-$m's ClusterIP as CoreDNS answers on kd-$n"
+            in_pod "$n" "echo-$n" curl -fsS --max-time 10 "http://$ip:2379/health" >"$TMP/$n-$m.health"
+            assert_grep '"health":"true"' "$TMP/$n-$m.health"
+        done
+    done
+}
+
+test_nothing_was_pulled_and_the_bundles_images_are_pinned() {
+    for n in $NODES; do
+        kd_in_boot "$n" crictl images -o json >"$TMP/$n.images"
+        # Every image of the bundle, pinned: the kubelet's garbage collection
+        # never removes a pinned image.
+        jq -r '.images[] | select(.pinned) | .repoTags[]' "$TMP/$n.images" | sort >"$TMP/$n.pinned"
+        tar -xOf "$BUNDLE" index.json | jq -r '.manifests[].annotations["io.containerd.image.name"]' | sort >"$TMP/bundle.refs"
+        comm -23 "$TMP/bundle.refs" "$TMP/$n.pinned" >"$TMP/$n.unpinned"
+        [ ! -s "$TMP/$n.unpinned" ] || { cat "$TMP/$n.unpinned"; echo "assertion failed: kd-$n holds the bundle's images above unpinned" >&2; return 1; }
+        # And nothing else: no image came from a registry.
+        jq -r '.images[].repoTags[]' "$TMP/$n.images" | sort | comm -23 - "$TMP/bundle.refs" >"$TMP/$n.others"
+        [ ! -s "$TMP/$n.others" ] || { cat "$TMP/$n.others"; echo "assertion failed: kd-$n holds images the bundle does not" >&2; return 1; }
+    done
+}
+
+# kubelet_pid NODE : the kubelet's pid in NODE, or nothing.
+kubelet_pid() { kd_in_boot "$1" pgrep -x kubelet || true; }
+kubelet_restarted() { p=$(kubelet_pid "$1"); [ -n "$p" ] && [ "$p" != "$2" ]; }
+
+test_a_killed_kubelet_is_brought_back_by_its_init_system() {
+    for n in $NODES; do
+        old=$(kubelet_pid "$n")
+        kd_in_boot "$n" kill -9 "$old"
+        # supervise-daemon waits respawn_delay, runsv a second, systemd RestartSec.
+        wait_for 60 "kd-$n's init system restarts the kubelet" kubelet_restarted "$n" "$old"
+        wait_for 120 "kd-$n is Ready again" kc wait --for=condition=Ready "node/kd-$n" --timeout=5s
+        echo "kd-$n: kubelet $old killed, $(kubelet_pid "$n") running"
+    done
+}
+
+node_label() { kc get node "kd-$1" -o jsonpath="{.metadata.labels.kubedist\.test/zone}"; }
+label_is() { [ "$(node_label "$1")" = "$2" ]; }
+
+# The family env file (/etc/default/kubelet on these Debian nodes) of each
+# worker set --node-labels before it joined (bring-up). The kubelet applies
+# --node-labels when it registers the node; a changed value takes a new
+# registration: the Node deleted, the kubelet restarted through the init
+# system (docs/lifecycle.md).
+test_kubelet_extra_args_label_a_worker_and_a_restart_relabels_it() {
+    for n in w1 w2; do
+        assert_eq "a-$n" "$(node_label "$n")" "kd-$n's kubedist.test/zone label from KUBELET_EXTRA_ARGS"
+    done
+    set_zone w1 b-w1
+    kc delete node kd-w1
+    kd_in_boot w1 rc-service kubelet restart
+    wait_for 120 "kd-w1 is labelled b-w1" label_is w1 b-w1
+    wait_for 120 "kd-w1 is Ready again" kc wait --for=condition=Ready node/kd-w1 --timeout=5s
+}
+
+kd_test test_nodes_install_offline_from_the_repository_and_the_tarball
+kd_test test_kubeadm_init_completes_offline_and_every_node_is_ready
+kd_test test_every_kubelet_is_its_init_systems_child_with_the_drop_in_chain
+kd_test test_the_control_plane_kube_proxy_and_coredns_run
+kd_test test_pods_on_every_node_reach_each_other_through_services_and_coredns
+kd_test test_nothing_was_pulled_and_the_bundles_images_are_pinned
+kd_test test_a_killed_kubelet_is_brought_back_by_its_init_system
+kd_test test_kubelet_extra_args_label_a_worker_and_a_restart_relabels_it
+[ "$kd_failed" -eq 0 ] || keep_logs
+# Each node's peak memory, from its memory cgroup.
+for n in $NODES; do
+    f=/sys/fs/cgroup/memory/kdc-$n.$$/memory.max_usage_in_bytes
+    [ ! -f "$f" ] || kd_log "peak memory of kd-$n: $(($(cat "$f") / 1048576)) MiB"
+done
+kd_summary
