@@ -695,7 +695,7 @@ fn verify_pins(pins: &Path, name: &str, recipe: &Recipe, version: &str) -> Resul
 /// The programs of `packages` of `name` at `version` for `arch`, `program
 /// name → path`, from the cache or built now.
 #[allow(clippy::too_many_arguments)]
-pub fn build(
+fn build(
     go: &Go,
     pins: &Path,
     name: &str,

@@ -44,22 +44,20 @@ pub fn cold(spec: &Spec, work: &Path, arch: Arch) -> Result<Vec<(String, f64)>> 
     for (name, release) in &spec.release.sources {
         let recipe = recipes.get(name)?;
         let version = &release.version;
-        let pins = source::pins_dir(&spec.root, name, version);
         let dir = work.join(format!("cold-{name}-{version}-{arch}"));
         let _ = std::fs::remove_dir_all(&dir);
         go.cache = dir.join("programs");
         go.env = vec![("GOCACHE".to_string(), dir.join("go-build"))];
         eprintln!("bench: {name} v{version} {arch}: cold build");
         let started = Instant::now();
-        source::build(
+        source::build_pinned(
             &go,
-            &pins,
+            &spec.root,
             name,
             recipe,
             version,
-            arch,
+            &[arch],
             &recipe.packages,
-            &mut false,
         )?;
         let seconds = started.elapsed().as_secs_f64();
         eprintln!("bench: {name} v{version} {arch}: {seconds:.0} s");
@@ -78,17 +76,17 @@ pub fn run(spec: &Spec, work: &Path, arch: Arch, runs: usize) -> Result<SourceBu
         let recipe = recipes.get(name)?;
         let version = &release.version;
         let pins = source::pins_dir(&spec.root, name, version);
-        // kubedist's build of this source, into `go`'s program cache.
+        // kubedist's build of this source, as `dist --source` runs it, into
+        // `go`'s program cache.
         let build = |go: &Go| {
-            source::build(
+            source::build_pinned(
                 go,
-                &pins,
+                &spec.root,
                 name,
                 recipe,
                 version,
-                arch,
+                &[arch],
                 &recipe.packages,
-                &mut false,
             )
         };
         eprintln!("bench: {name} v{version} {arch}: warming Go's caches");
