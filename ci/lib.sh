@@ -212,8 +212,7 @@ kd_boot() {
     # KD_BOOT_CGROUPS: cgroup directories (one per v1 controller) the
     # container starts in; its cgroup namespace is rooted there.
     # shellcheck disable=SC2086 # $loops is a list of options
-    sh -c 'for d in $0; do echo $$ >"$d/cgroup.procs"; done; exec "$@"' \
-        "$(cat "$state.cgroups")" systemd-nspawn -q -D "$root" -M "kd-$name" --register=no --keep-unit \
+    sh -c "$_kd_join_cgroups" "$(cat "$state.cgroups")" systemd-nspawn -q -D "$root" -M "kd-$name" --register=no --keep-unit \
         --console=passive $loops "$@" </dev/null >>"$state.console" 2>&1 &
     nspawn=$!
     printf '%s\n' "$nspawn" >"$state.nspawn"
@@ -234,6 +233,11 @@ kd_boot() {
     kd_log "booted $name ($kind) in $root, init pid $init"
 }
 
+# sh -c "$_kd_join_cgroups" DIRS CMD... : execs CMD in the cgroup directories
+# DIRS (none: where it is).
+# shellcheck disable=SC2016 # $0, $$ and $@ are the inner shell's
+_kd_join_cgroups='for d in $0; do echo $$ >"$d/cgroup.procs"; done; exec "$@"'
+
 # kd_boot_ready NAME INIT : the init system of NAME is up.
 # shellcheck disable=SC2016 # $(...) in single quotes: the inner shell's
 kd_boot_ready() {
@@ -241,13 +245,13 @@ kd_boot_ready() {
     # running or degraded: start-up is over either way; degraded is
     # reported by the tests that care (systemctl --failed).
     systemd)
-        st=$(_kd_nsenter "$2" systemctl is-system-running 2>/dev/null) || true
+        st=$(_kd_nsenter "$1" "$2" systemctl is-system-running 2>/dev/null) || true
         [ "$st" = running ] || [ "$st" = degraded ]
         ;;
     # sysvinit has run rc 2 (OpenRC's default runlevel) to its end.
-    openrc) _kd_nsenter "$2" sh -c '[ "$(cat /run/openrc/softlevel 2>/dev/null)" = default ] && ! pgrep -x openrc >/dev/null && ! pgrep -f "[/]etc/init.d/rc " >/dev/null' ;;
+    openrc) _kd_nsenter "$1" "$2" sh -c '[ "$(cat /run/openrc/softlevel 2>/dev/null)" = default ] && ! pgrep -x openrc >/dev/null && ! pgrep -f "[/]etc/init.d/rc " >/dev/null' ;;
     # runit's stage 2 watches the service directory.
-    runit) _kd_nsenter "$2" pgrep -x runsvdir >/dev/null ;;
+    runit) _kd_nsenter "$1" "$2" pgrep -x runsvdir >/dev/null ;;
     esac
 }
 
@@ -257,32 +261,28 @@ kd_booted() {
     [ -f "$state.init" ] && kill -0 "$(cat "$state.nspawn")" 2>/dev/null
 }
 
-_kd_nsenter() { # INIT CMD...
-    init=$1
-    shift
-    nsenter -t "$init" -m -u -i -n -p -- /usr/bin/env -i \
+# _kd_nsenter NAME INIT CMD... : CMD in the namespaces of INIT, the init of
+# the booted NAME, as root, with a clean environment. A node booted in
+# cgroups of its own (KD_BOOT_CGROUPS) runs it there too, in its cgroup
+# namespace, so that what it starts (a service restarted by hand or by
+# kubeadm) is the node's.
+_kd_nsenter() {
+    cgroups=$(cat "$KD_WORK/boot.$1.cgroups" 2>/dev/null || true)
+    init=$2
+    shift 2
+    # shellcheck disable=SC2086 # ${cgroups:+-C}: one option or none
+    sh -c "$_kd_join_cgroups" "$cgroups" nsenter -t "$init" -m -u -i -n -p ${cgroups:+-C} -- /usr/bin/env -i \
         PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
         HOME=/root LANG=C.UTF-8 DEBIAN_FRONTEND=noninteractive "$@"
 }
 
 # kd_in_boot NAME CMD... : runs CMD inside the booted NAME, as a command of
-# its own (in its namespaces, as root, with a clean environment).
+# its own (_kd_nsenter).
 kd_in_boot() {
     name=$1
     shift
     kd_booted "$name" || { echo "kd_in_boot: $name is not booted" >&2; return 1; }
-    cgroups=$(cat "$KD_WORK/boot.$name.cgroups" 2>/dev/null || true)
-    if [ -z "$cgroups" ]; then
-        _kd_nsenter "$(cat "$KD_WORK/boot.$name.init")" "$@"
-        return
-    fi
-    # A node booted in cgroups of its own: the command runs there too, in
-    # its cgroup namespace, so that what it starts (a service restarted by
-    # hand or by kubeadm) is the node's.
-    sh -c 'for d in $0; do echo $$ >"$d/cgroup.procs"; done; exec "$@"' "$cgroups" \
-        nsenter -t "$(cat "$KD_WORK/boot.$name.init")" -m -u -i -n -p -C -- /usr/bin/env -i \
-        PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-        HOME=/root LANG=C.UTF-8 DEBIAN_FRONTEND=noninteractive "$@"
+    _kd_nsenter "$name" "$(cat "$KD_WORK/boot.$name.init")" "$@"
 }
 
 # kd_boot_script NAME [PRELUDE] : runs the shell script on stdin (after the

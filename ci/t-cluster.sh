@@ -552,12 +552,15 @@ spec:
 YAML
 }
 
+# sandbox NODE POD : the id of POD's ready sandbox on NODE.
+sandbox() { kd_in_boot "$1" crictl pods -q --name "^$2\$" --state ready | head -n 1; }
+
 # in_pod NODE POD CMD... : CMD of this machine (curl, dig) in the network
 # namespace of POD, which runs on NODE.
 in_pod() {
     n=$1 pod=$2
     shift 2
-    id=$(kd_in_boot "$n" crictl pods -q --name "^$pod\$" --state ready | head -n 1)
+    id=$(sandbox "$n" "$pod")
     path=$(kd_in_boot "$n" crictl inspectp "$id" |
         jq -r '.info.runtimeSpec.linux.namespaces[] | select(.type == "network") | .path')
     # (/var/run is a link to /run, which would resolve on this machine.)
@@ -578,7 +581,7 @@ test_pods_on_every_node_reach_each_other_through_services_and_coredns() {
         kc exec "echo-$n" -- /usr/local/bin/etcd --version >"$TMP/echo-$n.version"
         assert_grep '^etcd Version: ' "$TMP/echo-$n.version"
         # The pod's resolver is the DNS address of serviceSubnet 10.95.0.0/16 (its tenth).
-        id=$(kd_in_boot "$n" crictl pods -q --name "^echo-$n\$" --state ready | head -n 1)
+        id=$(sandbox "$n" "echo-$n")
         kd_in_boot "$n" cat "/var/lib/containerd/io.containerd.grpc.v1.cri/sandboxes/$id/resolv.conf" >"$TMP/echo-$n.resolv"
         assert_grep '^nameserver 10.95.0.10$' "$TMP/echo-$n.resolv"
         assert_grep '^search default.svc.cluster.local svc.cluster.local cluster.local' "$TMP/echo-$n.resolv"
