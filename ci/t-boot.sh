@@ -27,12 +27,11 @@
 # - systemd 257 (Debian 13), deb family: the env-file cases again, where
 #   systemd's newer rule holds; the sysext image merged at boot.
 # - OpenRC as PID 1 (sysvinit-core + openrc) and runit as PID 1
-#   (runit-init): install.sh, a reboot, the kubelet runs from the default
-#   runlevel / service directory with the argv systemd gives for the same
-#   files, is restarted when killed, and install.sh uninstall stops it;
-#   with an images bundle, OpenRC starts containerd, then kubedist-images
-#   (which imports it), then the kubelet, and runit's run script imports
-#   it before it execs the kubelet.
+#   (runit-init), installed by install.sh: with an images bundle, OpenRC
+#   starts containerd, then kubedist-images (which imports it), then the
+#   kubelet, and runit's run script imports it before it execs the kubelet.
+#   The rest of their lifecycle (install, reboot, a killed kubelet, the
+#   argv, uninstall) is the cluster suite's, with the real kubelet.
 #
 # Each root boots once and serves the tests of its group in order; the
 # base roots are cached mmdebstrap tarballs under target/ci-cache.
@@ -598,46 +597,7 @@ EOF
 
 # --- OpenRC and runit as PID 1 ----------------------------------------------
 
-# init_lifecycle NAME : install.sh on the booted NAME, a reboot, the
-# kubelet's argv, a kill, uninstall.
-init_lifecycle() {
-	name=$1
-	in_boot "$name" <<'EOF'
-rm -rf /srv/kubedist/t && mkdir -p /srv/kubedist/t && tar -xzf /srv/kubedist/cur.tar.gz -C /srv/kubedist/t
-cd /srv/kubedist/t/kubedist-*/
-./install.sh
-write_case extra-args-quoted /etc/default/kubelet
-EOF
-	kd_reboot "$name"
-	in_boot "$name" <<'EOF'
-wait_until 20 sh -c '[ -f /tmp/kubedist-standin/kubelet.json ] && kill -0 "$(jq -r .pid /tmp/kubedist-standin/kubelet.json)"' ||
-	fail "the kubelet did not start at boot"
-ps -o pid,ppid,args -e
-EOF
-	argv=$(kd_in_boot "$name" cat /tmp/kubedist-standin/kubelet.json | jq -c .argv)
-	assert_eq "$REFERENCE_ARGV" "$argv" "argv the $name service gave the kubelet"
-	in_boot "$name" <<'EOF'
-pid=$(standin_pid)
-n=$(starts)
-kill -KILL "$pid"
-wait_until 20 has_starts $((n + 1)) || fail "the kubelet was not restarted after it was killed"
-wait_until 5 alive "$(standin_pid)" || fail "the restarted kubelet is not running"
-echo "restarted: pid $pid -> $(standin_pid)"
-pid=$(standin_pid)
-cd /srv/kubedist/t/kubedist-*/
-./install.sh uninstall
-wait_until 10 sh -c "! kill -0 $pid" || fail "install.sh uninstall left the kubelet running"
-[ ! -e /usr/bin/kubelet ] || fail "/usr/bin/kubelet is still there"
-EOF
-}
-
 boot_openrc() { boot openrc bookworm openrc sysvinit-core openrc containerd $NODE_PKGS; }
-
-test_openrc_pid1_tarball_reboot_restart_uninstall() {
-	boot_openrc
-	kd_in_boot openrc rc-status --runlevel | grep -qx default || fail "OpenRC is not in the default runlevel"
-	init_lifecycle openrc
-}
 
 # containerd as an OpenRC service (as Alpine and Gentoo ship it; Debian's
 # package has none), a bundle where install.sh --images puts it: at boot
@@ -704,13 +664,6 @@ EOF
 
 boot_runit() { boot runit bookworm runit runit-init runit containerd $NODE_PKGS; }
 
-test_runit_pid1_tarball_reboot_restart_uninstall() {
-	boot_runit
-	[ "$(kd_in_boot runit ps -o comm= -p 1)" = runit ] || fail "PID 1 is not runit"
-	init_lifecycle runit
-	kd_poweroff runit
-}
-
 # containerd as a runit service, a bundle where install.sh --images puts
 # it: runit starts both at once, and the kubelet's run script imports the
 # bundle (waiting for containerd's socket) before it execs the kubelet.
@@ -761,9 +714,7 @@ kd_test test_systemd252_installer_image_on_the_booted_host
 kd_poweroff sd252
 kd_test test_systemd257_deb_env_file_cases
 kd_test test_systemd257_sysext_starts_the_kubelet_at_boot
-kd_test test_openrc_pid1_tarball_reboot_restart_uninstall
 kd_test test_openrc_pid1_images_imported_before_the_kubelet_at_boot
 kd_test test_openrc_pid1_installer_image_on_the_booted_host
-kd_test test_runit_pid1_tarball_reboot_restart_uninstall
 kd_test test_runit_pid1_images_imported_before_the_kubelet_at_boot
 kd_summary

@@ -22,9 +22,14 @@
 # in KUBEADM_CONFIG below, nowhere else in the tests; real nodes should be
 # cgroup v2.
 #
+# After the checks of a working cluster come the faults (a killed kubelet,
+# a rebooted worker, a restarted containerd) and the teardown (kubeadm
+# reset, then apt-get purge and install.sh uninstall), compared with a
+# listing of each node taken before the install.
+#
 # Node logs (journal, OpenRC's and svlogd's, the kubelet's and containerd's,
 # kubectl get events) are kept under target/ci-work/t-cluster.logs when a
-# case fails. Run it alone: cargo xtask test cluster.
+# case fails, as the cluster was before its teardown. Run it alone: cargo xtask test cluster.
 
 # shellcheck disable=SC2016,SC2086 # $... in single quotes is for the inner shell; package lists split
 # shellcheck source=ci/lib.sh
@@ -45,6 +50,8 @@ TARBALL=$(kd_one "$@")
 set -- "$KD_DIST"/kubedist-images-*-amd64.oci.tar
 BUNDLE=$(kd_one "$@")
 K8S=$(basename "$TARBALL" | sed 's/^kubedist-\(.*\)-linux-amd64.tar.gz$/\1/')
+# The references of the bundle's images.
+tar -xOf "$BUNDLE" index.json | jq -r '.manifests[].annotations["io.containerd.image.name"]' | sort >"$TMP/bundle.refs"
 PAUSE=$(sed -n 's/^reference = "\(.*\/pause:.*\)"$/\1/p' "$KD_REPO/pkg/images.toml")
 
 # The nodes: name, address, pod subnet, init system.
@@ -68,14 +75,22 @@ net_up() {
         ip link add "kdc$n$$" type veth peer name eth0 netns "kdc-$n.$$"
         ip link set "kdc$n$$" netns "$SW"
         ip -n "$SW" link set "kdc$n$$" master br0 up
-        ip -n "kdc-$n.$$" link set lo up
-        ip -n "kdc-$n.$$" addr add "$(node_ip "$n")/24" dev eth0
-        ip -n "kdc-$n.$$" link set eth0 up
-        ip -n "kdc-$n.$$" route add default via 10.88.0.1
-        # Pod routes: each other node's pod subnet through that node.
-        for m in $NODES; do
-            [ "$m" = "$n" ] || ip -n "kdc-$n.$$" route add "$(node_pods "$m").0/24" via "$(node_ip "$m")"
-        done
+    done
+}
+
+# node_net NODE : the script that configures NODE's end of the wire at each
+# boot, as a host's network service does (sysvinit's halt takes the links
+# down): its address, the default route, and each other node's pod subnet
+# through that node.
+node_net() {
+    echo '#!/bin/sh'
+    echo 'set -e'
+    echo 'ip link set lo up'
+    echo "ip addr replace $(node_ip "$1")/24 dev eth0"
+    echo 'ip link set eth0 up'
+    echo 'ip route replace default via 10.88.0.1'
+    for m in $NODES; do
+        [ "$m" = "$1" ] || echo "ip route replace $(node_pods "$m").0/24 via $(node_ip "$m")"
     done
 }
 
@@ -233,7 +248,8 @@ node_root() {
     mkdir -p "$r/etc/containerd"
     containerd_config >"$r/etc/containerd/config.toml"
     printf '%s' "$NODE_CGROUPS" >"$r/usr/local/sbin/node-cgroups"
-    chmod 0755 "$r/usr/local/sbin/node-cgroups"
+    node_net "$n" >"$r/usr/local/sbin/node-net"
+    chmod 0755 "$r/usr/local/sbin/node-cgroups" "$r/usr/local/sbin/node-net"
     # No name server exists offline; CoreDNS forwards to this one in vain.
     echo "nameserver 10.88.0.1" >"$r/etc/resolv.conf"
     {
@@ -251,6 +267,7 @@ Description=containerd container runtime
 After=network.target
 
 [Service]
+ExecStartPre=/usr/local/sbin/node-net
 ExecStartPre=/usr/local/sbin/node-cgroups
 ExecStart=/usr/local/bin/containerd
 Type=notify
@@ -284,12 +301,14 @@ INITD
         ln -s /etc/init.d/containerd "$r/etc/runlevels/default/containerd"
         cat >"$r/etc/init.d/node-net" <<'INITD'
 #!/sbin/openrc-run
-# The node's network is set up before it boots (its namespace's veth).
+# The node's end of its wire.
 depend() { provide net; }
-start() { return 0; }
+start() { /usr/local/sbin/node-net; }
 INITD
         chmod 0755 "$r/etc/init.d/node-net"
         ln -s /etc/init.d/node-net "$r/etc/runlevels/default/node-net"
+        # What the services print at boot, kept in /var/log/rc.log.
+        echo 'rc_logger="YES"' >>"$r/etc/rc.conf"
         ;;
     runit)
         mkdir -p "$r/etc/sv/containerd/log" "$r/var/log/containerd"
@@ -297,6 +316,7 @@ INITD
 #!/bin/sh
 exec 2>&1
 export PATH=/usr/local/sbin:/usr/local/bin:$PATH
+/usr/local/sbin/node-net
 /usr/local/sbin/node-cgroups
 exec containerd
 RUN
@@ -408,8 +428,10 @@ keep_logs() {
         kd_booted "$n" || continue
         mkdir -p "$LOGS/$n"
         kd_in_boot "$n" sh -c 'journalctl --no-pager -b 2>/dev/null | tail -n 3000' >"$LOGS/$n/journal" 2>&1 || true
-        kd_in_boot "$n" sh -c 'cat /var/log/rc.log /var/log/kubelet/kubelet.log /var/log/containerd.log 2>/dev/null | tail -n 3000' >"$LOGS/$n/openrc" 2>&1 || true
-        kd_in_boot "$n" sh -c 'cat /var/log/kubelet/current /var/log/containerd/current 2>/dev/null | tail -n 3000' >"$LOGS/$n/svlogd" 2>&1 || true
+        for f in /var/log/rc.log /var/log/kubelet/kubelet.log /var/log/containerd.log \
+            /var/log/kubelet/current /var/log/containerd/current; do
+            kd_in_boot "$n" tail -n 3000 "$f" >"$LOGS/$n/$(echo "${f#/var/log/}" | tr / -)" 2>/dev/null || true
+        done
     done
     kd_in_boot cp kubectl --kubeconfig /etc/kubernetes/admin.conf get events -A >"$LOGS/events" 2>&1 || true
     kd_in_boot cp kubectl --kubeconfig /etc/kubernetes/admin.conf get pods -A -o wide >"$LOGS/pods" 2>&1 || true
@@ -446,6 +468,8 @@ set_zone() {
 }
 
 test_nodes_install_offline_from_the_repository_and_the_tarball() {
+    # (What the teardown compares with.)
+    for n in $NODES; do listing "$n" >"$TMP/$n.before"; done
     in_node cp '
         apt-get update -q
         apt-get install -y -q kubeadm kubelet kubectl kubernetes-cni cri-tools
@@ -609,7 +633,6 @@ test_nothing_was_pulled_and_the_bundles_images_are_pinned() {
         # Every image of the bundle, pinned: the kubelet's garbage collection
         # never removes a pinned image.
         jq -r '.images[] | select(.pinned) | .repoTags[]' "$TMP/$n.images" | sort >"$TMP/$n.pinned"
-        tar -xOf "$BUNDLE" index.json | jq -r '.manifests[].annotations["io.containerd.image.name"]' | sort >"$TMP/bundle.refs"
         comm -23 "$TMP/bundle.refs" "$TMP/$n.pinned" >"$TMP/$n.unpinned"
         [ ! -s "$TMP/$n.unpinned" ] || { cat "$TMP/$n.unpinned"; echo "assertion failed: kd-$n holds the bundle's images above unpinned" >&2; return 1; }
         # And nothing else: no image came from a registry.
@@ -652,6 +675,171 @@ test_kubelet_extra_args_label_a_worker_and_a_restart_relabels_it() {
     wait_for 120 "kd-w1 is Ready again" kc wait --for=condition=Ready node/kd-w1 --timeout=5s
 }
 
+# boot_logs NODE : the logs a worker's boot-time image import writes to:
+# OpenRC's rc.log (the kubedist-images service), svlogd's logs of the
+# kubelet service on runit (its run script imports before each start).
+boot_logs() { case $(node_init "$1") in openrc) echo /var/log/rc.log ;; runit) echo /var/log/kubelet ;; esac; }
+
+# now : the time, as the API server writes it (UTC, RFC 3339).
+now() { date -u +%Y-%m-%dT%H:%M:%SZ; }
+# later TIME SINCE : TIME (RFC 3339, UTC) is after SINCE.
+later() { [ "$1" != "$2" ] && [ "$(printf '%s\n%s\n' "$1" "$2" | sort | tail -n 1)" = "$1" ]; }
+
+# back_since NODE TIME : NODE's kubelet has renewed its lease since TIME
+# and NODE is Ready: a Ready condition alone may be the one from before
+# (the node controller waits 40 s before it marks a silent node).
+back_since() {
+    later "$(kc -n kube-node-lease get lease "kd-$1" -o jsonpath='{.spec.renewTime}')" "$2" &&
+        kc wait --for=condition=Ready "node/kd-$1" --timeout=5s
+}
+
+# echo_back_since NODE TIME : NODE's echo pod is Ready, its container one
+# started since TIME.
+echo_back_since() {
+    later "$(kc get pod "echo-$1" -o jsonpath='{.status.containerStatuses[0].state.running.startedAt}')" "$2" &&
+        kc wait --for=condition=Ready "pod/echo-$1" --timeout=5s
+}
+
+# Each worker powered off through its init system and booted again: the
+# kubelet starts by itself, the node and its pod are Ready again, and the
+# boot-time import finds every bundled image present and imports none.
+# (kd_reboot's helpers use $n: the worker is $w here.)
+test_a_rebooted_worker_is_ready_again_with_nothing_imported_again() {
+    for w in w1 w2; do
+        kd_poweroff "$w"
+        # The logs of the boot to come alone: the earlier ones set aside.
+        log=$TMP/root-$w$(boot_logs "$w")
+        mv "$log" "$log.before-reboot"
+        [ "$(node_init "$w")" = openrc ] || mkdir "$log"
+        since=$(now)
+        kd_reboot "$w"
+        wait_for 180 "kd-$w is Ready after its reboot" back_since "$w" "$since"
+        wait_for 180 "echo-$w runs again after kd-$w's reboot" echo_back_since "$w" "$since"
+        kd_in_boot "$w" grep -rh 'kubedist-images:' "$(boot_logs "$w")" >"$TMP/$w.reboot-import" || true
+        cat "$TMP/$w.reboot-import"
+        while read -r ref; do
+            assert_grep "$ref: present " "$TMP/$w.reboot-import"
+        done <"$TMP/bundle.refs"
+        assert_no_grep ': imported ' "$TMP/$w.reboot-import"
+        kd_in_boot "$w" crictl images -o json | jq -r '.images[].repoTags[]' | sort >"$TMP/$w.after-reboot"
+        assert_eq "$(cat "$TMP/bundle.refs")" "$(cat "$TMP/$w.after-reboot")" "the images on kd-$w after its reboot"
+    done
+    for n in $NODES; do
+        wait_for 60 "the echo Services answer from kd-$n's pod" echo_reachable "$n"
+    done
+}
+
+# echo_reachable NODE : the echo Services of the other nodes answer from
+# NODE's pod.
+echo_reachable() {
+    for m in $NODES; do
+        [ "$m" != "$1" ] || continue
+        ip=$(kc get svc "echo-$m" -o jsonpath='{.spec.clusterIP}')
+        in_pod "$1" "echo-$1" curl -fsS --max-time 10 "http://$ip:2379/health" | grep -q '"health":"true"' || return 1
+    done
+}
+
+containerd_pid() { kd_in_boot "$1" pgrep -x containerd || true; }
+containerd_restarted() { p=$(containerd_pid "$1"); [ -n "$p" ] && [ "$p" != "$2" ]; }
+
+# containerd restarted through each node's init system: the pods' containers
+# outlive it (their shims are not its children), and the kubelet and the
+# Services find them again.
+test_a_restarted_containerd_brings_the_pods_back() {
+    for n in $NODES; do
+        kc get pod "echo-$n" -o jsonpath='{.status.containerStatuses[0].containerID}' >"$TMP/echo-$n.container"
+        old=$(containerd_pid "$n")
+        case $(node_init "$n") in
+        systemd) kd_in_boot "$n" systemctl restart containerd ;;
+        openrc) kd_in_boot "$n" rc-service containerd restart ;;
+        runit) kd_in_boot "$n" sv restart containerd ;;
+        esac
+        wait_for 60 "containerd runs again on kd-$n" containerd_restarted "$n" "$old"
+        since=$(now)
+        wait_for 120 "kd-$n is Ready after containerd's restart" back_since "$n" "$since"
+        wait_for 120 "echo-$n is Ready after containerd's restart" kc wait --for=condition=Ready "pod/echo-$n" --timeout=5s
+        echo "kd-$n: containerd $old restarted as $(containerd_pid "$n")"
+        assert_eq "$(cat "$TMP/echo-$n.container")" "$(kc get pod "echo-$n" -o jsonpath='{.status.containerStatuses[0].containerID}')" \
+            "echo-$n's container after containerd's restart on kd-$n (the same one)"
+    done
+    for n in $NODES; do
+        wait_for 60 "the echo Services answer from kd-$n's pod" echo_reachable "$n"
+    done
+}
+
+# What the installers own, read from the node itself: the tarball's install
+# manifest, dpkg's lists of the five packages.
+owned_paths() {
+    case $(node_init "$1") in
+    systemd) kd_in_boot "$1" dpkg -L kubeadm kubelet kubectl kubernetes-cni cri-tools ;;
+    *) kd_in_boot "$1" sh -c 'grep -v "^[#@]" /var/lib/kubedist/install.manifest | cut -f5' ;;
+    esac | sort -u
+}
+
+# The paths of a node, without those of the kernel, the runtime's state and
+# logs, and OpenRC's cache: compared before the install and after the
+# teardown.
+listing() {
+    kd_in_boot "$1" find / -xdev \( -path /proc -o -path /sys -o -path /dev -o -path /run -o -path /tmp \
+        -o -path /var/log -o -path /var/cache -o -path /var/lib/apt -o -path /var/lib/dpkg \
+        -o -path /var/lib/containerd -o -path /var/lib/systemd -o -path /usr/lib/rc/cache \
+        -o -path /root -o -path /srv \) -prune -o -print | sort
+}
+
+# not_kubedists NODE : the paths, as patterns, that may be new on NODE after
+# its teardown, none of them kubedist's: what kubeadm reset says it leaves
+# (CNI state and configuration, /etc/kubernetes), the emptied etcd
+# directory, the hostPath directories the kubelet creates for the static
+# pods and kube-proxy, its volume plugin directory; and the admin's own
+# files: the bundle copied into /var/lib/kubedist/images on the deb node,
+# the edited family env file of a tarball node, which install.sh keeps.
+not_kubedists() {
+    printf '%s\n' '^/etc/cni/net\.d/10-kubedist\.conflist$' '^/etc/kubernetes(/pki)?$' '^/var/lib/etcd$' \
+        '^/var/lib/cni(/.*)?$' '^/etc/ssl(/certs)?$' '^/usr/lib/modules$' \
+        '^/usr/libexec/kubernetes(/kubelet-plugins(/volume(/exec)?)?)?$'
+    case $(node_init "$1") in
+    systemd) echo '^/var/lib/kubedist(/images(/.*)?)?$' ;;
+    *) echo '^/etc/default/kubelet$' ;;
+    esac
+}
+
+# kubeadm reset on every node (on runit after `sv stop kubelet`, which
+# kubeadm cannot do there, see docs/lifecycle.md), then the packages
+# purged (cp) and the tarball uninstalled (workers): nothing of kubedist's
+# runs, and the only paths new since the install, owned by the installers or
+# not, are what kubeadm, the kubelet and the admin made; the admin's edited
+# env file is kept as it was.
+test_kubeadm_reset_and_the_uninstalls_leave_nothing_of_kubedist() {
+    for n in $NODES; do owned_paths "$n" >"$TMP/$n.owned"; done
+    for n in w1 w2; do kd_in_boot "$n" cat /etc/default/kubelet >"$TMP/$n.admin-env"; done
+    in_node w2 'sv stop kubelet'
+    for n in w1 w2 cp; do
+        in_node "$n" 'kubeadm reset -f'
+    done
+    in_node cp 'apt-get purge -y -q kubeadm kubelet kubectl kubernetes-cni cri-tools'
+    for n in w1 w2; do
+        in_node "$n" '/root/kubedist-*/install.sh uninstall'
+        # Nothing of kubedist's runs: no kubelet, wrapper or their supervisor.
+        kd_in_boot "$n" pgrep -a -f 'kubelet|supervise-daemon kubelet|runsv kubelet' >"$TMP/$n.running" || true
+        [ ! -s "$TMP/$n.running" ] || { cat "$TMP/$n.running"; echo "assertion failed: kd-$n still runs the above" >&2; return 1; }
+        assert_eq "$(cat "$TMP/$n.admin-env")" "$(kd_in_boot "$n" cat /etc/default/kubelet)" \
+            "kd-$n's edited /etc/default/kubelet after the uninstall"
+    done
+    for n in $NODES; do
+        listing "$n" >"$TMP/$n.after"
+        comm -13 "$TMP/$n.before" "$TMP/$n.after" >"$TMP/$n.new"
+        echo "kd-$n: new since the install:"
+        sed 's/^/  /' "$TMP/$n.new"
+        not_kubedists "$n" >"$TMP/$n.allowed"
+        # (An installed directory kubeadm's files keep, /etc/kubernetes, is
+        # kubeadm's now.)
+        comm -12 "$TMP/$n.owned" "$TMP/$n.new" | grep -Ev -f "$TMP/$n.allowed" >"$TMP/$n.owned-left" || true
+        [ ! -s "$TMP/$n.owned-left" ] || { cat "$TMP/$n.owned-left"; echo "assertion failed: kd-$n keeps the installed paths above" >&2; return 1; }
+        grep -Ev -f "$TMP/$n.allowed" "$TMP/$n.new" >"$TMP/$n.left" || true
+        [ ! -s "$TMP/$n.left" ] || { cat "$TMP/$n.left"; echo "assertion failed: kd-$n keeps the new paths above" >&2; return 1; }
+    done
+}
+
 kd_test test_nodes_install_offline_from_the_repository_and_the_tarball
 kd_test test_kubeadm_init_completes_offline_and_every_node_is_ready
 kd_test test_every_kubelet_is_its_init_systems_child_with_the_drop_in_chain
@@ -660,7 +848,12 @@ kd_test test_pods_on_every_node_reach_each_other_through_services_and_coredns
 kd_test test_nothing_was_pulled_and_the_bundles_images_are_pinned
 kd_test test_a_killed_kubelet_is_brought_back_by_its_init_system
 kd_test test_kubelet_extra_args_label_a_worker_and_a_restart_relabels_it
+kd_test test_a_rebooted_worker_is_ready_again_with_nothing_imported_again
+kd_test test_a_restarted_containerd_brings_the_pods_back
+# The cluster's logs as a failure left them, before the teardown.
 [ "$kd_failed" -eq 0 ] || keep_logs
+kd_test test_kubeadm_reset_and_the_uninstalls_leave_nothing_of_kubedist
+[ "$kd_failed" -eq 0 ] || [ -d "$LOGS" ] || keep_logs
 # Each node's peak memory, from its memory cgroup.
 for n in $NODES; do
     f=/sys/fs/cgroup/memory/kdc-$n.$$/memory.max_usage_in_bytes
