@@ -556,6 +556,9 @@ assert_no_file() { [ ! -e "$1" ] || { echo "assertion failed: $1 should not exis
 assert_grep() { # PATTERN FILE
     grep -q -- "$1" "$2" || { echo "assertion failed: '$1' not in $2:" >&2; sed 's/^/  | /' "$2" >&2; return 1; }
 }
+assert_empty() { # FILE WHAT : FILE lists nothing; else it is printed, WHAT said
+    [ ! -s "$1" ] || { sed 's/^/  | /' "$1" >&2; echo "assertion failed: $2" >&2; return 1; }
+}
 assert_no_grep() { # PATTERN FILE
     ! grep -q -- "$1" "$2" || { echo "assertion failed: '$1' in $2:" >&2; sed 's/^/  | /' "$2" >&2; return 1; }
 }

@@ -529,7 +529,7 @@ test_every_kubelet_is_its_init_systems_child_with_the_drop_in_chain() {
         kd_in_boot "$n" cat "/proc/$pid/environ" | tr '\0' '\n' | sort >"$TMP/$n.environ"
         jq -r '.env | to_entries[] | "\(.key)=\(.value)"' "$TMP/$n.print" | sort >"$TMP/$n.print.env"
         comm -23 "$TMP/$n.print.env" "$TMP/$n.environ" >"$TMP/$n.missing"
-        [ ! -s "$TMP/$n.missing" ] || { cat "$TMP/$n.missing"; echo "assertion failed: kd-$n's kubelet lacks the variables above" >&2; return 1; }
+        assert_empty "$TMP/$n.missing" "kd-$n's kubelet lacks the variables above"
     done
 }
 
@@ -634,10 +634,10 @@ test_nothing_was_pulled_and_the_bundles_images_are_pinned() {
         # never removes a pinned image.
         jq -r '.images[] | select(.pinned) | .repoTags[]' "$TMP/$n.images" | sort >"$TMP/$n.pinned"
         comm -23 "$TMP/bundle.refs" "$TMP/$n.pinned" >"$TMP/$n.unpinned"
-        [ ! -s "$TMP/$n.unpinned" ] || { cat "$TMP/$n.unpinned"; echo "assertion failed: kd-$n holds the bundle's images above unpinned" >&2; return 1; }
+        assert_empty "$TMP/$n.unpinned" "kd-$n holds the bundle's images above unpinned"
         # And nothing else: no image came from a registry.
         jq -r '.images[].repoTags[]' "$TMP/$n.images" | sort | comm -23 - "$TMP/bundle.refs" >"$TMP/$n.others"
-        [ ! -s "$TMP/$n.others" ] || { cat "$TMP/$n.others"; echo "assertion failed: kd-$n holds images the bundle does not" >&2; return 1; }
+        assert_empty "$TMP/$n.others" "kd-$n holds images the bundle does not"
     done
 }
 
@@ -821,7 +821,7 @@ test_kubeadm_reset_and_the_uninstalls_leave_nothing_of_kubedist() {
         in_node "$n" '/root/kubedist-*/install.sh uninstall'
         # Nothing of kubedist's runs: no kubelet, wrapper or their supervisor.
         kd_in_boot "$n" pgrep -a -f 'kubelet|supervise-daemon kubelet|runsv kubelet' >"$TMP/$n.running" || true
-        [ ! -s "$TMP/$n.running" ] || { cat "$TMP/$n.running"; echo "assertion failed: kd-$n still runs the above" >&2; return 1; }
+        assert_empty "$TMP/$n.running" "kd-$n still runs the above"
         assert_eq "$(cat "$TMP/$n.admin-env")" "$(kd_in_boot "$n" cat /etc/default/kubelet)" \
             "kd-$n's edited /etc/default/kubelet after the uninstall"
     done
@@ -834,9 +834,9 @@ test_kubeadm_reset_and_the_uninstalls_leave_nothing_of_kubedist() {
         # (An installed directory kubeadm's files keep, /etc/kubernetes, is
         # kubeadm's now.)
         comm -12 "$TMP/$n.owned" "$TMP/$n.new" | grep -Ev -f "$TMP/$n.allowed" >"$TMP/$n.owned-left" || true
-        [ ! -s "$TMP/$n.owned-left" ] || { cat "$TMP/$n.owned-left"; echo "assertion failed: kd-$n keeps the installed paths above" >&2; return 1; }
+        assert_empty "$TMP/$n.owned-left" "kd-$n keeps the installed paths above"
         grep -Ev -f "$TMP/$n.allowed" "$TMP/$n.new" >"$TMP/$n.left" || true
-        [ ! -s "$TMP/$n.left" ] || { cat "$TMP/$n.left"; echo "assertion failed: kd-$n keeps the new paths above" >&2; return 1; }
+        assert_empty "$TMP/$n.left" "kd-$n keeps the new paths above"
     done
 }
 
