@@ -742,12 +742,15 @@ echo_reachable() {
 containerd_pid() { kd_in_boot "$1" pgrep -x containerd || true; }
 containerd_restarted() { p=$(containerd_pid "$1"); [ -n "$p" ] && [ "$p" != "$2" ]; }
 
+# echo_container NODE : the id of the container of NODE's echo pod.
+echo_container() { kc get pod "echo-$1" -o jsonpath='{.status.containerStatuses[0].containerID}'; }
+
 # containerd restarted through each node's init system: the pods' containers
 # outlive it (their shims are not its children), and the kubelet and the
 # Services find them again.
 test_a_restarted_containerd_brings_the_pods_back() {
     for n in $NODES; do
-        kc get pod "echo-$n" -o jsonpath='{.status.containerStatuses[0].containerID}' >"$TMP/echo-$n.container"
+        container=$(echo_container "$n")
         old=$(containerd_pid "$n")
         case $(node_init "$n") in
         systemd) kd_in_boot "$n" systemctl restart containerd ;;
@@ -759,21 +762,11 @@ test_a_restarted_containerd_brings_the_pods_back() {
         wait_for 120 "kd-$n is Ready after containerd's restart" back_since "$n" "$since"
         wait_for 120 "echo-$n is Ready after containerd's restart" kc wait --for=condition=Ready "pod/echo-$n" --timeout=5s
         echo "kd-$n: containerd $old restarted as $(containerd_pid "$n")"
-        assert_eq "$(cat "$TMP/echo-$n.container")" "$(kc get pod "echo-$n" -o jsonpath='{.status.containerStatuses[0].containerID}')" \
-            "echo-$n's container after containerd's restart on kd-$n (the same one)"
+        assert_eq "$container" "$(echo_container "$n")" "echo-$n's container after containerd's restart on kd-$n (the same one)"
     done
     for n in $NODES; do
         wait_for 60 "the echo Services answer from kd-$n's pod" echo_reachable "$n"
     done
-}
-
-# What the installers own, read from the node itself: the tarball's install
-# manifest, dpkg's lists of the five packages.
-owned_paths() {
-    case $(node_init "$1") in
-    systemd) kd_in_boot "$1" dpkg -L kubeadm kubelet kubectl kubernetes-cni cri-tools ;;
-    *) kd_in_boot "$1" sh -c 'grep -v "^[#@]" /var/lib/kubedist/install.manifest | cut -f5' ;;
-    esac | sort -u
 }
 
 # The paths of a node, without those of the kernel, the runtime's state and
@@ -810,7 +803,6 @@ not_kubedists() {
 # not, are what kubeadm, the kubelet and the admin made; the admin's edited
 # env file is kept as it was.
 test_kubeadm_reset_and_the_uninstalls_leave_nothing_of_kubedist() {
-    for n in $NODES; do owned_paths "$n" >"$TMP/$n.owned"; done
     for n in w1 w2; do kd_in_boot "$n" cat /etc/default/kubelet >"$TMP/$n.admin-env"; done
     in_node w2 'sv stop kubelet'
     for n in w1 w2 cp; do
@@ -830,11 +822,10 @@ test_kubeadm_reset_and_the_uninstalls_leave_nothing_of_kubedist() {
         comm -13 "$TMP/$n.before" "$TMP/$n.after" >"$TMP/$n.new"
         echo "kd-$n: new since the install:"
         sed 's/^/  /' "$TMP/$n.new"
-        not_kubedists "$n" >"$TMP/$n.allowed"
-        # (An installed directory kubeadm's files keep, /etc/kubernetes, is
+        # (Every path the installers owned and left is new here too; an
+        # installed directory kubeadm's files keep, /etc/kubernetes, is
         # kubeadm's now.)
-        comm -12 "$TMP/$n.owned" "$TMP/$n.new" | grep -Ev -f "$TMP/$n.allowed" >"$TMP/$n.owned-left" || true
-        assert_empty "$TMP/$n.owned-left" "kd-$n keeps the installed paths above"
+        not_kubedists "$n" >"$TMP/$n.allowed"
         grep -Ev -f "$TMP/$n.allowed" "$TMP/$n.new" >"$TMP/$n.left" || true
         assert_empty "$TMP/$n.left" "kd-$n keeps the new paths above"
     done
