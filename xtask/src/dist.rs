@@ -460,11 +460,7 @@ enum ImagesFrom {
 /// Where the images of `pkg/images.toml` come from; else why they cannot.
 fn images_from(spec: &Spec, args: &Args, k8s_version: &str) -> Result<ImagesFrom, String> {
     if spec.images.kubernetes != k8s_version {
-        return Err(format!(
-            "pkg/images.toml lists the images kubeadm {} pulls; which images kubeadm \
-             {k8s_version} pulls is not known here",
-            spec.images.kubernetes
-        ));
+        return Err(spec.images_unknown(k8s_version));
     }
     if args.origin.image_mirror.is_some() {
         return Ok(ImagesFrom::Registry);

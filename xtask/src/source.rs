@@ -87,12 +87,9 @@ pub fn run(spec: &Spec, args: &Args) -> Result<()> {
     let arches = crate::fetch::arches_or_host(&args.arch)?;
     let out = args.out.clone().unwrap_or_else(|| default_dir(&spec.root));
     let images = match args.images {
-        true if spec.images.kubernetes != spec_version(&spec) => bail!(
-            "--images: pkg/images.toml lists the images kubeadm {} pulls; which images kubeadm \
-             {} pulls is not known here",
-            spec.images.kubernetes,
-            spec_version(&spec)
-        ),
+        true if spec.images.kubernetes != spec_version(&spec) => {
+            bail!("--images: {}", spec.images_unknown(&spec_version(&spec)))
+        }
         true => Some(&spec.images),
         false => None,
     };
@@ -514,18 +511,40 @@ fn minor_patch(version: &str) -> Result<(&str, &str)> {
     }
 }
 
-/// The modules a go.mod replaces by a local directory (`X => ./dir`).
+/// The modules a go.mod requires and replaces by a local directory
+/// (`X => ./dir`). A replaced module it does not require is one it forbids
+/// (etcd 3.6: `go.etcd.io/etcd => ./FORBIDDEN_DEPENDENCY`), not one to build.
 fn local_replacements(go_mod: &str) -> Vec<String> {
+    let mut required = std::collections::BTreeSet::new();
+    let mut in_require = false;
+    for line in go_mod.lines().map(str::trim) {
+        let entry = match line.strip_prefix("require") {
+            Some(rest) if rest.trim() == "(" => {
+                in_require = true;
+                continue;
+            }
+            Some(rest) => rest.trim(),
+            None if in_require && line == ")" => {
+                in_require = false;
+                continue;
+            }
+            None if in_require => line,
+            None => continue,
+        };
+        if let Some(module) = entry.split_whitespace().next() {
+            required.insert(module);
+        }
+    }
     go_mod
         .lines()
         .filter_map(|l| {
             let l = l.trim().trim_start_matches("replace").trim();
             let (module, target) = l.split_once("=>")?;
             let target = target.trim();
-            (target.starts_with("./") || target.starts_with("../"))
-                .then(|| module.split_whitespace().next().unwrap_or("").to_string())
+            let module = module.split_whitespace().next()?;
+            ((target.starts_with("./") || target.starts_with("../")) && required.contains(module))
+                .then(|| module.to_string())
         })
-        .filter(|m| !m.is_empty())
         .collect()
 }
 

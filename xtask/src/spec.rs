@@ -827,8 +827,56 @@ impl Spec {
             .get_mut("kubernetes")
             .context("pkg/release.toml: no [sources.kubernetes] entry")?
             .version = version.to_string();
+        // Another version's images, where they are known; else the pin's
+        // stay, and whatever needs the images says they are not known.
+        let images = older_images(&self.root, version);
+        if images.is_file() {
+            spec.images = Images::load(&images, &spec.release)?;
+        }
         Ok(spec)
     }
+
+    /// Why there are no images for `version`, and for which versions there
+    /// are.
+    pub fn images_unknown(&self, version: &str) -> String {
+        let known = self
+            .image_versions()
+            .map_or_else(|e| format!("{e:#}"), |v| v.join(", "));
+        format!(
+            "which images kubeadm {version} pulls is not known here (pkg/images.toml and \
+             pkg/images/ list them for {known})"
+        )
+    }
+
+    /// The Kubernetes versions whose images are known: the pin's
+    /// (pkg/images.toml) and one more per pkg/images/vX.Y.Z.toml, sorted.
+    pub fn image_versions(&self) -> Result<Vec<String>> {
+        let mut out = vec![Spec::load(&self.root)?.images.kubernetes];
+        let dir = self.root.join("pkg/images");
+        for entry in std::fs::read_dir(&dir).with_context(|| rel(&self.root, &dir))? {
+            let name = entry?.file_name().to_string_lossy().into_owned();
+            match name.strip_prefix('v').and_then(|n| n.strip_suffix(".toml")) {
+                Some(v) if is_version(v) => out.push(v.to_string()),
+                _ => bail!("pkg/images/{name}: not a vX.Y.Z.toml"),
+            }
+        }
+        out.sort_by_key(|v| version_key(v));
+        out.dedup();
+        Ok(out)
+    }
+}
+
+/// `pkg/images/vVERSION.toml`: the images kubeadm VERSION pulls, for a
+/// version other than the pin (`dist --version`).
+fn older_images(root: &Path, version: &str) -> PathBuf {
+    root.join("pkg/images").join(format!("v{version}.toml"))
+}
+
+/// Orders `X.Y.Z` versions numerically.
+fn version_key(v: &str) -> Vec<u64> {
+    v.split(['.', '-'])
+        .map(|n| n.parse().unwrap_or(0))
+        .collect()
 }
 
 /// `X.Y.Z` or `X.Y.Z-<pre-release>` (letters, digits, dots).

@@ -97,13 +97,26 @@ fn every_path_a_doc_names_exists() {
 }
 
 #[test]
-fn every_pinned_upstream_file_is_in_the_lock_or_says_why_not() {
+fn every_supported_version_is_in_the_lock_or_says_why_not_and_builds_from_source() {
+    // The supported versions: the pin and each whose images are known.
     let spec = crate::spec::Spec::load(&root()).unwrap();
-    let missing = crate::fetch::unaccounted(&spec).unwrap();
+    let mut missing = Vec::new();
+    for version in spec.image_versions().unwrap() {
+        let spec = spec.with_kubernetes_version(&version).unwrap();
+        assert_eq!(spec.images.kubernetes, version);
+        missing.extend(crate::fetch::unaccounted(&spec).unwrap());
+        let pins = format!("pkg/source/kubernetes/v{version}/go.sum");
+        if !root().join(&pins).is_file() {
+            missing.push(format!(
+                "{pins} (cargo xtask source --lock --version {version})"
+            ));
+        }
+    }
     assert!(
         missing.is_empty(),
         "pkg/upstream.lock neither pins these nor says why it cannot (take the digest \
-         from a published record, or add an [unrecorded] remark):\n{}",
+         from a published record, or add an [unrecorded] remark), or their source is not \
+         pinned:\n{}",
         missing.join("\n")
     );
 }

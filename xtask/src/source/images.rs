@@ -74,6 +74,13 @@ struct CProgram {
     path: String,
     /// The Makefile whose `TAG ?=` must be the image's tag.
     makefile: String,
+    /// Image tag → the recipe's version it is compiled from. One reference
+    /// must name one image in every release's bundle (a node upgraded
+    /// from one release to the next imports both): pause 3.10.2 from the
+    /// same module version whichever release bundles it. A tag not listed
+    /// is compiled from the release's version.
+    #[serde(default)]
+    built_from: BTreeMap<String, String>,
 }
 
 impl ImageRecipes {
@@ -125,6 +132,10 @@ fn version_of(image: &Image) -> Result<String> {
 /// recipe is one of the release's sources (the control plane's images and
 /// pause come from the kubernetes module of the release), else its tag's.
 fn recipe_version(spec: &Spec, recipe: &ImageRecipe, image: &Image) -> Result<String> {
+    let tag = image.reference.rsplit_once(':').map_or("", |(_, t)| t);
+    if let Some(version) = recipe.c.as_ref().and_then(|c| c.built_from.get(tag)) {
+        return Ok(version.clone());
+    }
     match spec.release.sources.get(&recipe.recipe) {
         Some(source) => Ok(source.version.clone()),
         None => version_of(image),

@@ -3,11 +3,14 @@ use std::path::Path;
 use super::*;
 
 #[test]
-fn local_replacements_are_the_directory_ones() {
-    let go_mod =
-        "module k8s.io/kubernetes\n\nreplace (\n\tk8s.io/api => ./staging/src/k8s.io/api\n\
+fn local_replacements_are_the_required_directory_ones() {
+    let go_mod = "module k8s.io/kubernetes\n\nrequire (\n\tk8s.io/api v0.0.0\n\
+                  \tgithub.com/x/y v1.0.0 // indirect\n)\n\
+                  require k8s.io/kubelet v0.0.0\n\n\
+                  replace (\n\tk8s.io/api => ./staging/src/k8s.io/api\n\
                   \tgithub.com/x/y => github.com/x/y v1.2.3\n)\n\
-                  replace k8s.io/kubelet => ./staging/src/k8s.io/kubelet\n";
+                  replace k8s.io/kubelet => ./staging/src/k8s.io/kubelet\n\
+                  replace go.etcd.io/etcd => ./FORBIDDEN_DEPENDENCY\n";
     assert_eq!(local_replacements(go_mod), ["k8s.io/api", "k8s.io/kubelet"]);
 }
 
