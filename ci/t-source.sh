@@ -6,8 +6,8 @@
 #   versions; `kubeadm config images list` names exactly pkg/images.toml's
 #   images; `go version -m` shows each program's module at the pinned
 #   version with upstream's tags, -trimpath and no cgo;
-# - two builds from the same inputs, the second with an empty program cache,
-#   give byte-identical files;
+# - two builds from the same inputs, the second (amd64) with an empty
+#   program cache, give byte-identical files;
 # - `dist --source` packages them: no TEST BUILD, a description that says
 #   they were built from source, the kubelet's SBOM naming every module
 #   `go version -m` prints (the main module included) (ci/t-cluster.sh
@@ -19,7 +19,11 @@
 #   containerd 2.x and runc with seccomp, which run every image offline:
 #   pause stays up as 65535 under the default seccomp profile, etcd serves
 #   /health, CoreDNS answers, the control plane's programs print the
-#   release, kube-proxy finds iptables and nft and cleans up with them.
+#   release, kube-proxy finds iptables and nft and cleans up with them;
+# - the release of the minor before (KD_DIST_OLDER, which cargo xtask test
+#   builds for this suite and the cluster's upgrade): its programs print
+#   its version, its kubeadm lists pkg/images/vX.Y.Z.toml, its bundle
+#   holds those images.
 #
 # The first build of a version compiles Kubernetes (README.md, "Building
 # from source"); afterwards Go's caches and the program cache in the home
@@ -46,9 +50,6 @@ pin() { # SOURCE : pkg/release.toml's version of SOURCE
 K8S=$(pin kubernetes)
 CRI=$(pin cri-tools)
 CNI=$(pin cni-plugins)
-# The newest patch of the minor before the pin that pkg/source/ can build.
-OLDER=$(for d in "$KD_REPO"/pkg/source/kubernetes/v*; do basename "$d" | sed 's/^v//'; done |
-    awk -F. -v m="${K8S#*.}" 'BEGIN { split(m, p, ".") } $2 == p[1] - 1' | sort -t. -k3,3n | tail -n 1)
 IN=$TMP/inputs
 BIN=$IN/kubernetes/v$K8S/bin/linux/amd64
 
@@ -122,17 +123,31 @@ test_go_version_m_shows_the_module_and_upstream_flags() {
 
 test_two_builds_are_byte_identical() {
     # The program cache emptied: everything is linked again (Go's compile
-    # cache is shared; its entries are checked by content).
-    (cd "$KD_REPO" && KUBEDIST_SOURCE_CACHE="$TMP/cache2" "$XTASK" source --images --runtime --arch amd64,arm64 --out "$TMP/inputs2")
-    diff -r "$IN" "$TMP/inputs2" || {
-        echo "assertion failed: a second build from the same inputs differs (above)" >&2
+    # cache is shared; its entries are checked by content). One
+    # architecture: the first build's amd64 half is compared, the images
+    # by their amd64 manifests (their indexes name both architectures).
+    (cd "$KD_REPO" && KUBEDIST_SOURCE_CACHE="$TMP/cache2" "$XTASK" source --images --runtime --arch amd64 --out "$TMP/inputs2")
+    for dir in "kubernetes/v$K8S/bin/linux/amd64" runtime/amd64; do
+        diff -r "$IN/$dir" "$TMP/inputs2/$dir" || {
+            echo "assertion failed: a second build from the same inputs differs in $dir (above)" >&2
+            return 1
+        }
+    done
+    for f in "cri-tools/v$CRI/crictl-v$CRI-linux-amd64.tar.gz" "cni-plugins/v$CNI/cni-plugins-linux-amd64-v$CNI.tgz"; do
+        cmp "$IN/$f" "$TMP/inputs2/$f" || {
+            echo "assertion failed: a second build from the same inputs differs: $f" >&2
+            return 1
+        }
+    done
+    source_manifests "$IN/images" amd64 >"$TMP/manifests.first"
+    source_manifests "$TMP/inputs2/images" amd64 | diff -u "$TMP/manifests.first" - || {
+        echo "assertion failed: an image built again has another amd64 manifest (above)" >&2
         return 1
     }
-    [ "$(find "$TMP/cache2" -type f -name kubelet | grep -c .)" = 2 ] || {
+    [ "$(find "$TMP/cache2" -type f -name kubelet | grep -c .)" = 1 ] || {
         echo "assertion failed: the second build did not build the kubelet itself" >&2
         return 1
     }
-    # Two gigabytes that no later case reads.
     rm -rf "$TMP/cache2" "$TMP/inputs2"
 }
 
@@ -191,16 +206,30 @@ test_dist_source_builds_every_artifact_and_says_what_built_them() {
 }
 
 test_the_minor_before_builds_from_source_too() {
-    [ -n "$OLDER" ] || { echo "assertion failed: pkg/source/kubernetes pins no version of the minor before $K8S" >&2; return 1; }
-    out=$TMP/dist-older
-    (cd "$KD_REPO" && "$XTASK" dist --source --fast --version "$OLDER" --arch amd64 --out "$out")
-    deb=$out/kubelet_${OLDER}-1_amd64.deb
+    # cargo xtask test builds it (dist --source --version, amd64) for this
+    # suite and the cluster's upgrade.
+    out=${KD_DIST_OLDER:?cargo xtask test builds the release of the minor before}
+    deb=$(kd_one "$out"/kubelet_*_amd64.deb)
+    older=$(basename "$deb" | sed 's/^kubelet_\(.*\)-[0-9]*_amd64.deb$/\1/')
+    assert_eq "${K8S%.*}" "$(echo "$older" | awk -F. '{ print $1 "." $2 + 1 }')" "the minor before $K8S ($older)"
     dpkg-deb -x "$deb" "$TMP/older"
-    assert_eq "Kubernetes v$OLDER" "$("$TMP/older/usr/bin/kubelet" --version)" "kubelet --version of $OLDER"
-    dpkg-deb -x "$out/kubeadm_${OLDER}-1_amd64.deb" "$TMP/older"
-    assert_eq "v$OLDER" "$("$TMP/older/usr/bin/kubeadm" version -o short)" "kubeadm of $OLDER"
-    assert_file "$out/kubedist-$OLDER-linux-amd64.tar.gz"
-    assert_file "$out/kubernetes-v$OLDER-x86-64.raw"
+    assert_eq "Kubernetes v$older" "$("$TMP/older/usr/bin/kubelet" --version)" "kubelet --version of $older"
+    dpkg-deb -x "$(kd_one "$out"/kubeadm_*_amd64.deb)" "$TMP/older"
+    assert_eq "v$older" "$("$TMP/older/usr/bin/kubeadm" version -o short)" "kubeadm of $older"
+    echo "== kubeadm $older lists the images of pkg/images/v$older.toml, and they are bundled"
+    "$TMP/older/usr/bin/kubeadm" config images list --kubernetes-version "v$older" | sort >"$TMP/older.images"
+    sed -n 's/^reference = "\(.*\)"$/\1/p' "$KD_REPO/pkg/images/v$older.toml" | sort | diff -u - "$TMP/older.images"
+    tar -xOf "$out/kubedist-images-$older-amd64.oci.tar" index.json |
+        jq -r '.manifests[].annotations["io.containerd.image.name"]' | sort | diff -u "$TMP/older.images" -
+    echo "== a reference both releases bundle names one image in both (pause)"
+    tar -xOf "$out/kubedist-images-$older-amd64.oci.tar" index.json |
+        jq -r '.manifests[] | .annotations["io.containerd.image.name"] + " " + .digest' | sort >"$TMP/older.manifests"
+    source_manifests "$IN/images" amd64 >"$TMP/pin.manifests"
+    join "$TMP/older.manifests" "$TMP/pin.manifests" | tee "$TMP/shared.manifests"
+    assert_grep '/pause:' "$TMP/shared.manifests"
+    awk '$2 != $3' "$TMP/shared.manifests" >"$TMP/shared.differ"
+    assert_empty "$TMP/shared.differ" "images under the same reference that differ between $older and $K8S"
+    assert_file "$out/kubedist-$older-linux-amd64.tar.gz"
 }
 
 # "<reference> <digest>" of each image's manifest for ARCH in the layout

@@ -139,6 +139,13 @@ pub fn run(root: &Path, args: &Args) -> Result<()> {
         true => Some(build_releases(root, Inputs::Source)?),
         false => None,
     };
+    let older = match suites
+        .iter()
+        .any(|s| ON_OLDER_RELEASE.contains(&suite_name(s).as_str()))
+    {
+        true => Some(build_older_release(root)?),
+        false => None,
+    };
     // The suites run this binary directly where they signal a step (cargo
     // would take the signal instead).
     let xtask = std::env::current_exe().context("locating the xtask binary")?;
@@ -153,7 +160,14 @@ pub fn run(root: &Path, args: &Args) -> Result<()> {
             Some(built) if ON_SOURCE_BUILDS.contains(&name.as_str()) => built,
             _ => &(prev.clone(), cur.clone()),
         };
-        let output = Command::new("sh")
+        let mut command = Command::new("sh");
+        if let Some(older) = older
+            .as_ref()
+            .filter(|_| ON_OLDER_RELEASE.contains(&name.as_str()))
+        {
+            command.env("KD_DIST_OLDER", older);
+        }
+        let output = command
             .arg(suite)
             .current_dir(root)
             .env("KD_DIST_PREV", prev)
@@ -197,6 +211,49 @@ pub fn run(root: &Path, args: &Args) -> Result<()> {
 /// slows (the repo suite took 550 s on the real programs' packages).
 const ON_SOURCE_BUILDS: &[&str] = &["cluster", "rpm", "zypper"];
 
+/// The suites that also get the release of the minor before the pin, built
+/// from source (`KD_DIST_OLDER`): cluster installs it and upgrades the
+/// cluster to the pin; source checks what it holds.
+const ON_OLDER_RELEASE: &[&str] = &["cluster", "source"];
+
+/// Builds, for amd64 from source, the debs, tarball and images bundle of
+/// the newest version of the minor before the pin whose images are known
+/// (pkg/images/), and returns its output directory.
+fn build_older_release(root: &Path) -> Result<PathBuf> {
+    let spec = crate::spec::Spec::load(root)?;
+    let pin = spec.images.kubernetes.clone();
+    let minor = |v: &str| -> Option<u64> { v.split('.').nth(1)?.parse().ok() };
+    let before = minor(&pin).and_then(|m| m.checked_sub(1));
+    let version = spec
+        .image_versions()?
+        .into_iter()
+        .rfind(|v| minor(v) == before)
+        .with_context(|| format!("pkg/images/ lists no version of the minor before {pin}"))?;
+    let out = root.join("target/ci-dist/source/older");
+    remove_dir_if_present(&out)?;
+    eprintln!("==> cargo xtask dist --source --version {version} (the minor before the pin)");
+    let xtask = std::env::current_exe().context("locating the xtask binary")?;
+    status(
+        Command::new(&xtask)
+            .args([
+                "dist",
+                "--source",
+                "--fast",
+                "--arch",
+                "amd64",
+                "--version",
+                &version,
+            ])
+            // What the upgrade installs: the apt channel, the tarball, the bundle.
+            .args(["--formats", "deb,tar,images"])
+            .arg("--out")
+            .arg(&out)
+            .env("SOURCE_DATE_EPOCH", TEST_EPOCH),
+        "cargo xtask dist",
+    )?;
+    Ok(out)
+}
+
 /// What the releases of the suites are built from.
 #[derive(Clone, Copy)]
 enum Inputs {
@@ -215,11 +272,25 @@ fn build_releases(root: &Path, inputs: Inputs) -> Result<(PathBuf, PathBuf)> {
     let mut outs = Vec::new();
     for (label, revision) in [("prev", "1"), ("cur", "2")] {
         let out = work.join(label);
+        // What the suites on source builds read: rpm and zypper both
+        // releases' rpms, cluster the current one's debs, tarball and
+        // images bundle. The fixtures' releases have every format.
+        let formats = match (inputs, label) {
+            (Inputs::Fixtures, _) => None,
+            (Inputs::Source, "prev") => Some("rpm"),
+            (Inputs::Source, _) => Some("deb,rpm,tar,images"),
+        };
         eprintln!("==> cargo xtask dist {flag} (release {label}, revision {revision})");
+        // (dist adds to its output directory; a format left out must not
+        // linger from an earlier run.)
+        remove_dir_if_present(&out)?;
+        let mut dist = Command::new(&xtask);
+        dist.args(["dist", flag, "--arch", "amd64", "--revision", revision]);
+        if let Some(formats) = formats {
+            dist.args(["--formats", formats]);
+        }
         status(
-            Command::new(&xtask)
-                .args(["dist", flag, "--arch", "amd64", "--revision", revision])
-                .arg("--out")
+            dist.arg("--out")
                 .arg(&out)
                 .env("SOURCE_DATE_EPOCH", TEST_EPOCH),
             "cargo xtask dist",
@@ -229,6 +300,15 @@ fn build_releases(root: &Path, inputs: Inputs) -> Result<(PathBuf, PathBuf)> {
     let cur = outs.pop().expect("two releases");
     let prev = outs.pop().expect("two releases");
     Ok((prev, cur))
+}
+
+fn remove_dir_if_present(dir: &Path) -> Result<()> {
+    match std::fs::remove_dir_all(dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            Err(e).with_context(|| format!("removing {}", dir.display()))
+        }
+        _ => Ok(()),
+    }
 }
 
 fn suite_name(path: &Path) -> String {
