@@ -230,28 +230,43 @@ fn build_older_release(root: &Path) -> Result<PathBuf> {
         .rfind(|v| minor(v) == before)
         .with_context(|| format!("pkg/images/ lists no version of the minor before {pin}"))?;
     let out = root.join("target/ci-dist/source/older");
-    remove_dir_if_present(&out)?;
-    eprintln!("==> cargo xtask dist --source --version {version} (the minor before the pin)");
-    let xtask = std::env::current_exe().context("locating the xtask binary")?;
-    status(
-        Command::new(&xtask)
-            .args([
-                "dist",
-                "--source",
-                "--fast",
-                "--arch",
-                "amd64",
-                "--version",
-                &version,
-            ])
-            // What the upgrade installs: the apt channel, the tarball, the bundle.
-            .args(["--formats", "deb,tar,images"])
-            .arg("--out")
-            .arg(&out)
-            .env("SOURCE_DATE_EPOCH", TEST_EPOCH),
-        "cargo xtask dist",
+    dist(
+        &format!("--source --version {version} (the minor before the pin)"),
+        // What the upgrade installs: the apt channel, the tarball, the bundle.
+        &[
+            "--source",
+            "--fast",
+            "--version",
+            &version,
+            "--formats",
+            "deb,tar,images",
+        ],
+        &out,
     )?;
     Ok(out)
+}
+
+/// `cargo xtask dist ARGS --arch amd64 --out OUT` with the tests' epoch,
+/// into an emptied OUT (dist adds to its output directory; a format left
+/// out must not linger from an earlier run).
+fn dist(what: &str, args: &[&str], out: &Path) -> Result<()> {
+    match std::fs::remove_dir_all(out) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            return Err(e).with_context(|| format!("removing {}", out.display()));
+        }
+        _ => {}
+    }
+    eprintln!("==> cargo xtask dist {what}");
+    let xtask = std::env::current_exe().context("locating the xtask binary")?;
+    status(
+        Command::new(xtask)
+            .arg("dist")
+            .args(args)
+            .args(["--arch", "amd64", "--out"])
+            .arg(out)
+            .env("SOURCE_DATE_EPOCH", TEST_EPOCH),
+        "cargo xtask dist",
+    )
 }
 
 /// What the releases of the suites are built from.
@@ -268,47 +283,28 @@ fn build_releases(root: &Path, inputs: Inputs) -> Result<(PathBuf, PathBuf)> {
         Inputs::Fixtures => ("--fixtures", root.join("target/ci-dist")),
         Inputs::Source => ("--source", root.join("target/ci-dist/source")),
     };
-    let xtask = std::env::current_exe().context("locating the xtask binary")?;
     let mut outs = Vec::new();
     for (label, revision) in [("prev", "1"), ("cur", "2")] {
         let out = work.join(label);
         // What the suites on source builds read: rpm and zypper both
         // releases' rpms, cluster the current one's debs, tarball and
         // images bundle. The fixtures' releases have every format.
-        let formats = match (inputs, label) {
-            (Inputs::Fixtures, _) => None,
-            (Inputs::Source, "prev") => Some("rpm"),
-            (Inputs::Source, _) => Some("deb,rpm,tar,images"),
+        let formats: &[&str] = match (inputs, label) {
+            (Inputs::Fixtures, _) => &[],
+            (Inputs::Source, "prev") => &["--formats", "rpm"],
+            (Inputs::Source, _) => &["--formats", "deb,rpm,tar,images"],
         };
-        eprintln!("==> cargo xtask dist {flag} (release {label}, revision {revision})");
-        // (dist adds to its output directory; a format left out must not
-        // linger from an earlier run.)
-        remove_dir_if_present(&out)?;
-        let mut dist = Command::new(&xtask);
-        dist.args(["dist", flag, "--arch", "amd64", "--revision", revision]);
-        if let Some(formats) = formats {
-            dist.args(["--formats", formats]);
-        }
-        status(
-            dist.arg("--out")
-                .arg(&out)
-                .env("SOURCE_DATE_EPOCH", TEST_EPOCH),
-            "cargo xtask dist",
+        let what = format!("{flag} (release {label}, revision {revision})");
+        dist(
+            &what,
+            &[&[flag, "--revision", revision], formats].concat(),
+            &out,
         )?;
         outs.push(out);
     }
     let cur = outs.pop().expect("two releases");
     let prev = outs.pop().expect("two releases");
     Ok((prev, cur))
-}
-
-fn remove_dir_if_present(dir: &Path) -> Result<()> {
-    match std::fs::remove_dir_all(dir) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-            Err(e).with_context(|| format!("removing {}", dir.display()))
-        }
-        _ => Ok(()),
-    }
 }
 
 fn suite_name(path: &Path) -> String {
