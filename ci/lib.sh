@@ -20,7 +20,9 @@
 set -eu
 
 KD_REPO=$(cd "$(dirname "$0")/.." && pwd)
-KD_CACHE=${KD_CACHE:-$KD_REPO/target/ci-cache}
+# The base roots and test packages the suites build once, in the home
+# directory, where a fresh clone finds them again (keyed by what they hold).
+KD_CACHE=${KD_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kubedist/ci}
 KD_WORK=${KD_WORK:-$KD_REPO/target/ci-work}
 # The tools ci/install-deps takes from PyPI (SBOM checkers, Go).
 PATH=$PATH:$KD_REPO/target/ci-tools/sbom/bin
@@ -231,6 +233,51 @@ kd_boot() {
     done
     printf '%s\n' "$init" >"$state.init"
     kd_log "booted $name ($kind) in $root, init pid $init"
+}
+
+# kd_installer_bind NAME : the nspawn option kd_installer_run needs NAME
+# booted with: on a real node `-v /:/host` brings the host's /run along;
+# a booted root's /run is a tmpfs of its own mount namespace, which cannot
+# be bound from outside, so its /run/kubedist (where the installer image
+# stages its payload) is a directory shared with this side.
+kd_installer_bind() {
+    mkdir -p "$KD_WORK/run-kubedist-$1"
+    printf '%s\n' "--bind=$KD_WORK/run-kubedist-$1:/run/kubedist"
+}
+
+# kd_installer_run NAME IMAGE ARG... : the installer image IMAGE (an OCI
+# archive) loaded and run with podman from this machine on the booted NAME
+# as README.md runs it on a host: privileged, in NAME's PID namespace,
+# NAME's root at /host, with the image's ARGs (install, uninstall, flags).
+# The shared /run/kubedist (kd_installer_bind) is bound over the root's
+# run/kubedist for podman alone. Prints what the image printed; fails as
+# it does.
+kd_installer_run() {
+    name=$1 image=$2
+    shift 2
+    root=$(cat "$KD_WORK/boot.$name.root")
+    init=$(cat "$KD_WORK/boot.$name.init")
+    mkdir -p "$root/run/kubedist"
+    # podman refuses a runroot path longer than 50 characters.
+    [ -f "$KD_WORK/podman-runroot.$$" ] || {
+        mktemp -d /tmp/kd-podman.XXXXXX >"$KD_WORK/podman-runroot.$$"
+        kd_remove_on_exit "$(cat "$KD_WORK/podman-runroot.$$")"
+        kd_remove_on_exit "$KD_WORK/podman-runroot.$$"
+        kd_remove_on_exit "$KD_WORK/podman.$$"
+    }
+    pm="podman --root $KD_WORK/podman.$$/storage --runroot $(cat "$KD_WORK/podman-runroot.$$") --storage-driver vfs
+        --cgroup-manager cgroupfs --events-backend file --runtime runc"
+    ref=$($pm load -q -i "$image" | sed -n 's/^Loaded image: //p' | head -n 1)
+    if [ -z "$ref" ]; then
+        echo "kd_installer_run: podman did not load $image" >&2
+        return 1
+    fi
+    # shellcheck disable=SC2086,SC2016 # $pm is a command line; $1, $2 the inner shell's
+    unshare --mount --propagation private -- sh -c '
+        mount --bind "$1" "$2" && shift 2 && exec "$@"' sh "$KD_WORK/run-kubedist-$name" "$root/run/kubedist" \
+        $pm run --rm --privileged --network=none --pid="ns:/proc/$init/ns/pid" \
+        --ulimit nofile=20000:20000 --ulimit nproc=32768:32768 \
+        -v "$root:/host" "$ref" "$@" 2>&1
 }
 
 # sh -c "$_kd_join_cgroups" DIRS CMD... : execs CMD in the cgroup directories

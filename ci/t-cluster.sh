@@ -3,18 +3,29 @@
 # from kubedist's artifacts built from source (cargo xtask test runs this
 # suite on the `dist --source` release).
 #
-# Three nodes, each a Debian 12 root booted with systemd-nspawn, its init
+# Five nodes, each a Debian root booted with systemd-nspawn, its init
 # system as PID 1, in a network namespace of its own on one bridge; no
 # other network exists for them. They are installed at the release of the
 # minor before the pin (KD_DIST_OLDER, built from source by cargo xtask
 # test) and upgraded to the pin's release (KD_DIST) the way the kubeadm
-# docs say, offline:
-#   cp  systemd 252; kubeadm kubelet kubectl kubernetes-cni cri-tools from
-#       kubedist's signed apt repository (a file: source, one channel per
-#       minor), the images bundle imported by kubedist-images.service;
+# docs say, offline, each from its own kind of kubedist artifact:
+#   cp  Debian 12, systemd 252; kubeadm kubelet kubectl kubernetes-cni
+#       cri-tools from kubedist's signed apt repository (a file: source,
+#       one channel per minor), held; the images bundle imported by
+#       kubedist-images.service;
 #   w1  sysvinit + OpenRC, installed by the tarball's install.sh, the bundle
 #       installed with --images;
-#   w2  runit, installed the same way.
+#   w2  runit, installed the same way;
+#   w3  Debian 13, systemd 257: the sysext image fetched by
+#       systemd-sysupdate from the repository's sysext/ directory (the
+#       channel's transfer file, the signed SHA256SUMS) and merged over /usr;
+#   w4  Debian 12, systemd 252 with Debian's rpm and dnf: the rpms from the
+#       repository's signed dnf channel, versionlocked, their scriptlets run
+#       under the booted systemd;
+#   w5  Debian 12, systemd 252: installed by the installer image, run with
+#       podman on the host as README.md says, and upgraded by N's installer
+#       image in the DaemonSet dist ships, imported into the node's
+#       containerd.
 # The container runtime is containerd 2 and runc built from source (cargo
 # xtask source --runtime), configured as README.md ("A node, offline")
 # tells an operator; pods are networked by kubedist's own CNI plugins.
@@ -27,13 +38,16 @@
 # should be cgroup v2.
 #
 # After the checks of a working cluster at N-1 comes the upgrade to N (the
-# N bundle imported, the channel switched, kubeadm upgraded and held,
+# N bundle imported, the channels switched, kubeadm upgraded and held,
 # `kubeadm upgrade apply` and `upgrade node`, each kubelet upgraded and
 # restarted by its init), while a Service backed by a pod on every node is
-# asked every 200 ms; its longest gap is reported. Then the faults (a killed kubelet,
-# a rebooted worker, a restarted containerd) and the teardown (kubeadm
-# reset, then apt-get purge and install.sh uninstall), compared with a
-# listing of each node taken before the install.
+# asked every 200 ms; its longest gap is reported. The repository starts
+# with N's packages at the revision of KD_DIST_PREV; KD_DIST's, the next
+# revision of the same release, are published after the upgrade, for the
+# upgrade within a minor. Then N-1's kubelet side by side, the faults (a
+# killed kubelet, a rebooted worker, a restarted containerd) and the
+# teardown (kubeadm reset, then each node's software taken off its way),
+# compared with a listing of each node taken before the install.
 #
 # Node logs (journal, OpenRC's and svlogd's, the kubelet's and containerd's,
 # kubectl get events) are kept under target/ci-work/t-cluster.logs when a
@@ -64,6 +78,13 @@ set -- "$KD_DIST"/kubedist-*-linux-amd64.tar.gz
 TARBALL=$(kd_one "$@")
 set -- "$KD_DIST"/kubedist-images-*-amd64.oci.tar
 BUNDLE=$(kd_one "$@")
+# Each release's installer image, and N's DaemonSet.
+set -- "$OLD"/kubedist-installer-*.oci.tar
+OLD_INSTALLER=$(kd_one "$@")
+set -- "$KD_DIST"/kubedist-installer-*.oci.tar
+INSTALLER=$(kd_one "$@")
+set -- "$KD_DIST"/kubedist-installer-*-daemonset.yaml
+DAEMONSET=$(kd_one "$@")
 version_of() { basename "$1" | sed 's/^kubedist-\(.*\)-linux-amd64.tar.gz$/\1/'; }
 OLD_K8S=$(version_of "$OLD_TARBALL")
 K8S=$(version_of "$TARBALL")
@@ -81,11 +102,19 @@ grep -qx "$PAUSE" "$TMP/bundle.refs" || {
     exit 1
 }
 
-# The nodes: name, address, pod subnet, init system.
-NODES="cp w1 w2"
-node_ip() { case $1 in cp) echo 10.88.0.11 ;; w1) echo 10.88.0.12 ;; w2) echo 10.88.0.13 ;; esac; }
-node_pods() { case $1 in cp) echo 10.244.0 ;; w1) echo 10.244.1 ;; w2) echo 10.244.2 ;; esac; }
-node_init() { case $1 in cp) echo systemd ;; w1) echo openrc ;; w2) echo runit ;; esac; }
+# The nodes: name, address, pod subnet, init system, and the way kubedist's
+# software reaches it: apt (the deb family), tarball (install.sh, deb
+# family on these Debian roots), sysext (the image, which reads the rpm
+# family's /etc/sysconfig/kubelet), dnf (the rpm family), installer (the
+# installer image's install.sh, deb family).
+NODES="cp w1 w2 w3 w4 w5"
+WORKERS="w1 w2 w3 w4 w5"
+node_ip() { case $1 in cp) echo 10.88.0.11 ;; w1) echo 10.88.0.12 ;; w2) echo 10.88.0.13 ;; w3) echo 10.88.0.14 ;; w4) echo 10.88.0.15 ;; w5) echo 10.88.0.16 ;; esac; }
+node_pods() { case $1 in cp) echo 10.244.0 ;; w1) echo 10.244.1 ;; w2) echo 10.244.2 ;; w3) echo 10.244.3 ;; w4) echo 10.244.4 ;; w5) echo 10.244.5 ;; esac; }
+node_init() { case $1 in w1) echo openrc ;; w2) echo runit ;; *) echo systemd ;; esac; }
+node_way() { case $1 in cp) echo apt ;; w1 | w2) echo tarball ;; w3) echo sysext ;; w4) echo dnf ;; w5) echo installer ;; esac; }
+# The family env file NODE's kubelet reads KUBELET_EXTRA_ARGS from.
+env_file() { case $(node_way "$1") in sysext | dnf) echo /etc/sysconfig/kubelet ;; *) echo /etc/default/kubelet ;; esac; }
 SW=kdc-sw.$$
 
 NODE_TOOLS="iproute2 iptables conntrack ethtool socat kmod procps util-linux mount"
@@ -197,7 +226,21 @@ RUNTIME=$TMP/in/runtime/amd64
 # One channel per minor: v$OLD_MINOR/ holds N-1, v$MINOR/ holds N.
 OLD_MINOR=${OLD_K8S%.*}
 MINOR=${K8S%.*}
-(cd "$KD_REPO" && "$XTASK" repo --channels minor --from "$OLD" --from "$KD_DIST" --out "$TMP/repo" \
+# The repository at first holds N-1 and N's first packages (KD_DIST_PREV,
+# the same release at the revision before KD_DIST's); N's newer packages
+# are published later, for the patch upgrade.
+revision_in() { # DIST : the package revision of its kubeadm $K8S deb
+    set -- "$1"/kubeadm_"$K8S"-*_amd64.deb
+    [ ! -f "$1" ] || basename "$1" | sed 's/^kubeadm_.*-\([0-9]*\)_amd64\.deb$/\1/'
+}
+PREV_REV=$(revision_in "$KD_DIST_PREV")
+REV=$(revision_in "$KD_DIST")
+if [ -z "$PREV_REV" ] || [ -z "$REV" ] || [ "$PREV_REV" -ge "$REV" ]; then
+    echo "t-cluster: FAIL: KD_DIST_PREV and KD_DIST must hold kubeadm $K8S, KD_DIST at a later revision" >&2
+    echo "0 passed, 1 failed"
+    exit 1
+fi
+(cd "$KD_REPO" && "$XTASK" repo --channels minor --from "$OLD" --from "$KD_DIST_PREV" --out "$TMP/repo" \
     --generate-test-key "$TMP/repo-key.asc" --base-url file:///srv/kubedist/repo) >"$TMP/repo.log" 2>&1 || {
     cat "$TMP/repo.log" >&2
     echo "t-cluster: FAIL: cargo xtask repo failed (above)" >&2
@@ -259,16 +302,29 @@ mount -t cgroup -o rw,nosuid,nodev,noexec,relatime,none,name=systemd cgroup /sys
 writable
 '
 
+# carry FILE... DIR : FILEs into DIR, hard-linked where they can be.
+carry() { ln -f "$@" 2>/dev/null || cp "$@"; }
+
 # node_root NODE : NODE's root, with containerd and runc installed and
 # started by its init system, and the files an operator carries over in
 # /srv/kubedist. Prints its path.
 node_root() {
     n=$1
     init=$(node_init "$n")
-    case $init in
-    systemd) base=$(kd_base_tarball cluster-systemd systemd systemd-sysv dbus $NODE_TOOLS) ;;
-    openrc) base=$(kd_base_tarball cluster-openrc sysvinit-core openrc $NODE_TOOLS) ;;
-    runit) base=$(kd_base_tarball cluster-runit runit-init runit $NODE_TOOLS) ;;
+    case $n in
+    cp | w5) base=$(kd_base_tarball cluster-systemd systemd systemd-sysv dbus $NODE_TOOLS) ;;
+    w1) base=$(kd_base_tarball cluster-openrc sysvinit-core openrc $NODE_TOOLS) ;;
+    w2) base=$(kd_base_tarball cluster-runit runit-init runit $NODE_TOOLS) ;;
+    # Debian 13: systemd 257, whose systemd-container has systemd-sysupdate
+    # (and gpg, which it verifies the served SHA256SUMS with).
+    w3) base=$(
+        # shellcheck disable=SC2034 # read by kd_base_tarball
+        KD_SUITE_CODENAME=trixie
+        kd_base_tarball cluster-sysext systemd systemd-sysv dbus systemd-container gpg $NODE_TOOLS
+    ) ;;
+    # Debian's rpm and dnf (with the versionlock plugin): the rpm family's
+    # package manager on a booted systemd.
+    w4) base=$(kd_base_tarball cluster-dnf systemd systemd-sysv dbus rpm dnf dnf-plugins-core $NODE_TOOLS) ;;
     esac
     r=$TMP/root-$n
     mkdir -p "$r"
@@ -355,23 +411,45 @@ RUN
         ln -s /etc/sv/containerd "$r/etc/runit/runsvdir/default/containerd"
         ;;
     esac
+    # What the operator carries over, linked (the nodes only read it).
     mkdir -p "$r/srv/kubedist"
-    case $init in
-    systemd)
-        cp -R "$TMP/repo" "$r/srv/kubedist/repo"
+    case $(node_way "$n") in
+    apt)
+        cp -al "$TMP/repo" "$r/srv/kubedist/repo"
         mkdir -p "$r/etc/apt/keyrings"
         install -m 0644 "$TMP/repo/v$OLD_MINOR/kubedist.gpg" "$r/etc/apt/keyrings/kubedist.gpg"
         install -m 0644 "$TMP/repo/v$OLD_MINOR/kubedist.list" "$r/etc/apt/sources.list.d/kubedist.list"
         ;;
-    *)
-        cp "$OLD_TARBALL" "$r/srv/kubedist/"
-        cp "$TARBALL" "$r/srv/kubedist/"
+    sysext | dnf)
+        cp -al "$TMP/repo" "$r/srv/kubedist/repo"
+        ;;
+    tarball)
+        carry "$OLD_TARBALL" "$TARBALL" "$r/srv/kubedist/"
+        ;;
+    installer)
+        # N's image, for the node's containerd (N-1's runs from the host).
+        carry "$INSTALLER" "$r/srv/kubedist/"
         ;;
     esac
+    # A host has its kernel's modules in /usr/lib/modules, which kube-proxy
+    # mounts; over a merged, read-only /usr nothing could create it.
+    [ "$(node_way "$n")" != sysext ] || mkdir -p "$r/usr/lib/modules"
+    # dnf takes the release from a system-release package, which Debian
+    # has not; the repository snippet does not use it.
+    if [ "$(node_way "$n")" = dnf ]; then
+        mkdir -p "$r/etc/dnf/vars" "$r/etc/yum.repos.d"
+        echo 12 >"$r/etc/dnf/vars/releasever"
+        # Debian enables dnf's "local" plugin, whose repository of every
+        # installed package no rpm host has.
+        sed -i 's/^enabled.*/enabled = 0/' "$r/etc/dnf/plugins/local.conf"
+        cp "$(kd_provides_rpm)" "$r/srv/kubedist/"
+    fi
     # Each release's bundle beside its SHA256SUMS.
     mkdir "$r/srv/kubedist/v$OLD_MINOR" "$r/srv/kubedist/v$MINOR"
-    cp "$OLD_BUNDLE" "$OLD/SHA256SUMS" "$r/srv/kubedist/v$OLD_MINOR/"
-    cp "$BUNDLE" "$KD_DIST/SHA256SUMS" "$r/srv/kubedist/v$MINOR/"
+    carry "$OLD_BUNDLE" "$r/srv/kubedist/v$OLD_MINOR/"
+    cp "$OLD/SHA256SUMS" "$r/srv/kubedist/v$OLD_MINOR/"
+    carry "$BUNDLE" "$r/srv/kubedist/v$MINOR/"
+    cp "$KD_DIST/SHA256SUMS" "$r/srv/kubedist/v$MINOR/"
     printf '%s\n' "$r"
 }
 
@@ -383,8 +461,10 @@ boot_node() {
     cg_up "$n"
     KD_BOOT_CGROUPS=$(for c in $CONTROLLERS; do printf '/sys/fs/cgroup/%s/kdc-%s.%s ' "$c" "$n" "$$"; done)
     export KD_BOOT_CGROUPS
+    extra=
+    [ "$(node_way "$n")" != installer ] || extra=$(kd_installer_bind "$n")
     kd_boot "$n" "$TMP/root-$n" "$(node_init "$n")" --capability=all --bind=/dev/kmsg \
-        "--network-namespace-path=/run/netns/kdc-$n.$$" --hostname="kd-$n"
+        "--network-namespace-path=/run/netns/kdc-$n.$$" --hostname="kd-$n" $extra
     unset KD_BOOT_CGROUPS
 }
 
@@ -500,31 +580,73 @@ for n in $NODES; do boot_node "$n"; done
 
 # set_zone NODE VALUE : an admin's KUBELET_EXTRA_ARGS in NODE's family file.
 set_zone() {
-    kd_in_boot "$1" sh -c 'printf "%s\n" "KUBELET_EXTRA_ARGS=--node-labels=kubedist.test/zone=$1" >/etc/default/kubelet' sh "$2"
+    kd_in_boot "$1" sh -c 'mkdir -p "${2%/*}" && printf "%s\n" "KUBELET_EXTRA_ARGS=--node-labels=kubedist.test/zone=$1" >"$2"' sh "$2" "$(env_file "$1")"
 }
 
-test_nodes_install_offline_from_the_repository_and_the_tarball() {
-    # (What the teardown compares with.)
-    for n in $NODES; do listing "$n" >"$TMP/$n.before"; done
-    in_node cp "
+# install NODE VERSION MINOR : kubedist's software of release VERSION on
+# NODE, the way its path installs it, as README.md tells an operator; the
+# packages held (apt-mark hold, dnf versionlock), the sysext image from
+# the channel of MINOR with systemd-sysupdate.
+install() {
+    case $(node_way "$1") in
+    apt) in_node "$1" "
         apt-get update -q
         apt-get install -y -q kubeadm kubelet kubectl kubernetes-cni cri-tools
-        apt-mark hold kubeadm kubelet kubectl
-        # The bundle, as README.md says for a deb or rpm node.
+        apt-mark hold kubeadm kubelet kubectl" ;;
+    tarball) in_node "$1" "
+        cd /root
+        tar -xzf /srv/kubedist/kubedist-$2-linux-amd64.tar.gz
+        ./kubedist-$2-linux-amd64/install.sh" ;;
+    sysext) in_node "$1" "
+        install -m 0644 /srv/kubedist/repo/v$3/kubedist.gpg /etc/systemd/import-pubring.gpg
+        mkdir -p /etc/sysupdate.kubernetes.d /opt/extensions/kubernetes /etc/extensions
+        install -m 0644 /srv/kubedist/repo/sysext/kubernetes-v$3.conf /etc/sysupdate.kubernetes.d/kubernetes.conf
+        /usr/lib/systemd/systemd-sysupdate -C kubernetes update
+        # Merged at every boot (Debian ships the service disabled), and now.
+        systemctl enable systemd-sysext.service
+        systemd-sysext refresh
+        systemd-sysext status --no-pager" ;;
+    installer)
+        kd_installer_run "$1" "$OLD_INSTALLER" install >"$TMP/$1.installer.out" ||
+            { cat "$TMP/$1.installer.out"; return 1; }
+        cat "$TMP/$1.installer.out"
+        assert_grep "installing in the host's namespaces" "$TMP/$1.installer.out" ;;
+    dnf) in_node "$1" "
+        # TEST-ONLY: declares the distribution packages Debian installed
+        # (iptables, util-linux, conntrack) to this root's rpm database.
+        rpm -i /srv/kubedist/kubedist-test-provides-*.noarch.rpm
+        rpm --import /srv/kubedist/repo/v$3/kubedist.asc
+        install -m 0644 /srv/kubedist/repo/v$3/kubedist.repo /etc/yum.repos.d/kubedist.repo
+        dnf install -y -q kubeadm kubelet kubectl kubernetes-cni cri-tools
+        dnf versionlock add kubeadm kubelet kubectl" ;;
+    esac
+}
+
+# import_bundle NODE VERSION MINOR : the images bundle of VERSION (beside
+# its SHA256SUMS in /srv/kubedist/vMINOR) imported on NODE, as README.md
+# says: installed by install.sh --images on a tarball node, else added to
+# /var/lib/kubedist/images for kubedist-images.service.
+import_bundle() {
+    case $(node_way "$1") in
+    tarball) in_node "$1" "/root/kubedist-$2-linux-amd64/install.sh --images /srv/kubedist/v$3/kubedist-images-$2-amd64.oci.tar" ;;
+    *) in_node "$1" "
         mkdir -p /var/lib/kubedist/images
-        cd /srv/kubedist/v$OLD_MINOR
-        cp kubedist-images-$OLD_K8S-amd64.oci.tar /var/lib/kubedist/images/
-        grep ' kubedist-images-$OLD_K8S-amd64.oci.tar\$' SHA256SUMS >/var/lib/kubedist/images/SHA256SUMS
-        systemctl start kubedist-images.service
-        systemctl status --no-pager kubedist-images.service"
-    for n in w1 w2; do
-        in_node "$n" "
-            cd /root
-            tar -xzf /srv/kubedist/kubedist-$OLD_K8S-linux-amd64.tar.gz
-            ./kubedist-$OLD_K8S-linux-amd64/install.sh
-            ./kubedist-$OLD_K8S-linux-amd64/install.sh --images /srv/kubedist/v$OLD_MINOR/kubedist-images-$OLD_K8S-amd64.oci.tar"
-        set_zone "$n" "a-$n"
+        cd /srv/kubedist/v$3
+        cp kubedist-images-$2-amd64.oci.tar /var/lib/kubedist/images/
+        grep ' kubedist-images-$2-amd64.oci.tar\$' SHA256SUMS >>/var/lib/kubedist/images/SHA256SUMS
+        systemctl restart kubedist-images.service
+        systemctl status --no-pager kubedist-images.service" ;;
+    esac
+}
+
+test_every_node_installs_offline_its_own_way() {
+    # (What the teardown compares with.)
+    for n in $NODES; do listing "$n" >"$TMP/$n.before"; done
+    for n in $NODES; do
+        install "$n" "$OLD_K8S" "$OLD_MINOR"
+        import_bundle "$n" "$OLD_K8S" "$OLD_MINOR"
     done
+    for n in $WORKERS; do set_zone "$n" "a-$n"; done
     for n in $NODES; do
         # A booted host applies the packages'"'"' kernel settings at boot; in a
         # container the installers leave that to the boot (kernel_apply).
@@ -537,7 +659,7 @@ test_kubeadm_init_completes_offline_and_every_node_is_ready() {
     printf '%s' "$KUBEADM_CONFIG" | kd_in_boot cp sh -c 'cat >/root/kubeadm.yaml'
     in_node cp 'kubeadm init --config /root/kubeadm.yaml'
     join=$(kc -n kube-system get cm >/dev/null; kd_in_boot cp kubeadm token create --print-join-command)
-    for n in w1 w2; do
+    for n in $WORKERS; do
         in_node "$n" "$join --ignore-preflight-errors=SystemVerification"
     done
     for n in $NODES; do
@@ -571,7 +693,7 @@ test_every_kubelet_is_its_init_systems_child_with_the_drop_in_chain() {
 
 pod_running() { [ "$(kc -n kube-system get pod "$1" -o jsonpath='{.status.phase}')" = Running ]; }
 kube_proxies_running() {
-    [ "$(kc -n kube-system get pods -l k8s-app=kube-proxy --field-selector=status.phase=Running -o name | grep -c .)" = 3 ]
+    [ "$(kc -n kube-system get pods -l k8s-app=kube-proxy --field-selector=status.phase=Running -o name | grep -c .)" = "$(echo $NODES | wc -w)" ]
 }
 
 test_the_control_plane_kube_proxy_and_coredns_run() {
@@ -716,13 +838,62 @@ longest_gap() {
 kubelet_version_is() { [ "$(kc get node "kd-$1" -o jsonpath='{.status.nodeInfo.kubeletVersion}')" = "v$2" ]; }
 image_of() { kc -n kube-system get "$1" -o jsonpath='{.spec.template.spec.containers[0].image}'; }
 
+# upgrade_worker NODE : NODE taken to N its way, kubeadm first, as the
+# kubeadm docs say: `kubeadm upgrade node`, then the kubelet upgraded and
+# restarted by the init system. The tarball's install.sh upgrades both at
+# once (and restarts the kubelet, which the upgrade's new configuration
+# takes a second restart for); the sysext image of channel N, fetched by
+# systemd-sysupdate and merged, brings both too, the running kubelet kept
+# until its restart.
+upgrade_worker() {
+    case $(node_way "$1") in
+    tarball)
+        restart=$(case $(node_init "$1") in openrc) echo 'rc-service kubelet restart' ;; runit) echo 'sv restart kubelet' ;; esac)
+        in_node "$1" "
+            /root/kubedist-$K8S-linux-amd64/install.sh
+            kubeadm upgrade node --ignore-preflight-errors=SystemVerification
+            $restart" ;;
+    sysext) in_node "$1" "
+        install -m 0644 /srv/kubedist/repo/sysext/kubernetes-v$MINOR.conf /etc/sysupdate.kubernetes.d/kubernetes.conf
+        /usr/lib/systemd/systemd-sysupdate -C kubernetes update
+        systemd-sysext refresh
+        kubeadm version -o short
+        kubeadm upgrade node --ignore-preflight-errors=SystemVerification
+        systemctl restart kubelet" ;;
+    installer)
+        # N's image in the node's containerd, and the DaemonSet dist ships
+        # for it, kept to this node: its init container installs, restarts
+        # the kubelet without waiting, and the pod stays.
+        in_node "$1" "ctr -n k8s.io images import /srv/kubedist/${INSTALLER##*/}"
+        kd_in_boot cp kubectl --kubeconfig /etc/kubernetes/admin.conf create --dry-run=client -o json -f - <"$DAEMONSET" |
+            jq --arg node "kd-$1" '.spec.template.spec.nodeSelector = { "kubernetes.io/hostname": $node }' |
+            kd_in_boot cp kubectl --kubeconfig /etc/kubernetes/admin.conf apply -f -
+        kc -n kube-system rollout status ds/kubedist-installer --timeout=180s
+        kc -n kube-system logs -l app.kubernetes.io/name=kubedist-installer -c install --tail=-1
+        in_node "$1" "
+            kubeadm upgrade node --ignore-preflight-errors=SystemVerification
+            systemctl restart kubelet" ;;
+    dnf) in_node "$1" "
+        install -m 0644 /srv/kubedist/repo/v$MINOR/kubedist.repo /etc/yum.repos.d/kubedist.repo
+        dnf makecache -y -q
+        dnf versionlock delete kubeadm
+        dnf install -y -q 'kubeadm-$K8S'
+        dnf versionlock add kubeadm
+        kubeadm upgrade node --ignore-preflight-errors=SystemVerification
+        dnf versionlock delete kubelet kubectl
+        dnf install -y -q 'kubelet-$K8S' 'kubectl-$K8S'
+        dnf versionlock add kubelet kubectl
+        systemctl daemon-reload
+        systemctl restart kubelet" ;;
+    esac
+}
+
 # N-1 to N as the kubeadm docs say, offline: N's bundle imported on every
-# node first; on the control plane the apt source switched to channel N, kubeadm
-# unheld, upgraded and held again, `kubeadm upgrade plan` and `apply`,
-# then kubelet and kubectl the same way and the kubelet restarted; on each
-# worker the N tarball's install.sh (which restarts the kubelet), `kubeadm upgrade node`, and the kubelet restarted through its
-# init. No node is drained: a kubelet's restart leaves its pods running,
-# which the Service's gap shows.
+# node first; on the control plane the apt source switched to channel N,
+# kubeadm unheld, upgraded and held again, `kubeadm upgrade plan` and
+# `apply`, then kubelet and kubectl the same way and the kubelet restarted;
+# then each worker its way (upgrade_worker). No node is drained: a
+# kubelet's restart leaves its pods running, which the Service's gap shows.
 test_the_cluster_upgrades_to_the_next_minor_offline_through_the_channels() {
     printf '%s' "$ECHO_ALL" | kd_in_boot cp kubectl --kubeconfig /etc/kubernetes/admin.conf apply -f -
     ip=$(kc get svc echo-all -o jsonpath='{.spec.clusterIP}')
@@ -731,17 +902,10 @@ test_the_cluster_upgrades_to_the_next_minor_offline_through_the_channels() {
     probe=$!
     # N's images on every node first: `upgrade apply` rolls kube-proxy and
     # CoreDNS out to the workers at once.
-    in_node cp "
-        cd /srv/kubedist/v$MINOR
-        cp kubedist-images-$K8S-amd64.oci.tar /var/lib/kubedist/images/
-        grep ' kubedist-images-$K8S-amd64.oci.tar\$' SHA256SUMS >>/var/lib/kubedist/images/SHA256SUMS
-        systemctl restart kubedist-images.service"
-    for n in w1 w2; do
-        in_node "$n" "
-            cd /root
-            tar -xzf /srv/kubedist/kubedist-$K8S-linux-amd64.tar.gz
-            ./kubedist-$K8S-linux-amd64/install.sh --images /srv/kubedist/v$MINOR/kubedist-images-$K8S-amd64.oci.tar"
+    for n in $WORKERS; do
+        [ "$(node_way "$n")" != tarball ] || in_node "$n" "cd /root && tar -xzf /srv/kubedist/kubedist-$K8S-linux-amd64.tar.gz"
     done
+    for n in $NODES; do import_bundle "$n" "$K8S" "$MINOR"; done
     in_node cp "
         cp /srv/kubedist/repo/v$MINOR/kubedist.list /etc/apt/sources.list.d/kubedist.list
         apt-get update -q
@@ -756,13 +920,7 @@ test_the_cluster_upgrades_to_the_next_minor_offline_through_the_channels() {
         apt-mark hold kubelet kubectl
         systemctl daemon-reload
         systemctl restart kubelet"
-    for n in w1 w2; do
-        restart=$(case $(node_init "$n") in openrc) echo 'rc-service kubelet restart' ;; runit) echo 'sv restart kubelet' ;; esac)
-        in_node "$n" "
-            /root/kubedist-$K8S-linux-amd64/install.sh
-            kubeadm upgrade node --ignore-preflight-errors=SystemVerification
-            $restart"
-    done
+    for n in $WORKERS; do upgrade_worker "$n"; done
     for n in $NODES; do
         wait_for 180 "kd-$n's kubelet reports v$K8S" kubelet_version_is "$n" "$K8S"
         wait_for 120 "kd-$n is Ready at v$K8S" kc wait --for=condition=Ready "node/kd-$n" --timeout=5s
@@ -793,6 +951,67 @@ test_the_cluster_upgrades_to_the_next_minor_offline_through_the_channels() {
     }
 }
 
+# pkg_versions NODE PACKAGE... : each package's installed version on NODE
+# (apt or dnf), one per line.
+pkg_versions() {
+    n=$1
+    shift
+    case $(node_way "$n") in
+    apt) kd_in_boot "$n" dpkg-query -W -f '${Version}\n' "$@" ;;
+    dnf) kd_in_boot "$n" rpm -q --qf '%{VERSION}-%{RELEASE}\n' "$@" ;;
+    esac
+}
+
+# A newer package of N published to the channel the nodes already follow:
+# a plain `apt-get upgrade` and `dnf upgrade` leave the held kubeadm,
+# kubelet and kubectl where they are (apt-mark hold, dnf versionlock);
+# released, they are upgraded, the running kubelet restarted once by the
+# packages' scripts, and the node is Ready on it. (KD_DIST is the same
+# Kubernetes release at the next package revision, which apt and dnf order
+# as they order a patch release.)
+# each_held VERSION : VERSION once for each of $held, a line each.
+each_held() { for _ in $held; do echo "$1"; done; }
+test_a_newer_package_in_the_channel_upgrades_only_what_is_not_held() {
+    (cd "$KD_REPO" && "$XTASK" repo --channels minor --from "$KD_DIST" --out "$TMP/repo" \
+        --key "$TMP/repo-key.asc" --base-url file:///srv/kubedist/repo) >"$TMP/repo-next.log" 2>&1 ||
+        { cat "$TMP/repo-next.log"; return 1; }
+    for n in cp w4; do
+        rm -rf "$TMP/root-$n/srv/kubedist/repo"
+        cp -al "$TMP/repo" "$TMP/root-$n/srv/kubedist/repo"
+    done
+    held="kubeadm kubelet kubectl"
+    for n in cp w4; do
+        old=$(kubelet_pid "$n")
+        # The channel offers the newer package (its metadata read afresh).
+        case $(node_way "$n") in
+        apt) in_node "$n" "
+            apt-get update -q
+            apt-cache madison kubelet | grep ' $K8S-$REV '
+            apt-get upgrade -y -q" ;;
+        dnf) in_node "$n" "
+            dnf makecache -y -q --refresh
+            dnf -q --disableplugin=versionlock list --available kubelet | grep ' $K8S-$REV '
+            dnf upgrade -y -q" ;;
+        esac
+        assert_eq "$(each_held "$K8S-$PREV_REV")" "$(pkg_versions "$n" $held)" "kd-$n's held packages after a plain upgrade"
+        assert_eq "$old" "$(kubelet_pid "$n")" "kd-$n's kubelet pid after a plain upgrade that upgraded no kubelet"
+        case $(node_way "$n") in
+        apt) in_node "$n" "
+            apt-mark unhold $held
+            apt-get upgrade -y -q
+            apt-mark hold $held" ;;
+        dnf) in_node "$n" "
+            dnf versionlock delete $held
+            dnf upgrade -y -q
+            dnf versionlock add $held" ;;
+        esac
+        assert_eq "$(each_held "$K8S-$REV")" "$(pkg_versions "$n" $held)" "kd-$n's packages after the released upgrade"
+        wait_for 60 "kd-$n's kubelet is restarted on the new package" kubelet_restarted "$n" "$old"
+        since=$(now)
+        wait_for 120 "kd-$n is Ready on the new package" back_since "$n" "$since"
+    done
+}
+
 # kubelet_pid NODE : the kubelet's pid in NODE, or nothing.
 kubelet_pid() { kd_in_boot "$1" pgrep -x kubelet || true; }
 kubelet_restarted() { p=$(kubelet_pid "$1"); [ -n "$p" ] && [ "$p" != "$2" ]; }
@@ -817,7 +1036,7 @@ label_is() { [ "$(node_label "$1")" = "$2" ]; }
 # registration: the Node deleted, the kubelet restarted through the init
 # system (docs/lifecycle.md).
 test_kubelet_extra_args_label_a_worker_and_a_restart_relabels_it() {
-    for n in w1 w2; do
+    for n in $WORKERS; do
         assert_eq "a-$n" "$(node_label "$n")" "kd-$n's kubedist.test/zone label from KUBELET_EXTRA_ARGS"
     done
     set_zone w1 b-w1
@@ -827,10 +1046,48 @@ test_kubelet_extra_args_label_a_worker_and_a_restart_relabels_it() {
     wait_for 120 "kd-w1 is Ready again" kc wait --for=condition=Ready node/kd-w1 --timeout=5s
 }
 
+# Side by side: N-1's kubelet installed beside N's on kd-w1 with the N-1
+# tarball's `install.sh --kubelet-only`; KUBELET_VERSION in the family file
+# picks it and the node reports that version. A version that is not
+# installed is one line from `rc-service kubelet restart` (the init
+# script's check refuses to start it) and no kubelet; without the line, N
+# again.
+test_kubelet_version_picks_a_kubelet_installed_side_by_side() {
+    in_node w1 "
+        /root/kubedist-$OLD_K8S-linux-amd64/install.sh --kubelet-only
+        echo KUBELET_VERSION=v$OLD_K8S >>/etc/default/kubelet
+        rc-service kubelet restart"
+    wait_for 120 "kd-w1's kubelet reports v$OLD_K8S" kubelet_version_is w1 "$OLD_K8S"
+    wait_for 120 "kd-w1 is Ready on v$OLD_K8S" kc wait --for=condition=Ready node/kd-w1 --timeout=5s
+    kd_in_boot w1 sh -c 'readlink /proc/$(pgrep -x kubelet)/exe' >"$TMP/w1.side-exe"
+    assert_eq "/opt/kubernetes/v$OLD_K8S/bin/kubelet" "$(cat "$TMP/w1.side-exe")" "the kubelet KUBELET_VERSION=v$OLD_K8S runs"
+    kd_in_boot w1 sh -c "sed -i 's/^KUBELET_VERSION=.*/KUBELET_VERSION=v1.0.0/' /etc/default/kubelet
+        rc-service kubelet restart" >"$TMP/w1.side-out" 2>&1 || true
+    cat "$TMP/w1.side-out"
+    assert_grep "^kubelet-wrapper: KUBELET_VERSION=v1.0.0 (/etc/default/kubelet:2) is not installed: /opt/kubernetes/v1.0.0/bin/kubelet does not exist; installed under /opt/kubernetes: v$OLD_K8S\$" "$TMP/w1.side-out"
+    assert_eq 1 "$(grep -c '^kubelet-wrapper: ' "$TMP/w1.side-out")" "kubelet-wrapper's lines for a KUBELET_VERSION not installed"
+    kd_in_boot w1 pgrep -a -x kubelet >"$TMP/w1.side-running" || true
+    assert_empty "$TMP/w1.side-running" "a kubelet runs with KUBELET_VERSION=v1.0.0"
+    in_node w1 "
+        sed -i '/^KUBELET_VERSION=/d' /etc/default/kubelet
+        rc-service kubelet restart"
+    wait_for 120 "kd-w1's kubelet reports v$K8S again" kubelet_version_is w1 "$K8S"
+    wait_for 120 "kd-w1 is Ready on v$K8S again" kc wait --for=condition=Ready node/kd-w1 --timeout=5s
+}
+
 # boot_logs NODE : the logs a worker's boot-time image import writes to:
 # OpenRC's rc.log (the kubedist-images service), svlogd's logs of the
-# kubelet service on runit (its run script imports before each start).
+# kubelet service on runit (its run script imports before each start),
+# under systemd the journal of the boot.
 boot_logs() { case $(node_init "$1") in openrc) echo /var/log/rc.log ;; runit) echo /var/log/kubelet ;; esac; }
+
+# boot_import NODE : what the boot-time image import said on NODE's boot.
+boot_import() {
+    case $(node_init "$1") in
+    systemd) kd_in_boot "$1" journalctl -b --no-pager -o cat -u kubedist-images.service ;;
+    *) kd_in_boot "$1" grep -rh 'kubedist-images:' "$(boot_logs "$1")" ;;
+    esac
+}
 
 # now : the time, as the API server writes it (UTC, RFC 3339).
 now() { date -u +%Y-%m-%dT%H:%M:%SZ; }
@@ -852,22 +1109,26 @@ echo_back_since() {
         kc wait --for=condition=Ready "pod/echo-$1" --timeout=5s
 }
 
-# Each worker powered off through its init system and booted again: the
-# kubelet starts by itself, the node and its pod are Ready again, and the
-# boot-time import finds every bundled image present and imports none.
+# Each worker without packages powered off through its init system and
+# booted again: the kubelet starts by itself (on the sysext host once
+# systemd-sysext.service has merged the image at boot), the node and its
+# pod are Ready again, and the boot-time import finds every bundled image
+# present and imports none.
 # (kd_reboot's helpers use $n: the worker is $w here.)
 test_a_rebooted_worker_is_ready_again_with_nothing_imported_again() {
-    for w in w1 w2; do
+    for w in w1 w2 w3; do
         kd_poweroff "$w"
         # The logs of the boot to come alone: the earlier ones set aside.
-        log=$TMP/root-$w$(boot_logs "$w")
-        mv "$log" "$log.before-reboot"
-        [ "$(node_init "$w")" = openrc ] || mkdir "$log"
+        if [ "$(node_init "$w")" != systemd ]; then
+            log=$TMP/root-$w$(boot_logs "$w")
+            mv "$log" "$log.before-reboot"
+            [ "$(node_init "$w")" = openrc ] || mkdir "$log"
+        fi
         since=$(now)
         kd_reboot "$w"
         wait_for 180 "kd-$w is Ready after its reboot" back_since "$w" "$since"
         wait_for 180 "echo-$w runs again after kd-$w's reboot" echo_back_since "$w" "$since"
-        kd_in_boot "$w" grep -rh 'kubedist-images:' "$(boot_logs "$w")" >"$TMP/$w.reboot-import" || true
+        boot_import "$w" >"$TMP/$w.reboot-import" || true
         cat "$TMP/$w.reboot-import"
         while read -r ref; do
             assert_grep "$ref: present " "$TMP/$w.reboot-import"
@@ -923,11 +1184,12 @@ test_a_restarted_containerd_brings_the_pods_back() {
 }
 
 # The paths of a node, without those of the kernel, the runtime's state and
-# logs, and OpenRC's cache: compared before the install and after the
-# teardown.
+# logs, the package managers' databases and OpenRC's cache: compared before
+# the install and after the teardown.
 listing() {
-    kd_in_boot "$1" find / -xdev \( -path /proc -o -path /sys -o -path /dev -o -path /run -o -path /tmp \
+    kd_in_boot "$1" find / -xdev \( -path /proc -o -path /sys -o -path /dev -o -path /run -o -path /tmp -o -path /var/tmp \
         -o -path /var/log -o -path /var/cache -o -path /var/lib/apt -o -path /var/lib/dpkg \
+        -o -path /var/lib/rpm -o -path /var/lib/dnf \
         -o -path /var/lib/containerd -o -path /var/lib/systemd -o -path /usr/lib/rc/cache \
         -o -path /root -o -path /srv \) -prune -o -print | sort
 }
@@ -939,38 +1201,77 @@ listing() {
 # manifests, the kubelet's configuration), which reset leaves too; the emptied etcd
 # directory, the hostPath directories the kubelet creates for the static
 # pods and kube-proxy, its volume plugin directory; and the admin's own
-# files: the bundle copied into /var/lib/kubedist/images on the deb node,
-# the edited family env file of a tarball node, which install.sh keeps.
+# files: the bundle copied into /var/lib/kubedist/images, the edited family
+# env file (kept by install.sh, saved as .rpmsave by rpm, never touched on
+# a sysext host), the repository snippet, and on the sysext host the
+# transfer file, the key, the extension directories and the enabled
+# systemd-sysext.service.
 not_kubedists() {
     printf '%s\n' '^/etc/cni/net\.d/10-kubedist\.conflist$' '^/etc/kubernetes(/pki|/tmp(/.*)?)?$' '^/var/lib/etcd$' \
         '^/var/lib/cni(/.*)?$' '^/etc/ssl(/certs)?$' '^/usr/lib/modules$' \
         '^/usr/libexec/kubernetes(/kubelet-plugins(/volume(/exec)?)?)?$'
-    case $(node_init "$1") in
-    systemd) echo '^/var/lib/kubedist(/images(/.*)?)?$' ;;
-    *) echo '^/etc/default/kubelet$' ;;
+    case $(node_way "$1") in
+    apt) echo '^/var/lib/kubedist(/images(/.*)?)?$' ;;
+    tarball) echo '^/etc/default/kubelet$' ;;
+    installer) printf '%s\n' '^/var/lib/kubedist(/images(/.*)?)?$' '^/etc/default/kubelet$' ;;
+    # (rpm keeps the .rpmnew an upgrade wrote beside the edited file as it
+    # keeps the .rpmsave; /usr/share/licenses is the filesystem package's
+    # on an rpm host, and rpm made it on this Debian root.)
+    dnf) printf '%s\n' '^/var/lib/kubedist(/images(/.*)?)?$' '^/etc/sysconfig(/kubelet\.rpm(save|new))?$' \
+        '^/etc/yum\.repos\.d/kubedist\.repo$' '^/usr/share/licenses$' ;;
+    sysext) printf '%s\n' '^/var/lib/kubedist(/images(/.*)?)?$' '^/etc/sysconfig(/kubelet)?$' \
+        '^/etc/sysupdate\.kubernetes\.d(/kubernetes\.conf)?$' '^/etc/systemd/import-pubring\.gpg$' \
+        '^/(etc|opt)/extensions$' '^/etc/systemd/system/[a-z.-]+\.wants/systemd-sysext\.service$' ;;
+    esac
+}
+
+# uninstall NODE : kubedist's software taken off NODE its way: the
+# packages purged or erased, the tarball's files uninstalled, the sysext
+# image unmerged and removed with the CNI plugins it copied (README.md).
+uninstall() {
+    case $(node_way "$1") in
+    apt) in_node "$1" 'apt-get purge -y -q --allow-change-held-packages kubeadm kubelet kubectl kubernetes-cni cri-tools' ;;
+    tarball) in_node "$1" "/root/kubedist-$K8S-linux-amd64/install.sh uninstall" ;;
+    dnf) in_node "$1" '
+        dnf versionlock delete kubeadm kubelet kubectl
+        dnf remove -y -q kubeadm kubelet kubectl kubernetes-cni cri-tools
+        rpm -e kubedist-test-provides' ;;
+    installer) kd_installer_run "$1" "$INSTALLER" uninstall ;;
+    sysext) in_node "$1" '
+        systemctl mask --runtime --now kubelet
+        /usr/lib/kubedist/cni-plugins remove
+        rm -r /etc/extensions/kubernetes.raw /opt/extensions/kubernetes
+        # What the image'"'"'s tmpfiles.d made at boot, where empty.
+        rmdir --ignore-fail-on-non-empty /opt/cni/bin /opt/cni /var/lib/kubelet /etc/kubernetes/manifests
+        systemd-sysext refresh
+        systemctl daemon-reload
+        systemctl unmask --runtime kubelet
+        [ ! -e /usr/bin/kubelet ]' ;;
     esac
 }
 
 # kubeadm reset on every node (on runit after `sv stop kubelet`, which
-# kubeadm cannot do there, see docs/lifecycle.md), then the packages
-# purged (cp) and the tarball uninstalled (workers): nothing of kubedist's
-# runs, and the only paths new since the install, owned by the installers or
-# not, are what kubeadm, the kubelet and the admin made; the admin's edited
-# env file is kept as it was.
+# kubeadm cannot do there, see docs/lifecycle.md), then kubedist's software
+# taken off each its way: nothing of kubedist's runs, and the only paths
+# new since the install, owned by the installers or not, are what kubeadm,
+# the kubelet and the admin made; the admin's edited env file is kept as it
+# was (as .rpmsave by rpm).
 test_kubeadm_reset_and_the_uninstalls_leave_nothing_of_kubedist() {
-    for n in w1 w2; do kd_in_boot "$n" cat /etc/default/kubelet >"$TMP/$n.admin-env"; done
+    for n in $WORKERS; do kd_in_boot "$n" cat "$(env_file "$n")" >"$TMP/$n.admin-env"; done
+    # The installer's DaemonSet first, while the cluster is there.
+    kc -n kube-system delete ds kubedist-installer --wait=true
     in_node w2 'sv stop kubelet'
-    for n in w1 w2 cp; do
+    for n in $WORKERS cp; do
         in_node "$n" 'kubeadm reset -f'
     done
-    in_node cp 'apt-get purge -y -q --allow-change-held-packages kubeadm kubelet kubectl kubernetes-cni cri-tools'
-    for n in w1 w2; do
-        in_node "$n" "/root/kubedist-$K8S-linux-amd64/install.sh uninstall"
+    for n in $NODES; do uninstall "$n"; done
+    for n in $WORKERS; do
         # Nothing of kubedist's runs: no kubelet, wrapper or their supervisor.
         kd_in_boot "$n" pgrep -a -f 'kubelet|supervise-daemon kubelet|runsv kubelet' >"$TMP/$n.running" || true
         assert_empty "$TMP/$n.running" "kd-$n still runs the above"
-        assert_eq "$(cat "$TMP/$n.admin-env")" "$(kd_in_boot "$n" cat /etc/default/kubelet)" \
-            "kd-$n's edited /etc/default/kubelet after the uninstall"
+        kept=$(env_file "$n")
+        [ "$(node_way "$n")" != dnf ] || kept=$kept.rpmsave
+        assert_eq "$(cat "$TMP/$n.admin-env")" "$(kd_in_boot "$n" cat "$kept")" "kd-$n's edited $kept after the uninstall"
     done
     for n in $NODES; do
         listing "$n" >"$TMP/$n.after"
@@ -982,19 +1283,25 @@ test_kubeadm_reset_and_the_uninstalls_leave_nothing_of_kubedist() {
         # kubeadm's now.)
         not_kubedists "$n" >"$TMP/$n.allowed"
         grep -Ev -f "$TMP/$n.allowed" "$TMP/$n.new" >"$TMP/$n.left" || true
-        assert_empty "$TMP/$n.left" "kd-$n keeps the new paths above"
     done
+    # Every node's leftovers, not only the first node's.
+    for n in $NODES; do
+        ( assert_empty "$TMP/$n.left" "kd-$n keeps the new paths above" ) || leftovers=1
+    done
+    [ -z "${leftovers:-}" ]
 }
 
-kd_test test_nodes_install_offline_from_the_repository_and_the_tarball
+kd_test test_every_node_installs_offline_its_own_way
 kd_test test_kubeadm_init_completes_offline_and_every_node_is_ready
 kd_test test_every_kubelet_is_its_init_systems_child_with_the_drop_in_chain
 kd_test test_the_control_plane_kube_proxy_and_coredns_run
 kd_test test_pods_on_every_node_reach_each_other_through_services_and_coredns
 kd_test test_nothing_was_pulled_and_the_bundles_images_are_pinned
 kd_test test_the_cluster_upgrades_to_the_next_minor_offline_through_the_channels
+kd_test test_a_newer_package_in_the_channel_upgrades_only_what_is_not_held
 kd_test test_a_killed_kubelet_is_brought_back_by_its_init_system
 kd_test test_kubelet_extra_args_label_a_worker_and_a_restart_relabels_it
+kd_test test_kubelet_version_picks_a_kubelet_installed_side_by_side
 kd_test test_a_rebooted_worker_is_ready_again_with_nothing_imported_again
 kd_test test_a_restarted_containerd_brings_the_pods_back
 # The cluster's logs as a failure left them, before the teardown.

@@ -216,8 +216,8 @@ const ON_SOURCE_BUILDS: &[&str] = &["cluster", "rpm", "zypper"];
 /// cluster to the pin; source checks what it holds.
 const ON_OLDER_RELEASE: &[&str] = &["cluster", "source"];
 
-/// Builds, for amd64 from source, the debs, tarball and images bundle of
-/// the newest version of the minor before the pin whose images are known
+/// Builds, for amd64 from source, the packages, tarball, sysext and
+/// installer images and images bundle of the newest version of the minor before the pin whose images are known
 /// (pkg/images/), and returns its output directory.
 fn build_older_release(root: &Path) -> Result<PathBuf> {
     let spec = crate::spec::Spec::load(root)?;
@@ -232,14 +232,15 @@ fn build_older_release(root: &Path) -> Result<PathBuf> {
     let out = root.join("target/ci-dist/source/older");
     dist(
         &format!("--source --version {version} (the minor before the pin)"),
-        // What the upgrade installs: the apt channel, the tarball, the bundle.
+        // What the cluster's nodes install: the apt and dnf channels, the
+        // tarball, the sysext image, the installer image, the bundle.
         &[
             "--source",
             "--fast",
             "--version",
             &version,
             "--formats",
-            "deb,tar,images",
+            "deb,rpm,tar,sysext,oci,images",
         ],
         &out,
     )?;
@@ -287,12 +288,14 @@ fn build_releases(root: &Path, inputs: Inputs) -> Result<(PathBuf, PathBuf)> {
     for (label, revision) in [("prev", "1"), ("cur", "2")] {
         let out = work.join(label);
         // What the suites on source builds read: rpm and zypper both
-        // releases' rpms, cluster the current one's debs, tarball and
-        // images bundle. The fixtures' releases have every format.
+        // releases' rpms; cluster the packages and sysext image of both
+        // (its repository's channel at the first revision, then the next),
+        // the current one's tarball, installer image and images bundle.
+        // The fixtures' releases have every format.
         let formats: &[&str] = match (inputs, label) {
             (Inputs::Fixtures, _) => &[],
-            (Inputs::Source, "prev") => &["--formats", "rpm"],
-            (Inputs::Source, _) => &["--formats", "deb,rpm,tar,images"],
+            (Inputs::Source, "prev") => &["--formats", "deb,rpm,sysext"],
+            (Inputs::Source, _) => &["--formats", "deb,rpm,tar,sysext,oci,images"],
         };
         let what = format!("{flag} (release {label}, revision {revision})");
         dist(

@@ -203,7 +203,9 @@ fn items(staged: &StagedArch, sysext: &StagedSysext) -> Result<BTreeMap<String, 
         }
         .with_context(|| format!("sysext: the packages were not staged for {}", sysext.family))?;
         for file in pkg.package_files() {
-            if file.dest.starts_with("/etc/") {
+            // An extension never merges /etc: what stays there is left out.
+            let path = sysext.image_path(&file.dest);
+            if path.starts_with("/etc/") {
                 continue;
             }
             let item = Item::File {
@@ -211,7 +213,7 @@ fn items(staged: &StagedArch, sysext: &StagedSysext) -> Result<BTreeMap<String, 
                 size: file.size,
                 mode: file.mode,
             };
-            add(&sysext.image_path(&file.dest), item, &file.sha256)?;
+            add(&path, item, &file.sha256)?;
         }
         dirs.extend(&pkg.dirs);
     }

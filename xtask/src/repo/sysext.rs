@@ -3,7 +3,8 @@
 //!
 //! ```text
 //! REPO/sysext/<name>-v<X.Y.Z>-<arch>.raw   every image ever added
-//! REPO/sysext/<…>.raw.spdx.json            its SBOM, when dist made one
+//! REPO/sysext/<name>-v<X.Y.Z>-<arch>.spdx.json
+//!                                          its SBOM, when dist made one
 //! REPO/sysext/SHA256SUMS                   `sha256  file` of every image
 //!                                          and SBOM (sysupdate takes only
 //!                                          the lines its pattern matches)
@@ -136,10 +137,13 @@ fn publish_planned(
             place(source, &dest)?;
             sums.push_str(&format!("{sha256}  {name}\n"));
             // Its SBOM beside it (checked with the image by
-            // inputs::read_dist_dir, or served with it before).
-            let sbom = crate::sbom::path_of(source);
-            if sbom.is_file() {
-                let served_sbom = crate::sbom::path_of(&dest);
+            // inputs::read_dist_dir, or served with it before, under
+            // either name).
+            let sbom = [served_sbom(source), crate::sbom::path_of(source)]
+                .into_iter()
+                .find(|p| p.is_file());
+            if let Some(sbom) = sbom {
+                let served_sbom = served_sbom(&dest);
                 place(&sbom, &served_sbom)?;
                 sums.push_str(&format!(
                     "{}  {}\n",
@@ -181,6 +185,15 @@ fn publish_planned(
         let _ = fs::remove_dir_all(&staging);
     }
     result.map(Some)
+}
+
+/// The name an image's SBOM is served under, `<name>-v<X.Y.Z>-<arch>.spdx.json`,
+/// not dist's `<image>.raw.spdx.json`: systemd-sysupdate 257 takes every
+/// SHA256SUMS line that *starts* with a match of its MatchPattern (later
+/// versions also anchor the end), so an SBOM named after the whole image
+/// is fetched and linked as the image itself.
+fn served_sbom(image: &Path) -> PathBuf {
+    image.with_extension("spdx.json")
 }
 
 /// The sysupdate transfer file of one minor channel: every patch release
