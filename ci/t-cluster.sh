@@ -1016,10 +1016,14 @@ test_a_newer_package_in_the_channel_upgrades_only_what_is_not_held() {
 kubelet_pid() { kd_in_boot "$1" pgrep -x kubelet || true; }
 kubelet_restarted() { p=$(kubelet_pid "$1"); [ -n "$p" ] && [ "$p" != "$2" ]; }
 
+# (Every node's at once: each init system restarts its own.)
 test_a_killed_kubelet_is_brought_back_by_its_init_system() {
     for n in $NODES; do
-        old=$(kubelet_pid "$n")
-        kd_in_boot "$n" kill -9 "$old"
+        kubelet_pid "$n" >"$TMP/$n.killed"
+        kd_in_boot "$n" kill -9 "$(cat "$TMP/$n.killed")"
+    done
+    for n in $NODES; do
+        old=$(cat "$TMP/$n.killed")
         # supervise-daemon waits respawn_delay, runsv a second, systemd RestartSec.
         wait_for 60 "kd-$n's init system restarts the kubelet" kubelet_restarted "$n" "$old"
         wait_for 120 "kd-$n is Ready again" kc wait --for=condition=Ready "node/kd-$n" --timeout=5s
@@ -1163,20 +1167,27 @@ echo_container() { kc get pod "echo-$1" -o jsonpath='{.status.containerStatuses[
 # outlive it (their shims are not its children), and the kubelet and the
 # Services find them again.
 test_a_restarted_containerd_brings_the_pods_back() {
+    # (Every node's at once.)
     for n in $NODES; do
-        container=$(echo_container "$n")
-        old=$(containerd_pid "$n")
+        echo_container "$n" >"$TMP/$n.container"
+        containerd_pid "$n" >"$TMP/$n.containerd"
         case $(node_init "$n") in
         systemd) kd_in_boot "$n" systemctl restart containerd ;;
         openrc) kd_in_boot "$n" rc-service containerd restart ;;
         runit) kd_in_boot "$n" sv restart containerd ;;
         esac
+    done
+    for n in $NODES; do
+        old=$(cat "$TMP/$n.containerd")
         wait_for 60 "containerd runs again on kd-$n" containerd_restarted "$n" "$old"
-        since=$(now)
+    done
+    since=$(now)
+    for n in $NODES; do
+        old=$(cat "$TMP/$n.containerd")
         wait_for 120 "kd-$n is Ready after containerd's restart" back_since "$n" "$since"
         wait_for 120 "echo-$n is Ready after containerd's restart" kc wait --for=condition=Ready "pod/echo-$n" --timeout=5s
         echo "kd-$n: containerd $old restarted as $(containerd_pid "$n")"
-        assert_eq "$container" "$(echo_container "$n")" "echo-$n's container after containerd's restart on kd-$n (the same one)"
+        assert_eq "$(cat "$TMP/$n.container")" "$(echo_container "$n")" "echo-$n's container after containerd's restart on kd-$n (the same one)"
     done
     for n in $NODES; do
         wait_for 60 "the echo Services answer from kd-$n's pod" echo_reachable "$n"

@@ -290,12 +290,13 @@ fn build_releases(root: &Path, inputs: Inputs) -> Result<(PathBuf, PathBuf)> {
         // What the suites on source builds read: rpm and zypper both
         // releases' rpms; cluster the packages and sysext image of both
         // (its repository's channel at the first revision, then the next),
-        // the current one's tarball, installer image and images bundle.
+        // the current one's tarball, installer image and images bundle,
+        // compressed quickly (t-dist checks the codecs, on the fixtures).
         // The fixtures' releases have every format.
         let formats: &[&str] = match (inputs, label) {
             (Inputs::Fixtures, _) => &[],
-            (Inputs::Source, "prev") => &["--formats", "deb,rpm,sysext"],
-            (Inputs::Source, _) => &["--formats", "deb,rpm,tar,sysext,oci,images"],
+            (Inputs::Source, "prev") => &["--fast", "--formats", "deb,rpm,sysext"],
+            (Inputs::Source, _) => &["--fast", "--formats", "deb,rpm,tar,sysext,oci,images"],
         };
         let what = format!("{flag} (release {label}, revision {revision})");
         dist(
