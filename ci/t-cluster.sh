@@ -3,7 +3,7 @@
 # from kubedist's artifacts built from source (cargo xtask test runs this
 # suite on the `dist --source` release).
 #
-# Five nodes, each a Debian root booted with systemd-nspawn, its init
+# Six nodes, each a Debian root booted with systemd-nspawn, its init
 # system as PID 1, in a network namespace of its own on one bridge; no
 # other network exists for them. They are installed at the release of the
 # minor before the pin (KD_DIST_OLDER, built from source by cargo xtask
@@ -414,14 +414,13 @@ RUN
     # What the operator carries over, linked (the nodes only read it).
     mkdir -p "$r/srv/kubedist"
     case $(node_way "$n") in
+    apt | sysext | dnf) cp -al "$TMP/repo" "$r/srv/kubedist/repo" ;;
+    esac
+    case $(node_way "$n") in
     apt)
-        cp -al "$TMP/repo" "$r/srv/kubedist/repo"
         mkdir -p "$r/etc/apt/keyrings"
         install -m 0644 "$TMP/repo/v$OLD_MINOR/kubedist.gpg" "$r/etc/apt/keyrings/kubedist.gpg"
         install -m 0644 "$TMP/repo/v$OLD_MINOR/kubedist.list" "$r/etc/apt/sources.list.d/kubedist.list"
-        ;;
-    sysext | dnf)
-        cp -al "$TMP/repo" "$r/srv/kubedist/repo"
         ;;
     tarball)
         carry "$OLD_TARBALL" "$TARBALL" "$r/srv/kubedist/"
@@ -583,6 +582,10 @@ set_zone() {
     kd_in_boot "$1" sh -c 'mkdir -p "${2%/*}" && printf "%s\n" "KUBELET_EXTRA_ARGS=--node-labels=kubedist.test/zone=$1" >"$2"' sh "$2" "$(env_file "$1")"
 }
 
+# What stays where it is until the admin moves it (apt-mark hold, dnf
+# versionlock).
+HELD="kubeadm kubelet kubectl"
+
 # install NODE VERSION MINOR : kubedist's software of release VERSION on
 # NODE, the way its path installs it, as README.md tells an operator; the
 # packages held (apt-mark hold, dnf versionlock), the sysext image from
@@ -592,7 +595,7 @@ install() {
     apt) in_node "$1" "
         apt-get update -q
         apt-get install -y -q kubeadm kubelet kubectl kubernetes-cni cri-tools
-        apt-mark hold kubeadm kubelet kubectl" ;;
+        apt-mark hold $HELD" ;;
     tarball) in_node "$1" "
         cd /root
         tar -xzf /srv/kubedist/kubedist-$2-linux-amd64.tar.gz
@@ -607,7 +610,9 @@ install() {
         systemd-sysext refresh
         systemd-sysext status --no-pager" ;;
     installer)
-        kd_installer_run "$1" "$OLD_INSTALLER" install >"$TMP/$1.installer.out" ||
+        image=$OLD_INSTALLER
+        [ "$2" != "$K8S" ] || image=$INSTALLER
+        kd_installer_run "$1" "$image" install >"$TMP/$1.installer.out" ||
             { cat "$TMP/$1.installer.out"; return 1; }
         cat "$TMP/$1.installer.out"
         assert_grep "installing in the host's namespaces" "$TMP/$1.installer.out" ;;
@@ -618,7 +623,7 @@ install() {
         rpm --import /srv/kubedist/repo/v$3/kubedist.asc
         install -m 0644 /srv/kubedist/repo/v$3/kubedist.repo /etc/yum.repos.d/kubedist.repo
         dnf install -y -q kubeadm kubelet kubectl kubernetes-cni cri-tools
-        dnf versionlock add kubeadm kubelet kubectl" ;;
+        dnf versionlock add $HELD" ;;
     esac
 }
 
@@ -865,9 +870,9 @@ upgrade_worker() {
         # for it, kept to this node: its init container installs, restarts
         # the kubelet without waiting, and the pod stays.
         in_node "$1" "ctr -n k8s.io images import /srv/kubedist/${INSTALLER##*/}"
-        kd_in_boot cp kubectl --kubeconfig /etc/kubernetes/admin.conf create --dry-run=client -o json -f - <"$DAEMONSET" |
+        kc create --dry-run=client -o json -f - <"$DAEMONSET" |
             jq --arg node "kd-$1" '.spec.template.spec.nodeSelector = { "kubernetes.io/hostname": $node }' |
-            kd_in_boot cp kubectl --kubeconfig /etc/kubernetes/admin.conf apply -f -
+            kc apply -f -
         kc -n kube-system rollout status ds/kubedist-installer --timeout=180s
         kc -n kube-system logs -l app.kubernetes.io/name=kubedist-installer -c install --tail=-1
         in_node "$1" "
@@ -962,6 +967,9 @@ pkg_versions() {
     esac
 }
 
+# each_held VERSION : VERSION once for each package of $HELD, a line each.
+each_held() { for _ in $HELD; do echo "$1"; done; }
+
 # A newer package of N published to the channel the nodes already follow:
 # a plain `apt-get upgrade` and `dnf upgrade` leave the held kubeadm,
 # kubelet and kubectl where they are (apt-mark hold, dnf versionlock);
@@ -969,8 +977,6 @@ pkg_versions() {
 # packages' scripts, and the node is Ready on it. (KD_DIST is the same
 # Kubernetes release at the next package revision, which apt and dnf order
 # as they order a patch release.)
-# each_held VERSION : VERSION once for each of $held, a line each.
-each_held() { for _ in $held; do echo "$1"; done; }
 test_a_newer_package_in_the_channel_upgrades_only_what_is_not_held() {
     (cd "$KD_REPO" && "$XTASK" repo --channels minor --from "$KD_DIST" --out "$TMP/repo" \
         --key "$TMP/repo-key.asc" --base-url file:///srv/kubedist/repo) >"$TMP/repo-next.log" 2>&1 ||
@@ -979,7 +985,6 @@ test_a_newer_package_in_the_channel_upgrades_only_what_is_not_held() {
         rm -rf "$TMP/root-$n/srv/kubedist/repo"
         cp -al "$TMP/repo" "$TMP/root-$n/srv/kubedist/repo"
     done
-    held="kubeadm kubelet kubectl"
     for n in cp w4; do
         old=$(kubelet_pid "$n")
         # The channel offers the newer package (its metadata read afresh).
@@ -993,19 +998,19 @@ test_a_newer_package_in_the_channel_upgrades_only_what_is_not_held() {
             dnf -q --disableplugin=versionlock list --available kubelet | grep ' $K8S-$REV '
             dnf upgrade -y -q" ;;
         esac
-        assert_eq "$(each_held "$K8S-$PREV_REV")" "$(pkg_versions "$n" $held)" "kd-$n's held packages after a plain upgrade"
+        assert_eq "$(each_held "$K8S-$PREV_REV")" "$(pkg_versions "$n" $HELD)" "kd-$n's held packages after a plain upgrade"
         assert_eq "$old" "$(kubelet_pid "$n")" "kd-$n's kubelet pid after a plain upgrade that upgraded no kubelet"
         case $(node_way "$n") in
         apt) in_node "$n" "
-            apt-mark unhold $held
+            apt-mark unhold $HELD
             apt-get upgrade -y -q
-            apt-mark hold $held" ;;
+            apt-mark hold $HELD" ;;
         dnf) in_node "$n" "
-            dnf versionlock delete $held
+            dnf versionlock delete $HELD
             dnf upgrade -y -q
-            dnf versionlock add $held" ;;
+            dnf versionlock add $HELD" ;;
         esac
-        assert_eq "$(each_held "$K8S-$REV")" "$(pkg_versions "$n" $held)" "kd-$n's packages after the released upgrade"
+        assert_eq "$(each_held "$K8S-$REV")" "$(pkg_versions "$n" $HELD)" "kd-$n's packages after the released upgrade"
         wait_for 60 "kd-$n's kubelet is restarted on the new package" kubelet_restarted "$n" "$old"
         since=$(now)
         wait_for 120 "kd-$n is Ready on the new package" back_since "$n" "$since"
@@ -1221,16 +1226,16 @@ not_kubedists() {
     printf '%s\n' '^/etc/cni/net\.d/10-kubedist\.conflist$' '^/etc/kubernetes(/pki|/tmp(/.*)?)?$' '^/var/lib/etcd$' \
         '^/var/lib/cni(/.*)?$' '^/etc/ssl(/certs)?$' '^/usr/lib/modules$' \
         '^/usr/libexec/kubernetes(/kubelet-plugins(/volume(/exec)?)?)?$'
+    # (The bundle: install.sh --images keeps no copy of its own.)
+    [ "$(node_way "$1")" = tarball ] || echo '^/var/lib/kubedist(/images(/.*)?)?$'
     case $(node_way "$1") in
-    apt) echo '^/var/lib/kubedist(/images(/.*)?)?$' ;;
-    tarball) echo '^/etc/default/kubelet$' ;;
-    installer) printf '%s\n' '^/var/lib/kubedist(/images(/.*)?)?$' '^/etc/default/kubelet$' ;;
+    tarball | installer) echo '^/etc/default/kubelet$' ;;
     # (rpm keeps the .rpmnew an upgrade wrote beside the edited file as it
     # keeps the .rpmsave; /usr/share/licenses is the filesystem package's
     # on an rpm host, and rpm made it on this Debian root.)
-    dnf) printf '%s\n' '^/var/lib/kubedist(/images(/.*)?)?$' '^/etc/sysconfig(/kubelet\.rpm(save|new))?$' \
-        '^/etc/yum\.repos\.d/kubedist\.repo$' '^/usr/share/licenses$' ;;
-    sysext) printf '%s\n' '^/var/lib/kubedist(/images(/.*)?)?$' '^/etc/sysconfig(/kubelet)?$' \
+    dnf) printf '%s\n' '^/etc/sysconfig(/kubelet\.rpm(save|new))?$' '^/etc/yum\.repos\.d/kubedist\.repo$' \
+        '^/usr/share/licenses$' ;;
+    sysext) printf '%s\n' '^/etc/sysconfig(/kubelet)?$' \
         '^/etc/sysupdate\.kubernetes\.d(/kubernetes\.conf)?$' '^/etc/systemd/import-pubring\.gpg$' \
         '^/(etc|opt)/extensions$' '^/etc/systemd/system/[a-z.-]+\.wants/systemd-sysext\.service$' ;;
     esac
@@ -1244,7 +1249,7 @@ uninstall() {
     apt) in_node "$1" 'apt-get purge -y -q --allow-change-held-packages kubeadm kubelet kubectl kubernetes-cni cri-tools' ;;
     tarball) in_node "$1" "/root/kubedist-$K8S-linux-amd64/install.sh uninstall" ;;
     dnf) in_node "$1" '
-        dnf versionlock delete kubeadm kubelet kubectl
+        dnf versionlock delete '"$HELD"'
         dnf remove -y -q kubeadm kubelet kubectl kubernetes-cni cri-tools
         rpm -e kubedist-test-provides' ;;
     installer) kd_installer_run "$1" "$INSTALLER" uninstall ;;

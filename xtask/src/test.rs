@@ -216,8 +216,12 @@ const ON_SOURCE_BUILDS: &[&str] = &["cluster", "rpm", "zypper"];
 /// cluster to the pin; source checks what it holds.
 const ON_OLDER_RELEASE: &[&str] = &["cluster", "source"];
 
-/// Builds, for amd64 from source, the packages, tarball, sysext and
-/// installer images and images bundle of the newest version of the minor before the pin whose images are known
+/// What the cluster's nodes install from a release: the apt and dnf
+/// channels, the tarball, the sysext and installer images, the bundle.
+const CLUSTER_FORMATS: &str = "deb,rpm,tar,sysext,oci,images";
+
+/// Builds, for amd64 from source, the cluster's formats of the newest
+/// version of the minor before the pin whose images are known
 /// (pkg/images/), and returns its output directory.
 fn build_older_release(root: &Path) -> Result<PathBuf> {
     let spec = crate::spec::Spec::load(root)?;
@@ -232,15 +236,13 @@ fn build_older_release(root: &Path) -> Result<PathBuf> {
     let out = root.join("target/ci-dist/source/older");
     dist(
         &format!("--source --version {version} (the minor before the pin)"),
-        // What the cluster's nodes install: the apt and dnf channels, the
-        // tarball, the sysext image, the installer image, the bundle.
         &[
             "--source",
             "--fast",
             "--version",
             &version,
             "--formats",
-            "deb,rpm,tar,sysext,oci,images",
+            CLUSTER_FORMATS,
         ],
         &out,
     )?;
@@ -289,14 +291,13 @@ fn build_releases(root: &Path, inputs: Inputs) -> Result<(PathBuf, PathBuf)> {
         let out = work.join(label);
         // What the suites on source builds read: rpm and zypper both
         // releases' rpms; cluster the packages and sysext image of both
-        // (its repository's channel at the first revision, then the next),
-        // the current one's tarball, installer image and images bundle,
-        // compressed quickly (t-dist checks the codecs, on the fixtures).
+        // (its repository's channel at the first revision, then the next)
+        // and all its formats of the current one, compressed quickly (t-dist checks the codecs, on the fixtures).
         // The fixtures' releases have every format.
         let formats: &[&str] = match (inputs, label) {
             (Inputs::Fixtures, _) => &[],
             (Inputs::Source, "prev") => &["--fast", "--formats", "deb,rpm,sysext"],
-            (Inputs::Source, _) => &["--fast", "--formats", "deb,rpm,tar,sysext,oci,images"],
+            (Inputs::Source, _) => &["--fast", "--formats", CLUSTER_FORMATS],
         };
         let what = format!("{flag} (release {label}, revision {revision})");
         dist(
