@@ -1254,14 +1254,14 @@ uninstall() {
         rpm -e kubedist-test-provides' ;;
     installer) kd_installer_run "$1" "$INSTALLER" uninstall ;;
     sysext) in_node "$1" '
-        systemctl mask --runtime --now kubelet
+        systemctl mask --runtime --now kubelet kubedist-cni-plugins
         /usr/lib/kubedist/cni-plugins remove
         rm -r /etc/extensions/kubernetes.raw /opt/extensions/kubernetes
         # What the image'"'"'s tmpfiles.d made at boot, where empty.
         rmdir --ignore-fail-on-non-empty /opt/cni/bin /opt/cni /var/lib/kubelet /etc/kubernetes/manifests
         systemd-sysext refresh
         systemctl daemon-reload
-        systemctl unmask --runtime kubelet
+        systemctl unmask --runtime kubelet kubedist-cni-plugins
         [ ! -e /usr/bin/kubelet ]' ;;
     esac
 }

@@ -449,6 +449,29 @@ done
 EOF
 }
 
+# An admin's remove while a kubelet start's sync is copying (a restart loop
+# while the node is taken down) waits for the sync, then takes every copy:
+# the two never interleave, which would leave copies behind.
+test_cni_plugins_remove_during_a_sync_takes_every_copy() {
+    root=$(host flatcar)
+    activate "$root" "$IMG" cur
+    in_host "$root" <<'EOF'
+systemd-sysext merge >/dev/null 2>&1
+cni=/usr/lib/kubedist/cni-plugins
+record=/var/lib/kubedist/sysext-cni-plugins
+for round in 1 2 3; do
+    "$cni" sync 2>/dev/null &
+    # The record appears with the sync's first copy: the sync is under way.
+    while [ ! -f "$record" ]; do :; done
+    "$cni" remove 2>/dev/null
+    wait
+    left=$(ls -A /opt/cni/bin)
+    [ -z "$left" ] || { echo "FAIL: round $round: a remove during a sync left" $left >&2; exit 1; }
+    [ ! -e "$record" ] || { echo "FAIL: round $round: the record stayed" >&2; exit 1; }
+done
+EOF
+}
+
 # Two extensions shipping the same path stack by name: the one whose name
 # sorts later wins (measured with systemd 252, as README.md says). The CNI
 # copier, which runs before every kubelet start, warns when one of the
@@ -609,6 +632,7 @@ kd_test test_pinned_images_merge_only_on_their_os
 kd_test test_other_architecture_refused
 kd_test test_cni_plugins_keep_third_party_and_follow_the_image
 kd_test test_cni_plugins_interrupted_sync_is_finished_by_the_next
+kd_test test_cni_plugins_remove_during_a_sync_takes_every_copy
 kd_test test_extensions_shipping_the_kubelet_stack_by_name
 kd_test test_switch_and_rollback
 kd_test test_repo_serves_a_signed_channel

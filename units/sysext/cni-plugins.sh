@@ -23,6 +23,8 @@
 # another merged extension overrides one of this extension's binaries or
 # units (the kubelet, its unit, kubeadm's drop-in, ...). What it leaves
 # alone is said once: on the first run, and when a copy of ours has changed.
+# One run at a time: a run waits for the lock on the record's directory, so
+# the sync of a kubelet start never interleaves with an admin's remove.
 set -eu
 
 FROM=/usr/lib/kubedist/cni/bin
@@ -30,6 +32,12 @@ TO=/opt/cni/bin
 RECORD=/var/lib/kubedist/sysext-cni-plugins
 
 log() { echo "kubedist-cni-plugins: $*" >&2; }
+
+# lock: holds the record directory's lock until this run exits.
+lock() {
+    exec 9<"${RECORD%/*}"
+    flock 9
+}
 
 # digest FILE: the sha256 of a regular file; nothing for a symlink, a
 # directory or no file at all.
@@ -120,9 +128,10 @@ sync_plugins() {
         exit 1
     fi
     warn_overridden
+    mkdir -p "$TO" "${RECORD%/*}"
+    lock
     first_run=
     [ -f "$RECORD" ] || first_run=1
-    mkdir -p "$TO" "${RECORD%/*}"
     sweep_temps
     tmp='' rtmp=''
     new=$(mktemp "$RECORD.XXXXXX")
@@ -163,6 +172,7 @@ sync)
     sync_plugins
     ;;
 remove)
+    [ ! -d "${RECORD%/*}" ] || lock
     [ ! -d "$TO" ] || sweep_temps
     remove_stale ""
     rm -f "$RECORD"
