@@ -549,6 +549,52 @@ pub struct Package {
     pub files: Vec<FileEntry>,
     #[serde(default)]
     pub dirs: Vec<DirEntry>,
+    /// The architectures whose xz streams of this package (a deb's data,
+    /// an rpm's payload) put xz's branch filter for the architecture's code
+    /// ahead of LZMA2: where the package is one large program, the filter
+    /// pays (docs/performance.md, "Branch filters").
+    #[serde(default)]
+    pub xz_branch_filter: Vec<String>,
+}
+
+/// xz's branch/call/jump filter: it rewrites the relative addresses of one
+/// architecture's call and jump instructions as absolute ones ahead of
+/// LZMA2, so that calls to the same function look alike. Every reader of
+/// xz decodes the x86 one (liblzma has had it since 4.999.9beta, 2009:
+/// every dpkg that reads xz, rpm ≥ 4.7, GNU tar through xz).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BranchFilter {
+    X86,
+}
+
+impl BranchFilter {
+    /// The filter for `arch`'s code, or why there is none a package may use.
+    pub fn for_arch(arch: Arch) -> std::result::Result<BranchFilter, &'static str> {
+        match arch {
+            Arch::Amd64 => Ok(BranchFilter::X86),
+            Arch::Arm64 => Err(
+                "xz's ARM64 filter needs liblzma >= 5.4.0 to decode: the dpkg of Ubuntu 22.04 \
+                 and the rpm of RHEL 9 (liblzma 5.2.5) cannot read it (Debian 12's dpkg, 5.4.1, can), \
+                 and the xz2 crate that writes dist's xz streams has no encoder for it",
+            ),
+            Arch::Ppc64le => {
+                Err("xz's PowerPC filter is for big-endian code; ppc64le has none")
+            }
+            Arch::S390x => Err("xz has no branch filter for s390x code"),
+        }
+    }
+}
+
+impl Package {
+    /// The branch filter of this package's xz streams for `arch`, if any.
+    pub fn xz_filter(&self, arch: Arch) -> Option<BranchFilter> {
+        self.xz_branch_filter
+            .iter()
+            .any(|a| a.parse::<Arch>().ok() == Some(arch))
+            .then(|| BranchFilter::for_arch(arch).ok())
+            .flatten()
+    }
 }
 
 /// What one family adds to a package.
@@ -1015,6 +1061,13 @@ fn validate_package(
             }
         }
     }
+    for name in &p.xz_branch_filter {
+        let arch: Arch = name
+            .parse()
+            .map_err(|_| anyhow::anyhow!("xz_branch_filter: {name:?} is no architecture"))?;
+        BranchFilter::for_arch(arch)
+            .map_err(|why| anyhow::anyhow!("xz_branch_filter: {name}: {why}"))?;
+    }
     for unit in &p.systemd_units {
         if !p
             .files
@@ -1175,6 +1228,34 @@ mod tests {
             .parent()
             .unwrap()
             .into()
+    }
+
+    #[test]
+    fn a_branch_filter_is_taken_only_where_every_reader_decodes_it() {
+        let spec = Spec::load(&repo_root()).unwrap();
+        let mut kubelet: Package = read_toml(&spec.root.join("pkg/kubelet.toml")).unwrap();
+        let check = |p: &Package| {
+            validate_package(p, &spec.release, &spec.families, &spec.root)
+                .map_err(|e| format!("{e:#}"))
+        };
+        for (arches, says) in [
+            (vec!["amd64"], None),
+            (vec!["x86_64"], None),
+            (vec!["arm64"], Some("Ubuntu 22.04")),
+            (vec!["ppc64le"], Some("big-endian")),
+            (vec!["s390x"], Some("no branch filter for s390x")),
+            (vec!["i386"], Some("\"i386\" is no architecture")),
+        ] {
+            kubelet.xz_branch_filter = arches.iter().map(|a| a.to_string()).collect();
+            match (check(&kubelet), says) {
+                (Ok(()), None) => {
+                    assert_eq!(kubelet.xz_filter(Arch::Amd64), Some(BranchFilter::X86));
+                    assert_eq!(kubelet.xz_filter(Arch::Arm64), None);
+                }
+                (Err(e), Some(says)) => assert!(e.contains(says), "{arches:?}: {e}"),
+                (got, _) => panic!("{arches:?}: {got:?}"),
+            }
+        }
     }
 
     #[test]

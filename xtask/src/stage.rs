@@ -102,6 +102,9 @@ pub struct Staged {
     pub scripts: Vec<Script>,
     /// The project's LICENSE (rpm's `%license`).
     pub license: String,
+    /// The branch filter of this package's xz streams on its architecture
+    /// (the package's `xz_branch_filter`).
+    pub xz_filter: Option<crate::spec::BranchFilter>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -572,6 +575,7 @@ fn stage_one(
         completion_dirs: completed.dirs.into_iter().collect(),
         scripts: Vec::new(),
         license: license.to_string(),
+        xz_filter: package.xz_filter(arch),
     };
     staged.scripts = scripts(spec, &staged)?;
     Ok(staged)

@@ -20,6 +20,7 @@ use anyhow::{bail, Context, Result};
 use super::measure::{self, Sample};
 use crate::emit;
 use crate::emit::codec::{self, Codec, Codecs};
+use crate::spec::{BranchFilter, Spec};
 
 /// One uncompressed stream of an artifact.
 pub struct Stream {
@@ -36,8 +37,8 @@ pub struct Floor {
 }
 
 /// The uncompressed streams of the artifacts in `dist`, each with the codec
-/// dist compressed it with.
-pub fn streams(dist: &Path, codecs: &Codecs) -> Result<Vec<Stream>> {
+/// dist compressed it with (a deb's with its package's branch filter).
+pub fn streams(spec: &Spec, dist: &Path, codecs: &Codecs) -> Result<Vec<Stream>> {
     let mut out = Vec::new();
     for (path, name) in super::artifacts(dist)? {
         if name.ends_with(".deb") {
@@ -56,7 +57,9 @@ pub fn streams(dist: &Path, codecs: &Codecs) -> Result<Vec<Stream>> {
                         decompress(&member, &data).with_context(|| format!("{name}: {member}"))?;
                     out.push(Stream {
                         name: name.clone(),
-                        codec: codecs.of(emit::deb::NAME),
+                        codec: codecs
+                            .of(emit::deb::NAME)
+                            .with_filter(deb_filter(spec, &name)),
                         bytes: tar,
                     });
                 }
@@ -95,6 +98,47 @@ pub fn streams(dist: &Path, codecs: &Codecs) -> Result<Vec<Stream>> {
         }
     }
     Ok(out)
+}
+
+/// The branch filter of the deb file `name` (`NAME_VERSION_ARCH.deb`): its
+/// package's for its architecture.
+fn deb_filter(spec: &Spec, name: &str) -> Option<BranchFilter> {
+    let mut parts = name.strip_suffix(".deb")?.split('_');
+    let (package, arch) = (parts.next()?, parts.nth(1)?);
+    let package = spec.packages.iter().find(|p| p.name == package)?;
+    package.xz_filter(arch.parse().ok()?)
+}
+
+/// What a package's branch filter does to its deb: the data stream's size
+/// through the deb codec with the filter and without.
+pub struct FilterEffect {
+    pub deb: String,
+    pub filter: BranchFilter,
+    pub with: u64,
+    pub without: u64,
+}
+
+/// The branch filters' effect on the debs in `dist` whose package has one.
+pub fn filter_effect(spec: &Spec, dist: &Path, codecs: &Codecs) -> Result<Vec<FilterEffect>> {
+    let mut rows = Vec::new();
+    for stream in streams(spec, dist, codecs)? {
+        let Some(filter) = stream.codec.filter else {
+            continue;
+        };
+        let size = |codec: Codec| -> Result<u64> {
+            let threads = measure::cpus() as u32;
+            Ok(codec::compress(codec, threads, &stream.bytes)
+                .with_context(|| format!("compressing {}'s stream", stream.name))?
+                .len() as u64)
+        };
+        rows.push(FilterEffect {
+            with: size(stream.codec)?,
+            without: size(stream.codec.with_filter(None))?,
+            deb: stream.name,
+            filter,
+        });
+    }
+    Ok(rows)
 }
 
 fn decompress(name: &str, data: &[u8]) -> Result<Vec<u8>> {

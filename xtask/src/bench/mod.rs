@@ -19,7 +19,12 @@
 //! 6. `cargo xtask repo` at scale: generated releases added one at a time,
 //!    each add timed against the releases already there (`repo`);
 //! 7. the images bundle of air-gapped nodes: its size per architecture, its
-//!    dist, its import into a containerd of the bench's own (`images`).
+//!    dist, its import into a containerd of the bench's own (`images`);
+//! 8. the payloads users ship (`--payload source`: the release's programs
+//!    built from their Go modules, amd64 and arm64; `--payload fixtures`:
+//!    Debian's kubectl and CNI plugins, stand-ins for the rest): every
+//!    artifact's size, each branch filter's effect on its deb, dist against
+//!    nfpm with the goals.
 //!
 //! Benchmarks report; they do not pass or fail. The targets are printed next
 //! to the figures.
@@ -51,9 +56,10 @@ use report::Report;
 /// Measure dist against the native tools and the codec floor, a no-change
 /// re-run, kubelet-wrapper's start-up and reproducibility.
 ///
-/// Takes about 13 minutes on 2 CPUs at the default codecs (a 250 MiB payload
-/// compressed at the default codecs six times over); --quick takes
-/// about one. Needs dpkg-deb, rpmbuild, rpm2cpio, cpio, tar, mksquashfs
+/// Takes about 80 minutes on 2 CPUs: 35 for the programs built from source
+/// (amd64 and arm64, nfpm and seven levels twice), then the fixtures and the
+/// synthetic payload (250 MiB compressed at the default codecs six times
+/// over; --quick: 25 MiB). Needs dpkg-deb, rpmbuild, rpm2cpio, cpio, tar, mksquashfs
 /// and hyperfine (apt-get install dpkg-dev rpm cpio squashfs-tools hyperfine).
 #[derive(clap::Args, Debug)]
 #[command(after_long_help = "\
@@ -63,7 +69,8 @@ Examples:
   cargo xtask bench --compression fast   # the same at --fast levels
   cargo xtask bench --repo-only --repo-releases 200   # cargo xtask repo at scale only
   cargo xtask bench --images-only        # the images bundle: sizes, dist, import
-  cargo xtask bench --source-only        # source builds against plain go build")]
+  cargo xtask bench --source-only        # source builds against plain go build
+  cargo xtask bench --payload source     # the release's programs against nfpm, amd64 and arm64")]
 pub struct Args {
     /// A 25 MiB payload instead of 250 MiB.
     #[arg(long)]
@@ -117,23 +124,31 @@ pub struct Args {
         requires = "cold"
     )]
     pub cold_versions: Vec<String>,
-    /// Which payloads: `synthetic` (the generated one, every part of the
-    /// bench), `real` (the fixtures as they are: Debian's real kubectl and
-    /// CNI plugins, stand-ins for the rest; dist against nfpm only) or
-    /// `both`.
-    #[arg(long, value_enum, default_value = "both")]
-    pub payload: Payloads,
+    /// Which payloads, comma-separated: `source` (the release's real
+    /// programs built from their Go modules at the pinned versions, amd64
+    /// and arm64; needs Go, and fills its caches on the first run), `fixtures`
+    /// (Debian's real kubectl and CNI plugins, stand-ins for the rest) and
+    /// `synthetic` (a generated payload: every other part of the bench).
+    /// `source` and `fixtures`: dist against nfpm, the artifacts' sizes and
+    /// the branch filters' effect.
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "source,fixtures,synthetic"
+    )]
+    pub payload: Vec<PayloadKind>,
     /// Where inputs, outputs and logs go (replaced). Default: target/bench.
     #[arg(long, value_name = "DIR")]
     pub work: Option<PathBuf>,
 }
 
-/// The payloads a bench run measures (`--payload`).
+/// A payload a bench run measures (`--payload`).
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Payloads {
+pub enum PayloadKind {
+    Source,
+    Fixtures,
     Synthetic,
-    Real,
-    Both,
 }
 
 /// SOURCE_DATE_EPOCH of every run: fixed, so runs can be compared.
@@ -162,16 +177,26 @@ pub fn run(spec: &Spec, args: &Args) -> Result<()> {
         return report.finish(&bench.work, &bench.logs, started);
     }
 
-    eprintln!("==> bench: payload");
-    let fixtures = crate::fixtures::ensure(spec, &bench.work.join("fixtures"), &[bench.arch])?;
     // A build of the wrapper before anything is timed: dist checks it with
     // cargo on every run, which then costs what a no-change check costs.
-    crate::build::static_binary(&spec.root, "kubelet-wrapper", "kubelet-wrapper", bench.arch)?;
-    if args.payload != Payloads::Synthetic {
-        bench.real_payload(&fixtures, &mut report)?;
+    for arch in bench.payload_arches() {
+        crate::build::static_binary(&spec.root, "kubelet-wrapper", "kubelet-wrapper", arch)?;
     }
-    if args.payload == Payloads::Real {
-        bench.images(spec, &mut report)?;
+    if args.payload.contains(&PayloadKind::Source) {
+        for arch in bench.payload_arches() {
+            eprintln!("==> bench: the release's programs built from source, {arch}");
+            let dir = bench.work.join(format!("source-inputs-{arch}"));
+            let payload = payload::source(spec, arch, &dir)?;
+            bench.real_payload(&payload, "the programs built from source", &mut report)?;
+        }
+    }
+    eprintln!("==> bench: payload");
+    let fixtures = crate::fixtures::ensure(spec, &bench.work.join("fixtures"), &[bench.arch])?;
+    if args.payload.contains(&PayloadKind::Fixtures) {
+        let payload = payload::real(&fixtures, bench.arch)?;
+        bench.real_payload(&payload, "the fixtures", &mut report)?;
+    }
+    if !args.payload.contains(&PayloadKind::Synthetic) {
         return report.finish(&bench.work, &bench.logs, started);
     }
     let sizes = if args.quick {
@@ -189,7 +214,7 @@ pub fn run(spec: &Spec, args: &Args) -> Result<()> {
     let _ = fs::remove_dir_all(bench.cache());
 
     let cold = bench.cold_runs(&payload)?;
-    let peers = bench.peers(&payload, &cold.outs[0])?;
+    let peers = bench.peers(&payload, &cold.outs[0], &peer_levels(true))?;
     let first_sums = read_sums(&cold.outs[0])?;
     eprintln!("==> bench: dist, no-change re-runs");
     let mut again = Vec::new();
@@ -251,6 +276,7 @@ pub fn run(spec: &Spec, args: &Args) -> Result<()> {
 /// What every part of the bench shares.
 struct Bench<'a> {
     args: &'a Args,
+    spec: &'a Spec,
     root: PathBuf,
     codecs: Codecs,
     work: PathBuf,
@@ -271,7 +297,7 @@ struct ColdRuns {
 }
 
 impl<'a> Bench<'a> {
-    fn new(spec: &Spec, args: &'a Args) -> Result<Bench<'a>> {
+    fn new(spec: &'a Spec, args: &'a Args) -> Result<Bench<'a>> {
         let codecs = Codecs::parse(
             args.compression.as_deref().unwrap_or(""),
             Codecs::defaults(),
@@ -285,6 +311,7 @@ impl<'a> Bench<'a> {
         fs::create_dir_all(&logs).with_context(|| format!("creating {}", logs.display()))?;
         Ok(Bench {
             args,
+            spec,
             root: spec.root.clone(),
             codecs,
             work,
@@ -316,7 +343,7 @@ impl<'a> Bench<'a> {
             .arg(&payload.dir)
             .args([
                 "--arch",
-                self.arch.go_name(),
+                payload.arch.go_name(),
                 "--formats",
                 formats,
                 "--compression",
@@ -378,7 +405,7 @@ impl<'a> Bench<'a> {
             let _ = fs::remove_dir_all(out);
             dist.push(self.dist(payload, out, i == 0, &format!("dist-cold-{i}.log"))?);
             if i == 0 {
-                streams = floor::streams(out, &self.codecs)?;
+                streams = floor::streams(self.spec, out, &self.codecs)?;
             }
             let load = measure::load();
             let floor = floor::run(&streams)?;
@@ -425,6 +452,7 @@ impl<'a> Bench<'a> {
         &self,
         payload: &payload::Payload,
         trees: &Path,
+        settings: &[String],
     ) -> Result<Option<(nfpm::Peer, Vec<Level>)>> {
         let args = self.args;
         if args.no_nfpm {
@@ -455,7 +483,8 @@ impl<'a> Bench<'a> {
             {
                 best_nfpm = Some(p);
             }
-            for level in PEER_LEVELS {
+            for level in settings {
+                let level = level.as_str();
                 let out = self.work.join("dist-levels");
                 let _ = fs::remove_dir_all(&out);
                 let s = self.dist_with(
@@ -470,7 +499,7 @@ impl<'a> Bench<'a> {
                 // The same streams at the same level on all CPUs and
                 // nothing else: the part of dist's time no packer avoids.
                 let level_codecs = Codecs::parse(level, Codecs::defaults())?;
-                let floor = floor::run(&floor::streams(&out, &level_codecs)?)?;
+                let floor = floor::run(&floor::streams(self.spec, &out, &level_codecs)?)?;
                 let run = Level {
                     setting: level.to_string(),
                     sample: s,
@@ -492,17 +521,45 @@ impl<'a> Bench<'a> {
         Ok(best_nfpm.map(|n| (n, levels)))
     }
 
-    /// dist against nfpm on the fixtures as they are, real Go binaries:
-    /// what long windows are for.
-    fn real_payload(&self, fixtures: &Path, report: &mut Report) -> Result<()> {
-        let real = payload::real(fixtures, self.arch)?;
-        let trees = self.work.join("dist-real");
+    /// The architectures of the real payloads: this host's and arm64.
+    fn payload_arches(&self) -> Vec<Arch> {
+        let mut arches = vec![self.arch];
+        if !arches.contains(&Arch::Arm64) {
+            arches.push(Arch::Arm64);
+        }
+        arches
+    }
+
+    /// A payload of real Go programs (`what`): every artifact of it at the
+    /// bench's codecs, what the branch filters do to its debs, and dist
+    /// against nfpm (every level on this host's architecture, the default
+    /// on the others).
+    fn real_payload(
+        &self,
+        payload: &payload::Payload,
+        what: &str,
+        report: &mut Report,
+    ) -> Result<()> {
+        let label = format!("{what}, {}", payload.arch);
+        let trees = self
+            .work
+            .join(format!("dist-{}", label.replace([' ', ','], "-")));
         let _ = fs::remove_dir_all(&trees);
         let codecs = self.codecs.to_string();
-        self.dist_with(&real, &trees, "deb,rpm", &codecs, false, "dist-real.log")?;
-        report.payload("The real payload", &real);
-        if let Some((n, levels)) = self.peers(&real, &trees)? {
-            report.peers("the real payload", &n, &levels, self.args.runs);
+        let log = format!(
+            "dist-{}.log",
+            trees.file_name().unwrap_or_default().to_string_lossy()
+        );
+        let all = self.dist_with(payload, &trees, "deb,rpm,tar,sysext", &codecs, false, &log)?;
+        report.payload(&format!("Payload ({label})"), payload);
+        report.artifacts(&label, &read_sums(&trees)?, &all);
+        report.branch_filters(
+            &label,
+            &floor::filter_effect(self.spec, &trees, &self.codecs)?,
+        );
+        let levels = peer_levels(payload.arch == self.arch);
+        if let Some((n, levels)) = self.peers(payload, &trees, &levels)? {
+            report.peers(&label, &n, &levels, self.args.runs);
         }
         Ok(())
     }
@@ -630,10 +687,25 @@ pub struct Level {
     pub floor_wall: f64,
 }
 
-/// dist's levels for the deb and rpm against nfpm, from the default down:
-/// the Pareto table's dist rows.
+/// dist's levels for the deb and rpm against nfpm, the Pareto table's dist
+/// rows: the default first, then (`all`) the others of [`PEER_LEVELS`].
+fn peer_levels(all: bool) -> Vec<String> {
+    let defaults = Codecs::defaults();
+    let default = format!(
+        "deb={},rpm={}",
+        defaults.of(crate::emit::deb::NAME),
+        defaults.of(crate::emit::rpm::NAME)
+    );
+    let others: Vec<String> = PEER_LEVELS
+        .iter()
+        .filter(|l| all && **l != default)
+        .map(|l| l.to_string())
+        .collect();
+    [vec![default], others].concat()
+}
+
+/// The other levels of the Pareto table, from the smallest output down.
 const PEER_LEVELS: &[&str] = &[
-    "deb=xz:6,rpm=zstd:19",
     "deb=xz:6+long,rpm=zstd:19+long",
     "deb=xz:3+long,rpm=zstd:15+long",
     "deb=xz:1+long,rpm=zstd:12+long",

@@ -54,9 +54,11 @@ impl Sizes {
     };
 }
 
-/// What went into the payload: `(package file, bytes, real or synthesised)`.
+/// What went into the payload of one architecture: `(package file, bytes,
+/// real or synthesised)`.
 pub struct Payload {
     pub dir: PathBuf,
+    pub arch: Arch,
     pub files: Vec<(String, u64, &'static str)>,
 }
 
@@ -73,44 +75,62 @@ impl Payload {
 pub fn real(fixtures: &Path, arch: Arch) -> Result<Payload> {
     let standins = fs::read_to_string(fixtures.join("STANDINS"))
         .with_context(|| format!("reading {}/STANDINS", fixtures.display()))?;
+    listed(fixtures, arch, |name| {
+        let standin = |line: &str| {
+            let mut words = line.split_whitespace();
+            let member = words
+                .next()
+                .unwrap_or("#")
+                .rsplit('/')
+                .next()
+                .unwrap_or("#");
+            let arches: Vec<&str> = words.collect();
+            !line.starts_with('#')
+                && name.starts_with(member)
+                && (arches.is_empty() || arches.contains(&arch.go_name()))
+        };
+        if standins.lines().any(standin) {
+            "stand-in"
+        } else {
+            "real"
+        }
+    })
+}
+
+/// The release's real programs for `arch`, built from their Go modules at
+/// the pinned versions (`cargo xtask source`, cached in the home directory)
+/// into the `--from` directory `dir`.
+pub fn source(spec: &Spec, arch: Arch, dir: &Path) -> Result<Payload> {
+    let go = crate::source::Go::from_env()?;
+    crate::source::write_inputs(spec, &go, &[arch], Default::default(), dir)?;
+    listed(dir, arch, |_| "built from source")
+}
+
+/// The input files of the `--from` directory `dir` (its sources'
+/// subdirectories, without checksum files), each said to be `how(name)`.
+fn listed(dir: &Path, arch: Arch, how: impl Fn(&str) -> &'static str) -> Result<Payload> {
     let mut files = Vec::new();
-    let mut dirs = vec![fixtures.to_path_buf()];
-    while let Some(dir) = dirs.pop() {
-        for entry in fs::read_dir(&dir).with_context(|| format!("reading {}", dir.display()))? {
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(at) = dirs.pop() {
+        for entry in fs::read_dir(&at).with_context(|| format!("reading {}", at.display()))? {
             let path = entry?.path();
             if path.is_dir() {
                 dirs.push(path);
                 continue;
             }
-            let rel = path.strip_prefix(fixtures)?.to_string_lossy().into_owned();
+            let rel = path.strip_prefix(dir)?.to_string_lossy().into_owned();
             if rel.ends_with(".sha256") || !rel.contains('/') {
                 continue;
             }
             let name = rel.rsplit('/').next().unwrap_or(&rel).to_string();
-            let standin = |line: &str| {
-                let mut words = line.split_whitespace();
-                let member = words
-                    .next()
-                    .unwrap_or("#")
-                    .rsplit('/')
-                    .next()
-                    .unwrap_or("#");
-                let arches: Vec<&str> = words.collect();
-                !line.starts_with('#')
-                    && name.starts_with(member)
-                    && (arches.is_empty() || arches.contains(&arch.go_name()))
-            };
-            let how = if standins.lines().any(standin) {
-                "stand-in"
-            } else {
-                "real"
-            };
-            files.push((name, fs::metadata(&path)?.len(), how));
+            let len = fs::metadata(&path)?.len();
+            files.push((name.clone(), len, how(&name)));
         }
     }
     files.sort();
     Ok(Payload {
-        dir: fixtures.to_path_buf(),
+        dir: dir.to_path_buf(),
+        arch,
         files,
     })
 }
@@ -247,6 +267,7 @@ pub fn write(
     .context("writing the bench README")?;
     Ok(Payload {
         dir: dir.to_path_buf(),
+        arch,
         files,
     })
 }

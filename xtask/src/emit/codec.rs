@@ -37,6 +37,14 @@
 //!   its own.
 //! - The installer image's layers: gzip, the one codec every runtime pulls;
 //!   its 32 KiB window is fixed.
+//!
+//! A deb whose package lists its architecture in `xz_branch_filter`
+//! (pkg/*.toml: the one-program packages, on amd64) puts xz's x86 branch
+//! filter ahead of LZMA2 when its codec is xz: every liblzma decodes it.
+//! The filter is data of the package, not of `--compression`: it shrinks a
+//! one-program package and grows a many-program one (the CNI plugins'),
+//! and no other architecture has one every reader decodes
+//! (`spec::BranchFilter::for_arch` says why, and refuses it).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -46,6 +54,8 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use anyhow::{bail, Context, Result};
+
+use crate::spec::BranchFilter;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Kind {
@@ -87,6 +97,10 @@ pub struct Codec {
     /// the encoders' multithreaded modes cut the input into blocks (xz) or
     /// jobs (zstd) that cannot see each other.
     pub long: bool,
+    /// xz only: the branch filter ahead of LZMA2, set per package and
+    /// architecture by the package's `xz_branch_filter` (pkg/*.toml), never
+    /// by `--compression`.
+    pub filter: Option<BranchFilter>,
 }
 
 /// The largest xz dictionary of `+long`: what xz -9 uses, and what busybox's
@@ -103,6 +117,7 @@ impl Codec {
             kind,
             level,
             long: false,
+            filter: None,
         }
     }
 
@@ -112,6 +127,16 @@ impl Codec {
             kind,
             level,
             long: true,
+            filter: None,
+        }
+    }
+
+    /// This codec with a package's branch filter: xz's streams take it, the
+    /// other codecs have none and stay as they are.
+    pub fn with_filter(self, filter: Option<BranchFilter>) -> Codec {
+        match self.kind {
+            Kind::Xz => Codec { filter, ..self },
+            Kind::Gz | Kind::Zstd => self,
         }
     }
 
@@ -130,6 +155,9 @@ impl fmt::Display for Codec {
         write!(f, "{}:{}", self.kind.name(), self.level)?;
         if self.long {
             f.write_str("+long")?;
+        }
+        if let Some(filter) = self.filter {
+            write!(f, " (with the {filter:?} branch filter)")?;
         }
         Ok(())
     }
@@ -262,7 +290,12 @@ fn parse_codec(text: &str) -> Result<Codec> {
                 )
             })?,
     };
-    Ok(Codec { kind, level, long })
+    Ok(Codec {
+        kind,
+        level,
+        long,
+        filter: None,
+    })
 }
 
 /// A compressing writer; `finish` ends the stream and returns the sink.
@@ -289,7 +322,7 @@ pub fn encoder<W: Write>(
             let dict = fitted_dict(size_hint).min(XZ_LONG_DICT_MAX);
             Encoder::Xz(xz2::write::XzEncoder::new_stream(
                 out,
-                xz_stream(codec.level, dict)?,
+                xz_stream(codec.level, dict, codec.filter)?,
             ))
         }
         Kind::Zstd if codec.long => {
@@ -303,11 +336,16 @@ pub fn encoder<W: Write>(
             Encoder::Zstd(z)
         }
         Kind::Xz => {
-            let stream = xz2::stream::MtStreamBuilder::new()
-                .threads(threads)
-                .preset(codec.level)
-                .encoder()
-                .map_err(io::Error::other)?;
+            let mut builder = xz2::stream::MtStreamBuilder::new();
+            builder.threads(threads).preset(codec.level);
+            if codec.filter.is_some() {
+                // A filter chain replaces the preset; liblzma sizes the
+                // blocks from its dictionary as it does the preset's.
+                let lzma =
+                    xz2::stream::LzmaOptions::new_preset(codec.level).map_err(io::Error::other)?;
+                builder.filters(xz_filters(&lzma, codec.filter));
+            }
+            let stream = builder.encoder().map_err(io::Error::other)?;
             Encoder::Xz(xz2::write::XzEncoder::new_stream(out, stream))
         }
         Kind::Zstd => {
@@ -365,7 +403,7 @@ pub fn xz_small(level: u32, data: &[u8]) -> io::Result<Vec<u8>> {
         [256, 1024, 2048, 4096, 4096, 8192, 8192, 16384, 32768, 65536];
     let preset = PRESET_DICT_KIB[level.min(9) as usize] << 10;
     let dict = fitted_dict(data.len() as u64).min(preset);
-    let mut xz = xz2::write::XzEncoder::new_stream(Vec::new(), xz_stream(level, dict)?);
+    let mut xz = xz2::write::XzEncoder::new_stream(Vec::new(), xz_stream(level, dict, None)?);
     xz.write_all(data)?;
     xz.finish()
 }
@@ -382,13 +420,31 @@ fn fitted_dict(len: u64) -> u32 {
 
 /// A single-threaded xz stream: `level`'s preset with a `dict`-byte
 /// dictionary, CRC64 as xz(1) writes.
-fn xz_stream(level: u32, dict: u32) -> io::Result<xz2::stream::Stream> {
+fn xz_stream(
+    level: u32,
+    dict: u32,
+    filter: Option<BranchFilter>,
+) -> io::Result<xz2::stream::Stream> {
     let mut lzma = xz2::stream::LzmaOptions::new_preset(level).map_err(io::Error::other)?;
     lzma.dict_size(dict);
-    let mut filters = xz2::stream::Filters::new();
-    filters.lzma2(&lzma);
-    xz2::stream::Stream::new_stream_encoder(&filters, xz2::stream::Check::Crc64)
+    xz2::stream::Stream::new_stream_encoder(&xz_filters(&lzma, filter), xz2::stream::Check::Crc64)
         .map_err(io::Error::other)
+}
+
+/// The filter chain of an xz stream: the branch filter, if any, then LZMA2.
+fn xz_filters(
+    lzma: &xz2::stream::LzmaOptions,
+    filter: Option<BranchFilter>,
+) -> xz2::stream::Filters {
+    let mut filters = xz2::stream::Filters::new();
+    match filter {
+        Some(BranchFilter::X86) => {
+            filters.x86();
+        }
+        None => {}
+    }
+    filters.lzma2(lzma);
+    filters
 }
 
 /// Input per deflate chunk. Fixed: the output depends on it, not on threads.
@@ -735,6 +791,54 @@ mod tests {
         }
     }
 
+    /// x86 code (this test's own program) shrinks through the x86 branch
+    /// filter, and the filtered stream decodes to the same bytes, multithreaded
+    /// and with the long window alike.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn the_x86_branch_filter_shrinks_x86_code_and_round_trips() {
+        let exe = std::fs::read(std::env::current_exe().unwrap()).unwrap();
+        // The executable segment of this ELF64 program: its first PT_LOAD
+        // with PF_X, from the program headers (no ELF crate is linked in).
+        let u = |at: usize, n: usize| {
+            (0..n).fold(0u64, |v, i| v | u64::from(exe[at + i]) << (8 * i)) as usize
+        };
+        let (phoff, phsize, phnum) = (u(0x20, 8), u(0x36, 2), u(0x38, 2));
+        let text = (0..phnum)
+            .map(|i| phoff + i * phsize)
+            .find(|&h| u(h, 4) == 1 && u(h + 4, 4) & 1 == 1)
+            .map(|h| u(h + 8, 8)..u(h + 8, 8) + u(h + 0x20, 8))
+            .expect("an executable segment");
+        let code = &exe[text.start..text.end.min(text.start + (4 << 20))];
+        for plain in [Codec::new(Kind::Xz, 1), Codec::long(Kind::Xz, 0)] {
+            let filtered = plain.with_filter(Some(BranchFilter::X86));
+            let (p, f) = (
+                compress(plain, 2, code).unwrap(),
+                compress(filtered, 2, code).unwrap(),
+            );
+            assert!(
+                f.len() < p.len(),
+                "{plain}: {} filtered vs {}",
+                f.len(),
+                p.len()
+            );
+            let mut back = Vec::new();
+            std::io::Read::read_to_end(&mut xz2::read::XzDecoder::new(f.as_slice()), &mut back)
+                .unwrap();
+            assert!(
+                back == code,
+                "{plain}: the filtered stream decodes to other bytes"
+            );
+            assert!(
+                f == compress(filtered, 1, code).unwrap(),
+                "{plain}: depends on threads"
+            );
+        }
+        // zstd and gzip have no branch filter: the codec stays as it is.
+        let zstd = Codec::new(Kind::Zstd, 3);
+        assert_eq!(zstd.with_filter(Some(BranchFilter::X86)), zstd);
+    }
+
     #[test]
     fn a_long_window_is_no_larger_than_the_payload_needs() {
         // A reader allocates the window the stream names: a small payload
@@ -781,7 +885,7 @@ mod tests {
         let c = Codecs::parse("deb=zstd:10,tar=xz", Codecs::defaults()).unwrap();
         assert_eq!(
             c.to_string(),
-            "deb=zstd:10,rpm=zstd:9+long,tar=xz:6,sysext=gz:9"
+            "deb=zstd:10,rpm=zstd:12+long,tar=xz:6,sysext=gz:9"
         );
         let c = Codecs::parse("deb=xz:3+long,rpm=zstd+long", Codecs::fast()).unwrap();
         assert_eq!(

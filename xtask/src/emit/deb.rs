@@ -38,12 +38,13 @@ static ABOUT: About = About {
     summary: "one .deb per package, for apt and dpkg",
     codecs: Some(FormatCodecs {
         // xz reaches every dpkg; the long window (a dictionary the size of
-        // the package, up to 64 MiB) makes the fastest preset smaller than
+        // the package, up to 64 MiB) makes a fast preset smaller than
         // dpkg-deb's own xz:6 on packages of several Go binaries
-        // (docs/performance.md, "Long windows").
-        default: Codec::long(Kind::Xz, 0),
+        // (docs/performance.md, "Long windows"); preset 1 from the table
+        // on the programs built from source ("The real programs").
+        default: Codec::long(Kind::Xz, 1),
         fast: Codec::new(Kind::Xz, 1),
-        help: "xz:0-9 (default xz:0+long; every dpkg), zstd:1-19 (dpkg >= 1.21.18: \
+        help: "xz:0-9 (default xz:1+long; every dpkg), zstd:1-19 (dpkg >= 1.21.18: \
                Debian 12, Ubuntu 22.04), gz:1-9; +long after xz or zstd: a window the \
                size of the package (xz up to 64 MiB, zstd up to 128 MiB), on one thread",
     }),
@@ -171,7 +172,7 @@ fn build(
     deb.extended_description = ExtendedDescription::String(pkg.description.clone());
     deb.resolve_assets(listener)?;
     deb.sort_assets_by_type();
-    let codec = meta.codecs.of(NAME);
+    let codec = meta.codecs.of(NAME).with_filter(pkg.xz_filter);
     super::debpack::write(
         &config,
         &deb,

@@ -34,10 +34,11 @@ static ABOUT: About = About {
     codecs: Some(FormatCodecs {
         // Fedora's and RHEL's codec; with the long window a middle level
         // is smaller than zstd:19 without it, in a fraction of the time
-        // (docs/performance.md, "Long windows").
-        default: Codec::long(Kind::Zstd, 9),
+        // (docs/performance.md, "Long windows"); level 12 from the table
+        // on the programs built from source ("The real programs").
+        default: Codec::long(Kind::Zstd, 12),
         fast: Codec::new(Kind::Zstd, 3),
-        help: "zstd:1-19 (default zstd:9+long; rpm >= 4.14), gz:1-9 (every rpm); +long \
+        help: "zstd:1-19 (default zstd:12+long; rpm >= 4.14), gz:1-9 (every rpm); +long \
                after zstd: a window the size of the payload, up to 128 MiB, on one thread",
     }),
     codec_of: NAME,
