@@ -435,6 +435,10 @@ assert_sole_owner() {
 }
 
 coexists_with_debian_containernetworking_plugins() { # failure 6
+    # The admin's own env file, written before kubedist was installed: the
+    # packages never take it (purge_keeps_an_env_file_written_before_the_install).
+    mkdir -p "$ROOT_C${ENV_FILE%/*}"
+    echo 'KUBELET_EXTRA_ARGS="--v=2" # the admin wrote this before kubedist' >"$ROOT_C$ENV_FILE"
     kd_keep_output kd_script "$ROOT_C" <<'EOF' >/dev/null
 apt-get install -y containernetworking-plugins </dev/null
 cd /srv/cur
@@ -451,7 +455,29 @@ EOF
     assert_sole_owner "$ROOT_C" containernetworking-plugins
 }
 
+# An env file that was there before the install is the admin's: the
+# install keeps it (N's default beside it, as for an edit), and purge,
+# which takes the file the package seeded, leaves this one. (Root C's
+# admin wrote it before coexists_with_debian_containernetworking_plugins
+# installed and purged the kubelet.)
+purge_keeps_an_env_file_written_before_the_install() {
+    assert_grep 'the admin wrote this before kubedist' "$ROOT_C$ENV_FILE"
+    kd_keep_output kd_script "$ROOT_C" <<'EOF' >/dev/null
+cd /srv/cur
+apt-get install -y ./kubelet_*.deb ./kubernetes-cni_*.deb </dev/null
+EOF
+    assert_grep 'the admin wrote this before kubedist' "$ROOT_C$ENV_FILE"
+    assert_file "$ROOT_C$ENV_FILE.dpkg-dist"
+    kd_run "$ROOT_C" apt-get purge -y kubelet kubernetes-cni </dev/null >"$KD_WORK/deb.C.purge" 2>&1 ||
+        { cat "$KD_WORK/deb.C.purge"; return 1; }
+    cat "$KD_WORK/deb.C.purge"
+    assert_grep 'the admin wrote this before kubedist' "$ROOT_C$ENV_FILE"
+    assert_no_file "$ROOT_C$ENV_FILE.dpkg-dist"
+    assert_grep "kubelet: kept $ENV_FILE: it was there before the package" "$KD_WORK/deb.C.purge"
+}
+
 kd_test coexists_with_debian_containernetworking_plugins
+kd_test purge_keeps_an_env_file_written_before_the_install
 
 # --- root D: no exact pins between the packages ----------------------------
 

@@ -46,8 +46,8 @@ dist() {
 
 # Release N again, from a copy of the checkout in another directory (its own
 # target/; only compiled registry crates and the fixture inputs come from
-# this one), later than $KD_DIST was built: every artifact must be the same
-# bytes.
+# this one), later than $KD_DIST was built, under the variations of Debian's
+# reprotest that apply to one machine: every artifact must be the same bytes.
 test_reproducible_from_another_checkout() {
     copy=$TMP/checkout
     mkdir -p "$copy"
@@ -68,8 +68,31 @@ test_reproducible_from_another_checkout() {
     cp -a "$KD_REPO/target/debug/deps" "$KD_REPO/target/debug/build" \
         "$KD_REPO/target/debug/.fingerprint" "$copy/target/debug/"
     find "$copy/xtask" -type f -exec touch {} +
-    (cd "$copy" && SOURCE_DATE_EPOCH=$EPOCH cargo xtask dist --arch amd64 --no-cache \
-        --revision 2 --from "$FIXTURES" --out "$TMP/again")
+    # File order: the package descriptions, the units and the inputs read
+    # through disorderfs, which lists every directory in a shuffled order
+    # (read-only: nothing removes a file through it).
+    # shellcheck disable=SC2317 # called by the trap
+    unshuffle() {
+        for m in "$copy/pkg" "$copy/units" "$TMP/inputs"; do umount "$m" 2>/dev/null || true; done
+    }
+    trap unshuffle EXIT
+    for d in pkg units; do
+        mv "$copy/$d" "$copy/$d.ordered"
+        mkdir "$copy/$d"
+        disorderfs --quiet --shuffle-dirents=yes -o ro "$copy/$d.ordered" "$copy/$d"
+    done
+    mkdir -p "$TMP/inputs"
+    disorderfs --quiet --shuffle-dirents=yes -o ro "$FIXTURES" "$TMP/inputs"
+    echo "== variations: build path ($copy), a later time, file order (disorderfs" \
+        "--shuffle-dirents: pkg/, units/, the inputs), umask 0077, TZ=Pacific/Chatham," \
+        "LC_ALL=fr_FR.UTF-8, hostname kd-reprotest; not varied: the user (the build" \
+        "reads root's cargo and Go caches)"
+    # shellcheck disable=SC2016 # the inner shell expands its arguments
+    (cd "$copy" && umask 0077 && unshare --uts sh -ec '
+        hostname kd-reprotest
+        SOURCE_DATE_EPOCH=$1 TZ=Pacific/Chatham LC_ALL=fr_FR.UTF-8 LANG=fr_FR.UTF-8 \
+            cargo xtask dist --arch amd64 --no-cache --revision 2 --from "$2" --out "$3"' \
+        sh "$EPOCH" "$TMP/inputs" "$TMP/again")
     # Proof that the copy did the work: its own wrapper build.
     assert_file "$copy/target/static/x86_64-unknown-linux-musl/release/kubelet-wrapper"
     assert_eq "$(cat "$KD_DIST/SHA256SUMS")" "$(cat "$TMP/again/SHA256SUMS")" \
@@ -445,6 +468,47 @@ test_tampered_input_is_refused_and_output_untouched() { bad_input "linux/amd64/k
 test_missing_input_is_refused_and_output_untouched() { bad_input "crictl-" drop_crictl; }
 test_wrong_checksum_is_refused_and_output_untouched() { bad_input "linux/amd64/kubelet" wrong_sum; }
 
+# A disk that fills part way through a run: dist fails with one `error:`
+# line naming what it could not write, the output directory (holding the
+# release before) and its parent are as they were, and once there is room
+# the next run writes release N byte for byte.
+test_a_full_disk_leaves_the_output_as_it_was_and_the_next_run_completes() {
+    parent=$TMP/full
+    mkdir -p "$parent"
+    # Room for release N-1 and about half of release N.
+    size=$(( $(du -sm "$KD_DIST_PREV" | cut -f 1) + $(du -sm "$KD_DIST" | cut -f 1) / 2 ))
+    mount -t tmpfs -o "size=${size}m" kd-full "$parent"
+    trap 'umount "$parent"' EXIT
+    out=$parent/out
+    cp -a "$KD_DIST_PREV" "$out"
+    kd_listing "$out" >"$TMP/full-before.list"
+    ls -a "$parent" >"$TMP/full-parent.before"
+    if dist --fixtures --revision 2 --arch amd64 --out "$out" >"$TMP/full.out" 2>"$TMP/full.err"; then
+        echo "dist succeeded on a full disk (${size} MiB)" >&2
+        return 1
+    fi
+    err=$(grep '^error:' "$TMP/full.err")
+    echo "$err"
+    assert_eq 1 "$(printf '%s\n' "$err" | wc -l)" "error lines"
+    case $err in
+    *"$parent/"*"No space left on device"*) ;;
+    *) echo "the error names no file under $parent, or not the full disk: $err" >&2; return 1 ;;
+    esac
+    kd_listing "$out" >"$TMP/full-after.list"
+    diff -u "$TMP/full-before.list" "$TMP/full-after.list"
+    ls -a "$parent" >"$TMP/full-parent.after"
+    diff -u "$TMP/full-parent.before" "$TMP/full-parent.after"
+    echo "== room again: the next run completes"
+    mount -o "remount,size=$((size * 4))m" "$parent"
+    dist --fixtures --revision 2 --arch amd64 --out "$out" >"$TMP/full2.out" 2>&1 ||
+        { tail -n 20 "$TMP/full2.out"; return 1; }
+    # Every artifact of release N, byte for byte, beside N-1's (dist adds to
+    # its output directory; the provenance names both, so it differs).
+    missing=$(grep -v '\.intoto\.json$' "$KD_DIST/SHA256SUMS" | grep -vxF -f "$out/SHA256SUMS" || true)
+    assert_eq "" "$missing" "release N's artifacts missing or different after the second run"
+    (cd "$out" && sha256sum --quiet -c SHA256SUMS)
+}
+
 kd_test test_new_epoch_compiles_nothing
 kd_test test_sums_verify_and_use_upstream_names
 kd_test test_artifacts_are_the_recorded_bytes
@@ -455,6 +519,7 @@ kd_test test_provenance_names_every_artifact_and_input
 kd_test test_tampered_input_is_refused_and_output_untouched
 kd_test test_missing_input_is_refused_and_output_untouched
 kd_test test_wrong_checksum_is_refused_and_output_untouched
+kd_test test_a_full_disk_leaves_the_output_as_it_was_and_the_next_run_completes
 kd_test test_arm64_artifacts_run_under_qemu
 kd_test test_ppc64le_and_s390x_artifacts_run_under_qemu
 kd_test test_reproducible_from_another_checkout

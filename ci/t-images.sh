@@ -69,6 +69,16 @@ images_dir() { # DIR
 # shellcheck source=ci/containerd.sh
 . "$KD_REPO/ci/containerd.sh"
 
+# The arm64 bundle of the fixtures (the first test's, or built now).
+arm64_bundle() {
+	if ! ls "$OT"/a/kubedist-images-*-arm64.oci.tar >/dev/null 2>&1; then
+		(cd "$KD_REPO" && SOURCE_DATE_EPOCH=1700000000 cargo xtask dist --fixtures --arch arm64 \
+			--formats images --out "$OT/a") >"$OT/dist-arm64.log" 2>&1 ||
+			{ cat "$OT/dist-arm64.log" >&2; return 1; }
+	fi
+	kd_one "$OT"/a/kubedist-images-*-arm64.oci.tar
+}
+
 test_one_bundle_per_architecture_reproducible_naming_every_image() {
 	for run in a b; do
 		(cd "$KD_REPO" && SOURCE_DATE_EPOCH=1700000000 cargo xtask dist --fixtures --arch amd64,arm64 \
@@ -189,7 +199,11 @@ test_a_changed_or_unlisted_bundle_imports_nothing() {
 	printf 'x' | dd of="$b" bs=1 seek=2000 conv=notrunc 2>/dev/null
 	images_dir "$OT/unlisted"
 	: >"$OT/unlisted/SHA256SUMS"
-	for dir in bad unlisted; do
+	# A bundle for another architecture, listed with its true sum.
+	mkdir -p "$OT/foreign"
+	cp "$(arm64_bundle)" "$OT/foreign/"
+	(cd "$OT/foreign" && sha256sum ./*.oci.tar | sed 's| \./| |') >"$OT/foreign/SHA256SUMS"
+	for dir in bad unlisted foreign; do
 		set +e
 		unshare --net sh -eu -c '
 			. "$1"
@@ -208,6 +222,7 @@ test_a_changed_or_unlisted_bundle_imports_nothing() {
 		grep -q "$OT/$dir/kubedist-images-" "$OT/err-$dir"
 		assert_eq "" "$(cat "$OT/held-$dir")" "images imported from the $dir bundle"
 	done
+	grep -q 'its images are for arm64, this node is amd64' "$OT/err-foreign"
 }
 
 test_cri_o_storage_holds_every_image_at_its_digest() {
@@ -222,6 +237,12 @@ TOML
 	unshare --net "$IMPORT" --dir "$OT/img3" --runtime cri-o | tee "$OT/crio"
 	podman images --format '{{.Digest}} {{.Repository}}:{{.Tag}}' | sort -k2 >"$OT/podman"
 	bundle_images "$BUNDLE" | diff -u - "$OT/podman"
+	# CRI-O pins by its configuration: the note names every image, which
+	# no configuration here lists.
+	note=$(grep 'note: CRI-O.s image garbage collection' "$OT/crio")
+	bundle_images "$BUNDLE" | while read -r _ ref; do
+		case $note in *"\"$ref\""*) ;; *) echo "assertion failed: the pinning note does not name $ref: $note" >&2; exit 1 ;; esac
+	done
 	unshare --net "$IMPORT" --dir "$OT/img3" --runtime cri-o >"$OT/crio2"
 	assert_eq 0 "$(grep -c ': imported ' "$OT/crio2" || true)" "images imported again"
 }
@@ -232,9 +253,12 @@ test_air_gapped_host_installs_the_node_and_its_images() {
 	tar -xzf "$TARBALL" -C "$root/srv/kd"
 	cp "$BUNDLE" "$root/srv/dist/"
 	grep "  ${BUNDLE##*/}\$" "$KD_DIST/SHA256SUMS" >"$root/srv/dist/SHA256SUMS"
-	mkdir -p "$root/srv/bad"
+	mkdir -p "$root/srv/bad" "$root/srv/arm64"
 	cp "$BUNDLE" "$root/srv/bad/"
 	sed 's/^./0/' "$root/srv/dist/SHA256SUMS" >"$root/srv/bad/SHA256SUMS"
+	arm=$(arm64_bundle)
+	cp "$arm" "$root/srv/arm64/"
+	grep "  ${arm##*/}\$" "$OT/a/SHA256SUMS" >"$root/srv/arm64/SHA256SUMS"
 	kd_script_offline "$root" <<'SCRIPT'
 bundle=$(ls /srv/dist/*.oci.tar)
 containerd >/var/log/containerd.log 2>&1 &
@@ -249,12 +273,22 @@ grep -q 'does not match' /tmp/bad
 [ ! -e /var/lib/kubedist/images ]
 /srv/kd/kubedist-*/install.sh --images "$bundle" | tee /tmp/install
 ctr -n k8s.io images ls | awk 'NR > 1 && $1 !~ /^sha256:/ { print $3 " " $1 }' | sort -k2 >/tmp/held
+# The arm64 bundle, vouched for by its own SHA256SUMS, on this amd64 node:
+# refused in one line before any write; the amd64 bundle stays.
+before=$(cd /var/lib/kubedist/images && sha256sum ./*)
+if /srv/kd/kubedist-*/install.sh --images /srv/arm64/kubedist-images-*-arm64.oci.tar >/tmp/arm.out 2>/tmp/arm; then exit 1; fi
+cat /tmp/arm.out /tmp/arm
+[ "$(wc -l </tmp/arm)" = 1 ] && grep -q 'its images are for arm64, this tarball.s programs for amd64; nothing was installed' /tmp/arm
+[ "$(cd /var/lib/kubedist/images && sha256sum ./*)" = "$before" ]
 kill "$ctd"
 SCRIPT
 	cat "$root/tmp/held"
 	bundle_images "$BUNDLE" | diff -u - "$root/tmp/held"
 	grep -q 'install /var/lib/kubedist/images/kubedist-images-' "$root/tmp/install"
 	grep -q 'kubedist-images: registry.k8s.io/pause:.*: imported' "$root/tmp/install"
+	# Debian's containerd looks for the CNI plugins elsewhere: said once.
+	assert_eq 1 "$(grep -c 'note: containerd looks for CNI plugins in /usr/lib/cni, kubernetes-cni installs them in /opt/cni/bin: set bin_dir = "/opt/cni/bin"' "$root/tmp/install")" \
+		"notes on containerd's CNI directory"
 }
 
 test_a_tarball_carrying_the_bundle_installs_and_imports_it_offline() {

@@ -1087,4 +1087,47 @@ kd_test repo_killed_while_adding_a_release_is_old_or_new
 kd_test repo_killed_while_re_signing_with_a_new_key_is_old_or_new
 kd_test repo_killed_while_adding_to_a_minor_channel_is_old_or_new
 
+# --- a full disk ---------------------------------------------------------------
+
+# A disk that fills part way through adding release N: repo fails with one
+# `error:` line naming what it could not write, the published tree and its
+# parent are as they were, and once there is room the next run adds N, which
+# the real clients accept.
+a_full_disk_leaves_the_repository_as_it_was_and_the_next_run_completes() {
+    parent=$TMP/full
+    mkdir -p "$parent"
+    mount -t tmpfs -o size=1g kd-full "$parent"
+    trap 'umount "$parent"' EXIT
+    tree=$parent/repo
+    repo --from "$KD_DIST_PREV" --out "$tree" --key "$TEST_KEY" >"$TMP/full0.out" 2>&1 ||
+        { cat "$TMP/full0.out"; return 1; }
+    # Room for about a quarter of the packages adding release N writes.
+    used=$(du -sm "$parent" | cut -f 1)
+    adds=$(cat "$KD_DIST"/*.deb "$KD_DIST"/*.rpm | wc -c)
+    mount -o "remount,size=$((used + adds / 4 / 1048576))m" "$parent"
+    published "$tree" >"$TMP/full.before"
+    ls -a "$parent" >"$TMP/full-parent.before"
+    repo_fails full --from "$KD_DIST" --out "$tree" --key "$TEST_KEY" || return 1
+    err=$(grep '^error:' "$TMP/full.err")
+    assert_eq 1 "$(printf '%s\n' "$err" | wc -l)" "error lines"
+    case $err in
+    *"$parent/"*"No space left on device"*) ;;
+    *) echo "the error names no file under $parent, or not the full disk: $err" >&2; return 1 ;;
+    esac
+    published "$tree" >"$TMP/full.after"
+    diff -u "$TMP/full.before" "$TMP/full.after"
+    ls -a "$parent" >"$TMP/full-parent.after"
+    diff -u "$TMP/full-parent.before" "$TMP/full-parent.after"
+    echo "== room again: the next run adds release N"
+    mount -o remount,size=2g "$parent"
+    repo --from "$KD_DIST" --out "$tree" --key "$TEST_KEY" >"$TMP/full2.out" 2>&1 ||
+        { cat "$TMP/full2.out"; return 1; }
+    for p in $ALL_PACKAGES; do
+        find "$tree/pool" -name "${p}_$(deb_version "$KD_DIST" "$p")_*.deb" | grep -q . ||
+            { echo "assertion failed: release N's $p is not in the pool" >&2; return 1; }
+    done
+    clients_accept "$tree"
+}
+kd_test a_full_disk_leaves_the_repository_as_it_was_and_the_next_run_completes
+
 kd_summary

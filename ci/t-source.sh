@@ -203,6 +203,12 @@ test_dist_source_builds_every_artifact_and_says_what_built_them() {
         echo "$missing" | head -20 >&2
         return 1
     }
+    # The program itself as the purl spec names a Go package: the module
+    # holding it (what scanners match advisories against), the package's
+    # path inside it as the subpath.
+    assert_eq "pkg:golang/k8s.io/kubernetes@v$K8S#cmd/kubelet" \
+        "$(jq -r '.packages[] | select(.name == "k8s.io/kubernetes/cmd/kubelet") | .externalRefs[0].referenceLocator' "$deb.spdx.json")" \
+        "the kubelet's package URL"
 }
 
 test_the_minor_before_builds_from_source_too() {

@@ -1522,12 +1522,41 @@ plan_images() {
 	im_sha=$(sha256_of "$im_dir/$im_name")
 	[ "$im_sha" = "$im_want" ] ||
 		die "$opt_images: sha256 $im_sha does not match $im_sums ($im_want); nothing was installed"
+	# Its images are for one architecture: this tarball's, the node's.
+	im_arch=$(bundle_arch "$im_dir/$im_name")
+	node_arch=$(elf_arch "$here/payload/any/usr/bin/kubelet-wrapper")
+	[ "$im_arch" = "$node_arch" ] ||
+		die "$opt_images: its images are for ${im_arch:-no single architecture}, this tarball's programs for $node_arch; nothing was installed"
 	printf '%s  %s\n' "$im_sha" "$im_name" >"$work/images.sums"
 	{
 		printf 'dir\t0755\t-\t-\t%s\n' "$images_dir"
 		printf 'file\t0644\t%s\t%s\t%s\n' "$im_sha" "$im_dir/$im_name" "$images_dir/$im_name"
 		printf 'file\t0644\t%s\t%s\t%s\n' "$(sha256_of "$work/images.sums")" "$work/images.sums" "$images_dir/SHA256SUMS"
 	} >"$work/plan"
+}
+
+# bundle_arch BUNDLE: the one architecture of the images of an images
+# bundle, from the platform of each manifest its index.json lists (written
+# compact by kubedist); nothing unless there is exactly one.
+bundle_arch() {
+	tar -xOf "$1" index.json 2>/dev/null |
+		grep -o '"platform":{"architecture":"[a-z0-9]*"' |
+		sed 's/.*:"//; s/"$//' | sort -u | awk '{ a[NR] = $0 } END { if (NR == 1) print a[1] }'
+}
+
+# elf_arch FILE: the Go name of the architecture an ELF program is for,
+# from its byte order (EI_DATA) and machine (e_machine): `unknown` for any
+# other file.
+elf_arch() {
+	# shellcheck disable=SC2046 # the bytes, one word each
+	set -- $(od -An -tu1 -j5 -N1 "$1" 2>/dev/null) $(od -An -tu1 -j18 -N2 "$1" 2>/dev/null)
+	case "${1:-} ${2:-} ${3:-}" in
+	"1 62 0") echo amd64 ;;
+	"1 183 0") echo arm64 ;;
+	"1 21 0") echo ppc64le ;;
+	"2 0 22") echo s390x ;;
+	*) echo unknown ;;
+	esac
 }
 
 # After --images: the import into the running runtime, when this is the
@@ -1538,7 +1567,7 @@ import_images() {
 	elif [ ! -x /usr/bin/kubedist-images ]; then
 		say "note: /usr/bin/kubedist-images is not installed (it comes with kubeadm): install this tarball, then run it"
 	elif ! /usr/bin/kubedist-images; then
-		say "note: the bundle is in $images_dir but not imported: run kubedist-images once containerd or CRI-O runs"
+		say "note: the bundle is in $images_dir but kubedist-images did not import it (see above); run kubedist-images once that is fixed"
 	fi
 }
 

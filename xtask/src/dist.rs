@@ -829,7 +829,12 @@ fn publish(
     origins: &[sbom::Origin],
 ) -> Result<()> {
     let out_dir = &plan.out_dir;
-    fs::create_dir_all(out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
+    if !out_dir.is_dir() {
+        // Readable by a web server whatever the umask (an existing
+        // directory keeps the mode its owner gave it).
+        fs::create_dir_all(out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
+        crate::util::set_mode(out_dir, 0o755)?;
+    }
     let mut names = Vec::new();
     let mut known = BTreeMap::new();
     // What formats put beside their artifacts (the installer image's

@@ -279,7 +279,7 @@ fn go_packages(
         "licenseConcluded": "NOASSERTION",
         "licenseDeclared": "NOASSERTION",
         "copyrightText": "NOASSERTION",
-        "externalRefs": [purl_ref(&format!("pkg:golang/{path}@{main_version}"))],
+        "externalRefs": [purl_ref(&program_purl(path, &modules, main_version))],
         "comment": format!("Go build information ({note}):\n{}", go.text()),
     }));
     relationships.push(relationship("SPDXRef-Artifact", "CONTAINS", &id));
@@ -373,6 +373,35 @@ fn relationship(from: &str, kind: &str, to: &str) -> Value {
     json!({ "spdxElementId": from, "relationshipType": kind, "relatedSpdxElement": to })
 }
 
+/// The package URL of the Go program whose main package is `path`: the
+/// module holding the package as the name, at its version, the package's
+/// path inside it as the subpath (the purl spec's `golang` type:
+/// `pkg:golang/k8s.io/kubernetes@v1.37.2#cmd/kubelet`), which is what
+/// scanners match a module's advisories against. A main module built
+/// outside a version (`(devel)`, as upstream's release builds are) takes
+/// the `release` version of the upstream file.
+fn program_purl(path: &str, modules: &[gobuild::Module], release: &str) -> String {
+    let holder = modules
+        .iter()
+        .filter(|m| path == m.path || path.starts_with(&format!("{}/", m.path)))
+        .max_by_key(|m| m.path.len());
+    let Some(module) = holder else {
+        return format!("pkg:golang/{path}@{release}");
+    };
+    let version = if module.version == "(devel)" {
+        match release.starts_with('v') {
+            true => release.to_string(),
+            false => format!("v{release}"),
+        }
+    } else {
+        module.version.clone()
+    };
+    match path[module.path.len()..].trim_start_matches('/') {
+        "" => format!("pkg:golang/{}@{version}", module.path),
+        subpath => format!("pkg:golang/{}@{version}#{subpath}", module.path),
+    }
+}
+
 fn purl_ref(purl: &str) -> Value {
     json!({ "referenceCategory": "PACKAGE-MANAGER", "referenceType": "purl", "referenceLocator": purl })
 }
@@ -423,6 +452,50 @@ mod tests {
             .contains("aaa"));
         assert_eq!(signed["files"][0]["SPDXID"], "SPDXRef-File-0");
         assert!(for_signed(b"{}", "bbb").is_err());
+    }
+
+    #[test]
+    fn a_go_program_is_named_by_the_module_holding_its_package() {
+        let module = |path: &str, version: &str, main| gobuild::Module {
+            path: path.into(),
+            version: version.into(),
+            sum: None,
+            main,
+        };
+        // Upstream's release build: the main module without a version.
+        let upstream = [
+            module("k8s.io/kubernetes", "(devel)", true),
+            module("k8s.io/api", "v0.34.5", false),
+        ];
+        assert_eq!(
+            program_purl("k8s.io/kubernetes/cmd/kubectl", &upstream, "1.34.5"),
+            "pkg:golang/k8s.io/kubernetes@v1.34.5#cmd/kubectl"
+        );
+        // A module build (as the source builds are): the module is a
+        // dependency of a generated main module, at its version.
+        let built = [
+            module("kubedist.invalid/build", "(devel)", true),
+            module("k8s.io/kubernetes", "v1.37.2", false),
+            module("k8s.io/kubectl", "v0.37.2", false),
+        ];
+        assert_eq!(
+            program_purl("k8s.io/kubernetes/cmd/kubelet", &built, "1.37.2"),
+            "pkg:golang/k8s.io/kubernetes@v1.37.2#cmd/kubelet"
+        );
+        // The package at the module's root; no module information at all.
+        let cni = [module(
+            "github.com/containernetworking/plugins",
+            "v1.10.0",
+            true,
+        )];
+        assert_eq!(
+            program_purl("github.com/containernetworking/plugins", &cni, "1.10.0"),
+            "pkg:golang/github.com/containernetworking/plugins@v1.10.0"
+        );
+        assert_eq!(
+            program_purl("example.com/tool", &[], "v2.0.0"),
+            "pkg:golang/example.com/tool@v2.0.0"
+        );
     }
 
     #[test]

@@ -385,6 +385,83 @@ fn every_guard_the_architecture_names_exists() {
     }
 }
 
+/// `(subcommand, flag)` of every `cargo xtask SUB ... --flag` a doc shows:
+/// in one code span, or on one line of a code block (`\`-continued lines
+/// joined), up to a shell separator.
+fn xtask_flags_named(text: &str) -> Vec<(String, String)> {
+    let mut found = Vec::new();
+    let joined = text.replace("\\\n", " ");
+    for line in joined.lines() {
+        for rest in line.split("cargo xtask ").skip(1) {
+            // The command ends where its code span or shell command does.
+            let command = rest
+                .split(['`', '|', ';', '#', ')'])
+                .next()
+                .unwrap_or("")
+                .split("&&")
+                .next()
+                .unwrap_or("");
+            let mut words = command.split_whitespace();
+            let Some(sub) = words.next() else { continue };
+            if !sub.chars().all(|c| c.is_ascii_lowercase()) {
+                continue;
+            }
+            for word in words {
+                let Some(flag) = word.strip_prefix("--") else {
+                    continue;
+                };
+                let flag = flag.split(['=', ',', '.', ':']).next().unwrap_or("");
+                if !flag.is_empty() && flag.chars().all(|c| c.is_ascii_lowercase() || c == '-') {
+                    found.push((sub.to_string(), flag.to_string()));
+                }
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn every_xtask_flag_a_doc_names_exists() {
+    use clap::CommandFactory;
+    let cli = crate::Cli::command();
+    let mut checked = 0;
+    for doc in docs() {
+        for (sub, flag) in xtask_flags_named(&read(&doc)) {
+            let Some(command) = cli.find_subcommand(&sub) else {
+                panic!("{doc} shows `cargo xtask {sub}`, which is no subcommand");
+            };
+            let known = flag == "help"
+                || command
+                    .get_arguments()
+                    .any(|a| a.get_long() == Some(flag.as_str()));
+            assert!(
+                known,
+                "{doc} shows `cargo xtask {sub} --{flag}`, which `cargo xtask {sub} --help` does not list"
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 30, "only {checked} flags found in the docs");
+}
+
+#[test]
+fn xtask_flags_are_read_from_code_spans_and_blocks() {
+    let text = "Run `cargo xtask dist --arch amd64 --formats deb` or\n\
+                cargo xtask repo --from a \\\n  --out b | tee x --not-this\n\
+                `cargo xtask bench --payload=source,fixtures` and `--other`.";
+    assert_eq!(
+        xtask_flags_named(text),
+        [
+            ("dist", "arch"),
+            ("dist", "formats"),
+            ("repo", "from"),
+            ("repo", "out"),
+            ("bench", "payload")
+        ]
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+    );
+}
+
 /// The file names of `xtask/src/emit/`, sorted.
 fn emit_files() -> Vec<String> {
     let dir = crate::util::repo_root().join("xtask/src/emit");

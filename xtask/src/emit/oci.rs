@@ -125,6 +125,7 @@ fn unpack(archive: &Path, dir: &Path) -> Result<()> {
     let file =
         std::fs::File::open(archive).with_context(|| format!("reading {}", archive.display()))?;
     std::fs::create_dir(dir).with_context(|| format!("creating {}", dir.display()))?;
+    crate::util::set_mode(dir, 0o755)?;
     let mut tar = tar::Archive::new(std::io::BufReader::new(file));
     for entry in tar
         .entries()
