@@ -292,11 +292,14 @@ fn build_releases(root: &Path, inputs: Inputs) -> Result<(PathBuf, PathBuf)> {
         // What the suites on source builds read: rpm and zypper both
         // releases' rpms; cluster the packages and sysext image of both
         // (its repository's channel at the first revision, then the next)
-        // and all its formats of the current one, compressed quickly (t-dist checks the codecs, on the fixtures).
-        // The fixtures' releases have every format.
+        // and all its formats of the current one. The first release at the
+        // default codecs, so that rpm, zypper and the cluster's dnf and apt
+        // read what users get; the current one compressed quickly (its
+        // tarball, images and bundle are large, and t-dist checks the
+        // codecs on the fixtures). The fixtures' releases have every format.
         let formats: &[&str] = match (inputs, label) {
             (Inputs::Fixtures, _) => &[],
-            (Inputs::Source, "prev") => &["--fast", "--formats", "deb,rpm,sysext"],
+            (Inputs::Source, "prev") => &["--formats", "deb,rpm,sysext"],
             (Inputs::Source, _) => &["--fast", "--formats", CLUSTER_FORMATS],
         };
         let what = format!("{flag} (release {label}, revision {revision})");
