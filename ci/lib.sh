@@ -603,6 +603,18 @@ assert_no_file() { [ ! -e "$1" ] || { echo "assertion failed: $1 should not exis
 assert_grep() { # PATTERN FILE
     grep -q -- "$1" "$2" || { echo "assertion failed: '$1' not in $2:" >&2; sed 's/^/  | /' "$2" >&2; return 1; }
 }
+assert_one_error() { # FILE TEXT... : FILE (a command's stderr) has one `error:` line, holding each TEXT in turn
+    err=$(grep '^error:' "$1" || true)
+    assert_eq 1 "$(printf '%s\n' "$err" | grep -c .)" "\`error:\` lines in $1" || return 1
+    shift
+    rest=$err
+    for text in "$@"; do
+        case $rest in
+        *"$text"*) rest=${rest#*"$text"} ;;
+        *) echo "assertion failed: the error does not say '$text': $err" >&2; return 1 ;;
+        esac
+    done
+}
 assert_empty() { # FILE WHAT : FILE lists nothing; else it is printed, WHAT said
     [ ! -s "$1" ] || { sed 's/^/  | /' "$1" >&2; echo "assertion failed: $2" >&2; return 1; }
 }

@@ -388,13 +388,12 @@ fn program_purl(path: &str, modules: &[gobuild::Module], release: &str) -> Strin
     let Some(module) = holder else {
         return format!("pkg:golang/{path}@{release}");
     };
-    let version = if module.version == "(devel)" {
-        match release.starts_with('v') {
-            true => release.to_string(),
-            false => format!("v{release}"),
-        }
-    } else {
+    let version = if module.version != "(devel)" {
         module.version.clone()
+    } else if release.starts_with('v') {
+        release.to_string()
+    } else {
+        format!("v{release}")
     };
     match path[module.path.len()..].trim_start_matches('/') {
         "" => format!("pkg:golang/{}@{version}", module.path),

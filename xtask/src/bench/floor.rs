@@ -42,28 +42,7 @@ pub fn streams(spec: &Spec, dist: &Path, codecs: &Codecs) -> Result<Vec<Stream>>
     let mut out = Vec::new();
     for (path, name) in super::artifacts(dist)? {
         if name.ends_with(".deb") {
-            let mut ar = ar::Archive::new(
-                fs::File::open(&path).with_context(|| format!("reading {}", path.display()))?,
-            );
-            while let Some(entry) = ar.next_entry() {
-                let mut entry = entry.with_context(|| format!("reading {}", path.display()))?;
-                let member = String::from_utf8_lossy(entry.header().identifier()).into_owned();
-                if member.starts_with("data.tar") {
-                    let mut data = Vec::new();
-                    entry
-                        .read_to_end(&mut data)
-                        .with_context(|| format!("reading {name}: {member}"))?;
-                    let tar =
-                        decompress(&member, &data).with_context(|| format!("{name}: {member}"))?;
-                    out.push(Stream {
-                        name: name.clone(),
-                        codec: codecs
-                            .of(emit::deb::NAME)
-                            .with_filter(deb_filter(spec, &name)),
-                        bytes: tar,
-                    });
-                }
-            }
+            out.extend(deb_stream(spec, &path, &name, codecs)?);
         } else if name.ends_with(".rpm") {
             let cpio = Command::new("rpm2cpio")
                 .arg(&path)
@@ -100,6 +79,34 @@ pub fn streams(spec: &Spec, dist: &Path, codecs: &Codecs) -> Result<Vec<Stream>>
     Ok(out)
 }
 
+/// The data archive of the deb at `path` (named `name`), uncompressed, with
+/// the codec dist compressed it with: the deb codec and its package's branch
+/// filter.
+fn deb_stream(spec: &Spec, path: &Path, name: &str, codecs: &Codecs) -> Result<Option<Stream>> {
+    let mut ar = ar::Archive::new(
+        fs::File::open(path).with_context(|| format!("reading {}", path.display()))?,
+    );
+    while let Some(entry) = ar.next_entry() {
+        let mut entry = entry.with_context(|| format!("reading {}", path.display()))?;
+        let member = String::from_utf8_lossy(entry.header().identifier()).into_owned();
+        if member.starts_with("data.tar") {
+            let mut data = Vec::new();
+            entry
+                .read_to_end(&mut data)
+                .with_context(|| format!("reading {name}: {member}"))?;
+            let tar = decompress(&member, &data).with_context(|| format!("{name}: {member}"))?;
+            return Ok(Some(Stream {
+                name: name.to_string(),
+                codec: codecs
+                    .of(emit::deb::NAME)
+                    .with_filter(deb_filter(spec, name)),
+                bytes: tar,
+            }));
+        }
+    }
+    Ok(None)
+}
+
 /// The branch filter of the deb file `name` (`NAME_VERSION_ARCH.deb`): its
 /// package's for its architecture.
 fn deb_filter(spec: &Spec, name: &str) -> Option<BranchFilter> {
@@ -121,7 +128,13 @@ pub struct FilterEffect {
 /// The branch filters' effect on the debs in `dist` whose package has one.
 pub fn filter_effect(spec: &Spec, dist: &Path, codecs: &Codecs) -> Result<Vec<FilterEffect>> {
     let mut rows = Vec::new();
-    for stream in streams(spec, dist, codecs)? {
+    for (path, name) in super::artifacts(dist)? {
+        if !name.ends_with(".deb") || deb_filter(spec, &name).is_none() {
+            continue;
+        }
+        let Some(stream) = deb_stream(spec, &path, &name, codecs)? else {
+            continue;
+        };
         let Some(filter) = stream.codec.filter else {
             continue;
         };

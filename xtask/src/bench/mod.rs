@@ -541,15 +541,11 @@ impl<'a> Bench<'a> {
         report: &mut Report,
     ) -> Result<()> {
         let label = format!("{what}, {}", payload.arch);
-        let trees = self
-            .work
-            .join(format!("dist-{}", label.replace([' ', ','], "-")));
+        let slug = label.replace([' ', ','], "-");
+        let trees = self.work.join(format!("dist-{slug}"));
         let _ = fs::remove_dir_all(&trees);
         let codecs = self.codecs.to_string();
-        let log = format!(
-            "dist-{}.log",
-            trees.file_name().unwrap_or_default().to_string_lossy()
-        );
+        let log = format!("dist-{slug}.log");
         let all = self.dist_with(payload, &trees, "deb,rpm,tar,sysext", &codecs, false, &log)?;
         report.payload(&format!("Payload ({label})"), payload);
         report.artifacts(&label, &read_sums(&trees)?, &all);
