@@ -670,6 +670,153 @@ key_expiring_within_90_days_warns_but_signs() {
 kd_test expired_key_is_refused_and_repo_untouched
 kd_test key_expiring_within_90_days_warns_but_signs
 
+# --- key rotation --------------------------------------------------------------
+#
+# The three runs docs/repositories.md gives, each re-signing (no --from) a
+# copy of the repository signed by the test key (OLD): --key OLD
+# --publish-key NEW.pub, then --key NEW --also-sign-with OLD, then --key
+# NEW. The clients: apt on Debian 12 (gpgv) and on Debian 13 (sqv), each
+# holding only the old keyring, one that took the published keyring at the
+# first run, and dnf, which imported OLD when it installed release N-1.
+# (zypper refuses a signature by a key it lacks: t-zypper.sh.)
+
+ROTATION=$SCRATCH/rotation
+
+# rotate STEP ARGS... : re-signs $ROTATION with ARGS; output in $TMP/STEP.*.
+rotate() {
+    step=$1
+    shift
+    repo --out "$ROTATION" "$@" >"$TMP/$step.out" 2>"$TMP/$step.err"
+    cat "$TMP/$step.out" "$TMP/$step.err"
+}
+
+# primary_fprs FILE : the primary fingerprints of the keys in FILE.
+primary_fprs() {
+    gpg_ --with-colons --show-keys "$1" |
+        awk -F: '$1 == "pub" { p = 1; next } $1 == "fpr" && p { print $10; p = 0 }'
+}
+
+# signers_of SIGNATURE [DATA] : the fingerprints of the good signatures in
+# SIGNATURE, as gpgv reports them with every published key.
+signers_of() {
+    gpgv_ --status-fd 1 --keyring "$ROTATION/kubedist.gpg" "$@" 2>/dev/null |
+        awk '$2 == "VALIDSIG" { print $NF }' | LC_ALL=C sort
+}
+
+# apt_update ROOT OUT : the root's copy of the repository replaced by
+# $ROTATION as it is now, then apt-get update offline; output in OUT.
+apt_update() {
+    rm -rf "$1/srv/kubedist"
+    cp -R "$ROTATION" "$1/srv/kubedist"
+    offline "$1" "$2" <<'EOF'
+apt-get update
+EOF
+}
+
+# new_trixie_root : like new_apt_root, on Debian 13, whose apt verifies
+# with sqv.
+new_trixie_root() {
+    base=$(
+        # shellcheck disable=SC2034 # read by kd_base_tarball
+        KD_SUITE_CODENAME=trixie
+        kd_base_tarball repo netbase mount iptables conntrack sqv
+    )
+    kd_new_root "$base" >"$TMP/new-root"
+    NEW_ROOT=$(cat "$TMP/new-root")
+    rm -f "$NEW_ROOT/etc/apt/sources.list" "$NEW_ROOT"/etc/apt/sources.list.d/*
+}
+
+key_rotation_keeps_old_keyring_clients_through_the_overlap() {
+    gen_key rotated never
+    old=$FPR
+    new=$(gpg_ --with-colons --list-keys rotated@kubedist.invalid | awk -F: '$1 == "fpr" { print $10; exit }')
+    gpg_ --export "$new" >"$TMP/rotated.pub"
+    cp -a "$REPO" "$ROTATION"
+    cp "$REPO/kubedist.gpg" "$TMP/old-keyring.gpg"
+    both=$(printf '%s\n' "$old" "$new" | LC_ALL=C sort)
+
+    # Clients set up before the rotation, holding the old keyring only.
+    new_apt_root
+    old12=$NEW_ROOT
+    apt_client "$old12" "$ROTATION" "$TMP/old-keyring.gpg" kubedist.sources
+    new_trixie_root
+    old13=$NEW_ROOT
+    apt_client "$old13" "$ROTATION" "$TMP/old-keyring.gpg" kubedist.sources
+    new_dnf_root
+    dnf_root=$NEW_ROOT
+    dnf_offline "$dnf_root" "$ROTATION" "$TMP/rot0.dnf" install "kubelet-$(rpm_version "$KD_DIST_PREV" kubelet)"
+    assert_grep "^Importing GPG key 0x$(echo "$old" | cut -c33-40):" "$TMP/rot0.dnf"
+
+    # 1: the new key published beside the old one, signing nothing.
+    rotate rot1 --key "$TEST_KEY" --publish-key "$TMP/rotated.pub"
+    assert_eq "$old" "$(signer "$TMP/rot1.out")" "keys run 1 signed with"
+    assert_grep "^published $new (signing nothing yet)" "$TMP/rot1.out"
+    assert_eq "$old
+$new" "$(primary_fprs "$ROTATION/kubedist.asc")" "keys in kubedist.asc"
+    assert_eq "$old
+$new" "$(primary_fprs "$ROTATION/kubedist.gpg")" "keys in kubedist.gpg"
+    assert_eq "$old" "$(signers_of "$ROTATION/dists/stable/InRelease")" "InRelease signed by"
+    # This client's operator installs the published keyring now.
+    new_apt_root
+    new12=$NEW_ROOT
+    apt_client "$new12" "$ROTATION" "$ROTATION/kubedist.gpg" kubedist.sources
+    for root in "$old12" "$old13" "$new12"; do
+        apt_update "$root" "$TMP/rot1.apt"
+        assert_clean_update "$TMP/rot1.apt"
+    done
+
+    # 2: the new key signs, the old one signs the metadata beside it.
+    rotate rot2 --key "$TMP/rotated.asc" --also-sign-with "$TEST_KEY"
+    assert_eq "$new
+$old" "$(signer "$TMP/rot2.out")" "keys run 2 signed with"
+    assert_grep "^re-signing .*/kubelet-.*\.rpm with $new" "$TMP/rot2.err"
+    assert_eq "$both" "$(signers_of "$ROTATION/dists/stable/InRelease")" "InRelease signed by"
+    assert_eq "$both" "$(signers_of "$ROTATION/dists/stable/Release.gpg" "$ROTATION/dists/stable/Release")" \
+        "Release.gpg signed by"
+    assert_eq "$both" "$(signers_of "$ROTATION/x86_64/repodata/repomd.xml.asc" "$ROTATION/x86_64/repodata/repomd.xml")" \
+        "repomd.xml.asc signed by"
+    for root in "$old12" "$old13" "$new12"; do
+        apt_update "$root" "$TMP/rot2.apt"
+        assert_clean_update "$TMP/rot2.apt"
+    done
+    # Debian 13's apt verified with sqv (there is no gpgv).
+    kd_run "$old13" sh -c 'command -v sqv && ! command -v gpgv'
+    offline "$old13" "$TMP/rot2.install" <<'EOF'
+apt-get install -y kubelet
+EOF
+    # dnf takes the new key from gpgkey= (kubedist.asc holds both) for the
+    # re-signed rpms, and upgrades.
+    dnf_offline "$dnf_root" "$ROTATION" "$TMP/rot2.dnf" upgrade kubelet
+    assert_grep "^Importing GPG key 0x$(echo "$new" | cut -c33-40):" "$TMP/rot2.dnf"
+    assert_eq "kubelet $(rpm_version "$KD_DIST" kubelet)" \
+        "$(rpm_ --root "$dnf_root" -q --qf '%{NAME} %{VERSION}-%{RELEASE}\n' kubelet)" "dnf's kubelet after run 2"
+
+    # 3: the new key alone. The client that took the keyring at run 1
+    # updates; one still holding only the old keyring gets apt's warning
+    # and exit 0, and keeps its old indices: it silently stops updating.
+    rotate rot3 --key "$TMP/rotated.asc"
+    assert_eq "$new" "$(signer "$TMP/rot3.out")" "keys run 3 signed with"
+    assert_eq "$new" "$(primary_fprs "$ROTATION/kubedist.gpg")" "keys in kubedist.gpg after run 3"
+    apt_update "$new12" "$TMP/rot3.apt"
+    assert_clean_update "$TMP/rot3.apt"
+    apt_update "$old12" "$TMP/rot3.old"
+    assert_grep "^W: .*NO_PUBKEY $(echo "$new" | cut -c25-40)" "$TMP/rot3.old"
+    assert_grep '^W: .*The repository is not updated and the previous index files will be used' "$TMP/rot3.old"
+}
+
+a_key_given_twice_is_refused_and_repo_untouched() {
+    tree=$SCRATCH/twice
+    cp -a "$REPO" "$tree"
+    tree_listing "$tree" >"$TMP/twice.before"
+    repo_fails twice --out "$tree" --key "$TEST_KEY" --also-sign-with "$TEST_KEY" || return 1
+    assert_one_error "$TMP/twice.err" "$TEST_KEY" "is already given as"
+    tree_listing "$tree" >"$TMP/twice.after"
+    diff -u "$TMP/twice.before" "$TMP/twice.after"
+}
+
+kd_test key_rotation_keeps_old_keyring_clients_through_the_overlap
+kd_test a_key_given_twice_is_refused_and_repo_untouched
+
 # --- the dependency-closure gate ---------------------------------------------
 
 # partial_dist DIR PATTERN... : KD_DIST's packages but the files matching a

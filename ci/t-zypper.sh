@@ -179,6 +179,56 @@ zypper_upgrades_to_release_n() {
     assert_eq "$(expect "$KD_DIST")" "$(installed "$ROOT")" "versions after zypper update"
 }
 
+# A key rotation (docs/repositories.md), on a root that trusts only the
+# old key: run 1 (--key OLD --publish-key NEW.pub) refreshes as before and
+# the operator imports the published kubedist.asc; run 2 (--key NEW
+# --also-sign-with OLD) re-signs the rpms, which install; run 3 (--key NEW)
+# refreshes. Control: a root that did not take the new key refuses run 2's
+# rpms: zypper hosts must take it at run 1.
+zypper_follows_a_key_rotation() {
+    # (Not \$root: zyp sets it.)
+    gpg_ --passphrase '' --quick-gen-key 'kubedist rotated test key <rotated@kubedist.invalid>' ed25519 sign never
+    new=$(gpg_ --with-colons --list-keys rotated@kubedist.invalid | awk -F: '$1 == "fpr" { print $10; exit }')
+    gpg_ --pinentry-mode loopback --passphrase '' --armor --export-secret-keys "$new" >"$TMP/rotated.asc"
+    gpg_ --export "$new" >"$TMP/rotated.pub"
+    short=$(echo "$new" | cut -c33-40 | tr 'A-F' 'a-f')
+    tree=$TMP/rotation
+    cp -a "$TREE" "$tree"
+    new_root import "$TREE"
+    host=$NEW_ROOT
+    new_root import "$TREE"
+    stale=$NEW_ROOT
+    repo --out "$tree" --key "$KEY" --publish-key "$TMP/rotated.pub" --base-url "file://$tree" >"$TMP/rot1.out"
+    for r in "$host" "$stale"; do
+        add_repo "$r" "$tree"
+        zyp "$r" "$TMP/rot1.refresh" refresh
+        assert_no_grep 'unknown key' "$TMP/rot1.refresh"
+    done
+    zyp "$host" "$TMP/rot1.install" install "kubectl = $(version_of "$KD_DIST_PREV" kubectl)"
+    rpm --root "$host" --import "$tree/kubedist.asc"
+    rpm --root "$host" -q "gpg-pubkey-$short"
+
+    repo --out "$tree" --key "$TMP/rotated.asc" --also-sign-with "$KEY" --base-url "file://$tree" >"$TMP/rot2.out"
+    zyp "$host" "$TMP/rot2.refresh" refresh
+    zyp "$host" "$TMP/rot2.update" update kubectl
+    assert_eq "kubectl $(version_of "$KD_DIST" kubectl)" \
+        "$(rpm --root "$host" -q --qf '%{NAME} %{VERSION}-%{RELEASE}\n' kubectl)" "kubectl after run 2"
+    rpm --root "$host" -q --qf '%|DSAHEADER?{%{DSAHEADER:pgpsig}}:{%{RSAHEADER:pgpsig}}|\n' kubectl |
+        grep "Key ID $(echo "$new" | cut -c25-40 | tr 'A-F' 'a-f')$"
+    # The root that did not take the new key still refreshes: libzypp
+    # checks the last signature of repomd.xml.asc, which is the old key's
+    # (--also-sign-with signs after --key). The re-signed rpms it refuses.
+    zyp "$stale" "$TMP/rot2.stale" refresh
+    if zyp "$stale" "$TMP/rot2.stale-install" install kubectl; then
+        echo "assertion failed: zypper without the new key installed an rpm it signed" >&2
+        return 1
+    fi
+    assert_grep 'Signature verification failed \[4-Signatures public key is not available\]' "$TMP/rot2.stale-install"
+
+    repo --out "$tree" --key "$TMP/rotated.asc" --base-url "file://$tree" >"$TMP/rot3.out"
+    zyp "$host" "$TMP/rot3.refresh" refresh
+}
+
 zypper_erases_everything_it_installed() {
     ROOT=$(cat "$TMP/root")
     # shellcheck disable=SC2086
@@ -281,6 +331,7 @@ zypper_host_moves_from_one_minor_channel_to_the_next() {
 kd_test zypper_refreshes_signed_repo_with_imported_key
 kd_test zypper_installs_release_n_minus_1
 kd_test zypper_upgrades_to_release_n
+kd_test zypper_follows_a_key_rotation
 kd_test zypper_erases_everything_it_installed
 kd_test zypper_refuses_tampered_rpm
 kd_test zypper_refuses_unsigned_rpm_behind_signed_metadata

@@ -15,6 +15,7 @@ use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{anyhow, bail, Context, Result};
+use pgp::armor::BlockType;
 use pgp::composed::{
     ArmorOptions, CleartextSignedMessage, Deserializable, DetachedSignature, KeyType,
     SecretKeyParamsBuilder, SignedPublicKey, SignedPublicSubKey, SignedSecretKey,
@@ -222,54 +223,49 @@ impl RepoKey {
             .unwrap_or_else(|| "no user ID".into())
     }
 
-    /// The public key, ASCII-armoured (`kubedist.asc`, dnf's `gpgkey=`).
-    pub fn public_armored(&self) -> Result<String> {
-        self.public
-            .to_armored_string(ArmorOptions::default())
-            .map_err(|e| anyhow!("armouring the public key: {e}"))
-    }
-
-    /// The public key as a binary keyring (`kubedist.gpg`, apt's `signed-by=`).
-    pub fn public_binary(&self) -> Result<Vec<u8>> {
-        self.public
-            .to_bytes()
-            .map_err(|e| anyhow!("serialising the public key: {e}"))
-    }
-
-    /// `text` cleartext-signed (apt's `InRelease`).
-    pub fn clearsign(&self, text: &str, time: u64) -> Result<String> {
+    /// This key's signatures of `normalized`, the text of a cleartext
+    /// message as it is signed (`CleartextSignedMessage::new_many` gives
+    /// it); `text` is the same before normalising, which gpg takes.
+    fn text_signatures(&self, text: &str, normalized: &str, time: u64) -> Result<Vec<Signature>> {
         if let Backend::Gpg(gpg) = &self.backend {
-            return gpg.clearsign(&self.signing, text);
+            let signed = gpg.clearsign(&self.signing, text)?;
+            let (message, _) = CleartextSignedMessage::from_string(&signed)
+                .map_err(|e| anyhow!("{}: reading gpg's signature: {e}", self.source))?;
+            return Ok(message.signatures().to_vec());
         }
-        let message = CleartextSignedMessage::new_many(text, |normalized| {
-            self.signature(SignatureType::Text, normalized.as_bytes(), time)
-                .map(|s| vec![s])
-                .map_err(|e| pgp::errors::Error::from(format!("{e:#}")))
-        })
-        .map_err(|e| anyhow!("{}: signing: {e}", self.source))?;
-        message
-            .to_armored_string(ArmorOptions::default())
-            .map_err(|e| anyhow!("armouring a signature: {e}"))
+        Ok(vec![self.signature(
+            SignatureType::Text,
+            normalized.as_bytes(),
+            time,
+        )?])
     }
 
-    /// A detached, armoured signature of `data` (`Release.gpg`, `repomd.xml.asc`).
+    /// This key's detached signatures of `data`.
+    fn binary_signatures(&self, data: &[u8], time: u64) -> Result<Vec<DetachedSignature>> {
+        if let Backend::Gpg(gpg) = &self.backend {
+            let out = gpg.detached(&self.signing, data, false)?;
+            return DetachedSignature::from_bytes_many(&out[..])
+                .map_err(|e| anyhow!("{}: reading gpg's signature: {e}", self.source))?
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| anyhow!("{}: reading gpg's signature: {e}", self.source));
+        }
+        Ok(vec![DetachedSignature::new(self.signature(
+            SignatureType::Binary,
+            data,
+            time,
+        )?)])
+    }
+
+    /// A detached, armoured signature of `data` (the tarball's
+    /// `SHA256SUMS.asc`).
     pub fn detached_armored(&self, data: &[u8], time: u64) -> Result<String> {
-        if let Backend::Gpg(gpg) = &self.backend {
-            let out = gpg.detached(&self.signing, data, true)?;
-            return String::from_utf8(out).context("gpg --armor wrote non-UTF-8 output");
-        }
-        DetachedSignature::new(self.signature(SignatureType::Binary, data, time)?)
-            .to_armored_string(ArmorOptions::default())
-            .map_err(|e| anyhow!("armouring a signature: {e}"))
+        armor(&self.binary_signatures(data, time)?, BlockType::Signature)
     }
 
     /// A detached binary signature packet of `data` (an rpm's header
-    /// signature).
+    /// signature, sysupdate's `SHA256SUMS.gpg`).
     pub fn detached_binary(&self, data: &[u8], time: u64) -> Result<Vec<u8>> {
-        if let Backend::Gpg(gpg) = &self.backend {
-            return gpg.detached(&self.signing, data, false);
-        }
-        DetachedSignature::new(self.signature(SignatureType::Binary, data, time)?)
+        self.binary_signatures(data, time)?
             .to_bytes()
             .map_err(|e| anyhow!("serialising a signature: {e}"))
     }
@@ -317,6 +313,174 @@ impl RepoKey {
             }
         })
     }
+}
+
+/// The keys of a repository: the primary (`--key`), which signs the rpms
+/// and sysupdate's `SHA256SUMS.gpg`; the keys of `--also-sign-with`, which
+/// sign apt's and dnf's metadata beside it; and the public keys of
+/// `--publish-key`, which sign nothing yet. All are published. A key
+/// rotates in three runs (README): the new key published, then signing
+/// with the old one beside it, then alone. apt and dnf accept metadata
+/// when one signature is good; zypper (libzypp) refuses a signature by a
+/// key it lacks, and so does gpg, which systemd-sysupdate runs: their
+/// hosts take the new key while it is only published, and sysupdate's
+/// checksums carry the primary's signature alone.
+pub struct Signers {
+    /// The primary first, then the others in the order given.
+    keys: Vec<RepoKey>,
+    /// Published, signing nothing.
+    announced: Vec<SignedPublicKey>,
+}
+
+impl Signers {
+    /// `primary`, `also` and `announced`; a key given twice is refused.
+    pub fn new(
+        primary: RepoKey,
+        also: Vec<RepoKey>,
+        announced: Vec<(String, SignedPublicKey)>,
+    ) -> Result<Self> {
+        let mut given = vec![(primary.fingerprint(), primary.source.clone())];
+        let mut refuse_twice = |fingerprint: String, source: &str| -> Result<()> {
+            if let Some((_, same)) = given.iter().find(|(f, _)| *f == fingerprint) {
+                bail!("{source}: key {fingerprint} is already given as {same}");
+            }
+            given.push((fingerprint, source.to_string()));
+            Ok(())
+        };
+        let mut keys = vec![primary];
+        for key in also {
+            refuse_twice(key.fingerprint(), &key.source)?;
+            keys.push(key);
+        }
+        let mut published = Vec::new();
+        for (source, public) in announced {
+            refuse_twice(upper_hex(public.fingerprint().as_bytes()), &source)?;
+            published.push(public);
+        }
+        Ok(Signers {
+            keys,
+            announced: published,
+        })
+    }
+
+    /// The fingerprints of the keys published but not signing.
+    pub fn announced(&self) -> Vec<String> {
+        self.announced
+            .iter()
+            .map(|k| upper_hex(k.fingerprint().as_bytes()))
+            .collect()
+    }
+
+    /// The key that signs the rpms and sysupdate's checksums.
+    pub fn primary(&self) -> &RepoKey {
+        &self.keys[0]
+    }
+
+    /// Every key, the primary first.
+    pub fn all(&self) -> &[RepoKey] {
+        &self.keys
+    }
+
+    /// `text` cleartext-signed by every key (apt's `InRelease`).
+    pub fn clearsign(&self, text: &str, time: u64) -> Result<String> {
+        let message = CleartextSignedMessage::new_many(text, |normalized| {
+            let mut all = Vec::new();
+            for key in &self.keys {
+                all.extend(
+                    key.text_signatures(text, normalized, time)
+                        .map_err(|e| pgp::errors::Error::from(format!("{e:#}")))?,
+                );
+            }
+            Ok(all)
+        })
+        .map_err(|e| anyhow!("signing: {e}"))?;
+        message
+            .to_armored_string(ArmorOptions::default())
+            .map_err(|e| anyhow!("armouring a signature: {e}"))
+    }
+
+    /// A detached, armoured signature of `data` by every key, one armour
+    /// block (`Release.gpg`, `repomd.xml.asc`).
+    pub fn detached_armored(&self, data: &[u8], time: u64) -> Result<String> {
+        let mut all = Vec::new();
+        for key in &self.keys {
+            all.extend(key.binary_signatures(data, time)?);
+        }
+        armor(&all, BlockType::Signature)
+    }
+
+    /// Every public key, ASCII-armoured in one block (`kubedist.asc`, dnf's
+    /// `gpgkey=`, which imports each).
+    pub fn public_armored(&self) -> Result<String> {
+        armor(&self.certificates(), BlockType::PublicKey)
+    }
+
+    /// Every public key as one binary keyring (`kubedist.gpg`, apt's
+    /// `signed-by=`, sysupdate's `import-pubring.gpg`).
+    pub fn public_binary(&self) -> Result<Vec<u8>> {
+        self.certificates()
+            .to_bytes()
+            .map_err(|e| anyhow!("serialising the public keys: {e}"))
+    }
+
+    /// The signing keys' certificates, then the announced ones.
+    fn certificates(&self) -> Vec<&SignedPublicKey> {
+        let signing = self.keys.iter().map(|k| &k.public);
+        signing.chain(&self.announced).collect()
+    }
+
+    /// `FPR (user ID)` of every key, for messages.
+    pub fn describe(&self) -> String {
+        let each: Vec<String> = self
+            .keys
+            .iter()
+            .map(|k| format!("{} ({})", k.fingerprint(), k.user_id()))
+            .collect();
+        each.join(", ")
+    }
+}
+
+/// The public key in the file `path` (armoured or binary; of a secret key
+/// file, its public half), refused when it is expired or revoked or cannot
+/// sign: clients would be told to trust a key that can never sign for them.
+pub fn load_public_key(path: &Path) -> Result<SignedPublicKey> {
+    let data =
+        std::fs::read(path).with_context(|| format!("{}: cannot read key", path.display()))?;
+    let armored = data.trim_ascii_start().starts_with(b"-----BEGIN");
+    let public = if armored {
+        SignedPublicKey::from_armor_single(&data[..]).map(|(k, _)| k)
+    } else {
+        SignedPublicKey::from_bytes(BufReader::new(&data[..]))
+    };
+    let public = match public {
+        Ok(public) => public,
+        Err(e) => match parse_secret_key(&data) {
+            Ok(secret) => secret.to_public_key(),
+            Err(_) => bail!("{}: not an OpenPGP public key: {e}", path.display()),
+        },
+    };
+    let now = now_secs()?;
+    let validity = primary_validity(&public);
+    let fpr = upper_hex(public.fingerprint().as_bytes());
+    if validity.revoked {
+        bail!("{}: key {fpr} is revoked", path.display());
+    }
+    if let Some(expires) = validity.expires.filter(|e| *e <= now) {
+        bail!(
+            "{}: key {fpr} expired on {} UTC",
+            path.display(),
+            format_date(expires)
+        );
+    }
+    choose_signer(&public, now).with_context(|| format!("{}: key {fpr}", path.display()))?;
+    Ok(public)
+}
+
+/// Packets in one ASCII armour block of type `typ`.
+fn armor(packets: &impl Serialize, typ: BlockType) -> Result<String> {
+    let mut out = Vec::new();
+    pgp::armor::write(packets, typ, &mut out, None, true).map_err(|e| anyhow!("armouring: {e}"))?;
+    String::from_utf8(out).context("armour is ASCII")
 }
 
 /// The newest valid signing subkey (what gpg picks too), else the primary
@@ -509,8 +673,7 @@ mod tests {
         let loaded = RepoKey::load(&tmp.path().join("k.asc"), None).unwrap();
         assert_eq!(loaded.fingerprint(), key.fingerprint());
 
-        let public =
-            SignedPublicKey::from_bytes(BufReader::new(&key.public_binary().unwrap()[..])).unwrap();
+        let public = key.public.clone();
         let sig = key.detached_armored(b"Release\n", 1_700_000_000).unwrap();
         let (sig, _) = DetachedSignature::from_string(&sig).unwrap();
         sig.verify(&public, b"Release\n").unwrap();
@@ -532,12 +695,66 @@ mod tests {
         let sig = DetachedSignature::from_bytes(BufReader::new(&binary[..])).unwrap();
         sig.verify(&public, b"header").unwrap();
 
-        let signed = key
+        let signed = Signers::new(key, Vec::new(), Vec::new())
+            .unwrap()
             .clearsign("Origin: kubedist\n- dash\n", 1_700_000_000)
             .unwrap();
         let (msg, _) = CleartextSignedMessage::from_string(&signed).unwrap();
         msg.verify(&public).unwrap();
         assert_eq!(msg.signed_text(), "Origin: kubedist\r\n- dash\r\n");
+    }
+
+    #[test]
+    fn every_signer_signs_the_metadata_and_is_published() {
+        let tmp = tempfile::tempdir().unwrap();
+        let old = test_key(tmp.path());
+        let new = RepoKey::generate_test_key(&tmp.path().join("new.asc")).unwrap();
+        let (old_public, new_public) = (old.public.clone(), new.public.clone());
+        let signers = Signers::new(old, vec![new], Vec::new()).unwrap();
+        assert_eq!(signers.primary().public, old_public);
+
+        let signed = signers.clearsign("Suite: stable\n", 1_700_000_000).unwrap();
+        let (msg, _) = CleartextSignedMessage::from_string(&signed).unwrap();
+        assert_eq!(msg.signatures().len(), 2);
+        msg.verify(&old_public).unwrap();
+        msg.verify(&new_public).unwrap();
+
+        let detached = signers.detached_armored(b"repomd", 1_700_000_000).unwrap();
+        assert_eq!(detached.matches("-----BEGIN PGP SIGNATURE-----").count(), 1);
+        let sigs: Vec<DetachedSignature> = DetachedSignature::from_armor_many(detached.as_bytes())
+            .unwrap()
+            .0
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(sigs.len(), 2);
+        sigs[0].verify(&old_public, b"repomd").unwrap();
+        sigs[1].verify(&new_public, b"repomd").unwrap();
+
+        let armored = signers.public_armored().unwrap();
+        let keys: Vec<SignedPublicKey> = SignedPublicKey::from_armor_many(armored.as_bytes())
+            .unwrap()
+            .0
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(keys, vec![old_public.clone(), new_public.clone()]);
+        let binary = signers.public_binary().unwrap();
+        let keys: Vec<SignedPublicKey> = SignedPublicKey::from_bytes_many(&binary[..])
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(keys, vec![old_public, new_public]);
+    }
+
+    #[test]
+    fn a_key_given_twice_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let key = test_key(tmp.path());
+        let again = RepoKey::load(&tmp.path().join("k.asc"), None).unwrap();
+        let err = format!(
+            "{:#}",
+            Signers::new(key, vec![again], Vec::new()).err().unwrap()
+        );
+        assert!(err.contains("is already given as"), "{err}");
     }
 
     #[test]
@@ -584,7 +801,13 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let key = test_key(tmp.path());
         let path = tmp.path().join("pub.asc");
-        std::fs::write(&path, key.public_armored().unwrap()).unwrap();
+        std::fs::write(
+            &path,
+            key.public
+                .to_armored_string(ArmorOptions::default())
+                .unwrap(),
+        )
+        .unwrap();
         let err = format!("{:#}", RepoKey::load(&path, None).err().unwrap());
         assert!(err.contains("only a public key"), "{err}");
     }
@@ -592,7 +815,7 @@ mod tests {
     #[test]
     fn signatures_are_reproducible() {
         let tmp = tempfile::tempdir().unwrap();
-        let key = test_key(tmp.path());
+        let key = Signers::new(test_key(tmp.path()), Vec::new(), Vec::new()).unwrap();
         let a = key.clearsign("x\n", 1).unwrap();
         assert_eq!(a, key.clearsign("x\n", 1).unwrap());
     }

@@ -735,13 +735,15 @@ fn the_installer_image_is_a_layout_whose_blobs_match_their_names() {
 
 #[test]
 fn a_signed_tarball_carries_a_reproducible_signature_of_its_sha256sums() {
-    use pgp::composed::{Deserializable, DetachedSignature, SignedPublicKey};
+    use pgp::composed::{Deserializable, DetachedSignature, SignedSecretKey};
     let tmp = tempfile::tempdir().unwrap();
     let arch = staged(tmp.path());
     let key = crate::keys::RepoKey::generate_test_key(&tmp.path().join("k.asc")).unwrap();
-    let public =
-        SignedPublicKey::from_bytes(std::io::BufReader::new(&key.public_binary().unwrap()[..]))
-            .unwrap();
+    let secret = std::fs::read(tmp.path().join("k.asc")).unwrap();
+    let public = SignedSecretKey::from_armor_single(&secret[..])
+        .unwrap()
+        .0
+        .to_public_key();
     let signed = Options {
         signer: Some(std::sync::Arc::new(key)),
         ..options()

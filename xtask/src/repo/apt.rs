@@ -18,7 +18,7 @@ use super::debfile::{self, Control};
 use super::files::{self, Digests};
 use super::state::State;
 use super::Settings;
-use crate::keys::RepoKey;
+use crate::keys::Signers;
 
 /// Fields the repository computes; a package's own values are dropped.
 const COMPUTED_FIELDS: &[&str] = &["Filename", "Size", "MD5sum", "SHA1", "SHA256", "SHA512"];
@@ -60,7 +60,7 @@ pub fn check(repo: &Path, new_debs: &[PathBuf], component: &str, state: &mut Sta
 pub fn publish(
     repo: &Path,
     new_debs: &[PathBuf],
-    key: &RepoKey,
+    key: &Signers,
     settings: &Settings,
     state: &mut State,
 ) -> Result<Option<AptSummary>> {
@@ -245,7 +245,7 @@ fn write_suite(
     dir: &Path,
     entries: &[PoolEntry],
     architectures: &[String],
-    key: &RepoKey,
+    key: &Signers,
     settings: &Settings,
 ) -> Result<()> {
     let mut indices = Vec::new();

@@ -8,21 +8,22 @@ use anyhow::Result;
 
 use super::files::FILE_MODE;
 use super::Settings;
-use crate::keys::RepoKey;
+use crate::keys::Signers;
 
 /// Where the snippets tell apt hosts to install `kubedist.gpg`.
 pub const APT_KEYRING: &str = "/etc/apt/keyrings/kubedist.gpg";
 
-/// Writes `kubedist.asc` and `kubedist.gpg`; says so when they change
-/// (hosts holding the old key must get the new one).
-pub fn write_public_key(repo: &Path, key: &RepoKey) -> Result<()> {
+/// Writes `kubedist.asc` and `kubedist.gpg`, every signing key in each;
+/// says so when they change (hosts must get the new keyring before the
+/// key they hold stops signing).
+pub fn write_public_key(repo: &Path, key: &Signers) -> Result<()> {
     let binary = key.public_binary()?;
     let keyring = repo.join("kubedist.gpg");
     if let Ok(old) = std::fs::read(&keyring) {
         if old != binary {
             eprintln!(
                 "note: the signing key changed to {}: install the new kubedist.gpg / kubedist.asc on every client",
-                key.fingerprint()
+                key.describe()
             );
         }
     }

@@ -95,6 +95,10 @@ Examples:
   cargo xtask repo --channels minor --from target/dist/1.35.0 --out /srv/kubedist --key /root/repo-signing.asc
   # re-sign everything (e.g. after extending the key's expiry): no --from
   cargo xtask repo --out /srv/kubedist --key /root/repo-signing.asc
+  # rotate the key in three runs (docs/repositories.md says what each client does between them)
+  cargo xtask repo --out /srv/kubedist --key old.asc --publish-key new.pub
+  cargo xtask repo --out /srv/kubedist --key new.asc --also-sign-with old.asc
+  cargo xtask repo --out /srv/kubedist --key new.asc
 
 Clients (with --channels minor, the files of REPO_DIR/vX.Y/ instead; a host moves to
 the next minor by taking that channel's snippet): copy REPO_DIR/kubedist.gpg to /etc/apt/keyrings/ and kubedist.sources (or
@@ -110,7 +114,7 @@ see the old tree or the new one, and a killed run leaves the old one. REPO_DIR m
 itself be a mount point.
 
 Environment:
-  KUBEDIST_KEY_PASSPHRASE  passphrase of a protected --key (or --passphrase-file)
+  KUBEDIST_KEY_PASSPHRASE  passphrase of a protected --key or --also-sign-with (or --passphrase-file)
   GNUPGHOME                gpg's home for --gpg-key
   SOURCE_DATE_EPOCH        timestamp for Release, repomd.xml and signatures (reproducible output)"
 )]
@@ -135,6 +139,20 @@ pub struct Args {
     /// Otherwise it is read from KUBEDIST_KEY_PASSPHRASE.
     #[arg(long, value_name = "FILE", requires = "key")]
     passphrase_file: Option<PathBuf>,
+
+    /// Also sign apt's and dnf's metadata with the secret key in FILE
+    /// (repeatable), and publish its public key. The main key alone signs
+    /// the rpms and the sysext checksums. A protected FILE takes the
+    /// passphrase --key would. Rotating keys: --publish-key NEW.pub, then
+    /// --key NEW --also-sign-with OLD, then --key NEW (docs/repositories.md).
+    #[arg(long, value_name = "FILE")]
+    also_sign_with: Vec<PathBuf>,
+
+    /// Publish the public key in FILE beside the signing keys, in
+    /// kubedist.asc and kubedist.gpg, signing nothing (repeatable): the
+    /// next key, for clients to take before it signs.
+    #[arg(long, value_name = "FILE")]
+    publish_key: Vec<PathBuf>,
 
     /// Sign through gpg with the secret key it holds for KEYID (a
     /// fingerprint, or anything naming exactly one key): gpg's agent
@@ -193,6 +211,17 @@ pub fn run(root: &Path, args: &Args) -> Result<()> {
 fn publish(root: &Path, args: &Args, settings: &Settings) -> Result<()> {
     let spec = crate::spec::Spec::load(root)?;
     let given_key = given_key(args)?;
+    let also = also_keys(args)?;
+    let announced = args
+        .publish_key
+        .iter()
+        .map(|path| {
+            Ok((
+                path.display().to_string(),
+                crate::keys::load_public_key(path)?,
+            ))
+        })
+        .collect::<Result<Vec<_>>>()?;
     let mut adds = read_adds(args)?;
     let no_repo = |out: &Path| -> Result<()> {
         bail!(
@@ -229,7 +258,7 @@ fn publish(root: &Path, args: &Args, settings: &Settings) -> Result<()> {
         &mut state,
     )?;
     check_formats(&out, args.channels, &adds, settings, &mut state)?;
-    let key = match (given_key, &args.generate_test_key) {
+    let primary = match (given_key, &args.generate_test_key) {
         (Some(key), _) => key,
         (None, Some(path)) => {
             refuse_inside(path, run.target())?;
@@ -240,6 +269,7 @@ fn publish(root: &Path, args: &Args, settings: &Settings) -> Result<()> {
             bail!("one of --key FILE, --gpg-key KEYID or --generate-test-key FILE is required")
         }
     };
+    let key = crate::keys::Signers::new(primary, also, announced)?;
 
     // The key goes out first: metadata is never signed by a key the tree
     // does not publish.
@@ -261,7 +291,7 @@ fn publish(root: &Path, args: &Args, settings: &Settings) -> Result<()> {
             &mut state,
         )?,
     }
-    let sysext = sysext::publish(&out, &adds.raws, &key, settings, &mut state)?;
+    let sysext = sysext::publish(&out, &adds.raws, key.primary(), settings, &mut state)?;
     state.save()?;
     let published = run.target().to_path_buf();
     run.commit()?;
@@ -273,7 +303,17 @@ fn publish(root: &Path, args: &Args, settings: &Settings) -> Result<()> {
             sysext.channels.join(" ")
         );
     }
-    println!("signed by {} ({})", key.fingerprint(), key.user_id());
+    for (n, signer) in key.all().iter().enumerate() {
+        let role = if n == 0 { "" } else { " (metadata only)" };
+        println!(
+            "signed by {} ({}){role}",
+            signer.fingerprint(),
+            signer.user_id()
+        );
+    }
+    for fingerprint in key.announced() {
+        println!("published {fingerprint} (signing nothing yet)");
+    }
     println!("repository: {}", published.display());
     Ok(())
 }
@@ -289,11 +329,28 @@ fn given_key(args: &Args) -> Result<Option<crate::keys::RepoKey>> {
         None
     };
     if let Some(key) = &key {
-        for warning in key.check_validity(SystemTime::now())? {
-            eprintln!("warning: {warning}");
-        }
+        warn_of_expiry(key)?;
     }
     Ok(key)
+}
+
+/// The keys of `--also-sign-with`, loaded and checked as `--key` is.
+fn also_keys(args: &Args) -> Result<Vec<crate::keys::RepoKey>> {
+    let mut keys = Vec::new();
+    for path in &args.also_sign_with {
+        let key = crate::keys::RepoKey::load(path, passphrase(args)?)?;
+        warn_of_expiry(&key)?;
+        keys.push(key);
+    }
+    Ok(keys)
+}
+
+/// Refuses an expired or revoked key; warns of one that expires soon.
+fn warn_of_expiry(key: &crate::keys::RepoKey) -> Result<()> {
+    for warning in key.check_validity(SystemTime::now())? {
+        eprintln!("warning: {warning}");
+    }
+    Ok(())
 }
 
 /// What a run adds: `(debs, rpms)` by channel ("" is the flat layout's
@@ -346,7 +403,7 @@ fn publish_minor_channels(
     args: &Args,
     packages: &mut BTreeMap<String, (Vec<PathBuf>, Vec<PathBuf>)>,
     unchanged: &BTreeMap<String, usize>,
-    key: &crate::keys::RepoKey,
+    key: &crate::keys::Signers,
     settings: &Settings,
     state: &mut state::State,
 ) -> Result<()> {
@@ -356,9 +413,15 @@ fn publish_minor_channels(
     all.dedup();
     channels::sort(&mut all);
     // What a channel was last signed with and for.
+    let mut keys: Vec<String> = key
+        .all()
+        .iter()
+        .map(|k| crate::util::hex(k.signing_fingerprint().as_bytes()))
+        .collect();
+    keys.extend(key.announced());
     let done = format!(
         "{} {} {} {}",
-        crate::util::hex(key.signing_fingerprint().as_bytes()),
+        keys.join(","),
         settings.suite,
         settings.component,
         settings.base_url
@@ -432,7 +495,7 @@ fn publish_channel(
     channel: &str,
     debs: &[PathBuf],
     rpms: &[PathBuf],
-    key: &crate::keys::RepoKey,
+    key: &crate::keys::Signers,
     settings: &Settings,
     state: &mut state::State,
 ) -> Result<()> {
@@ -649,6 +712,8 @@ mod tests {
             out: out.to_path_buf(),
             key: (!generate).then(|| key.to_path_buf()),
             passphrase_file: None,
+            also_sign_with: Vec::new(),
+            publish_key: Vec::new(),
             gpg_key: None,
             generate_test_key: generate.then(|| key.to_path_buf()),
             suite: "stable".into(),

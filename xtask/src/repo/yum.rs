@@ -22,7 +22,7 @@ use rpm::{Package, PackageMetadata};
 use super::files;
 use super::state::State;
 use super::Settings;
-use crate::keys::RepoKey;
+use crate::keys::{RepoKey, Signers};
 
 /// Top-level directories that are never rpm architectures.
 const NOT_ARCH_DIRS: &[&str] = &["pool", "dists", super::sysext::DIR];
@@ -56,10 +56,13 @@ pub fn check(repo: &Path, new_rpms: &[PathBuf]) -> Result<()> {
 pub fn publish(
     repo: &Path,
     new_rpms: &[PathBuf],
-    key: &RepoKey,
+    signers: &Signers,
     settings: &Settings,
     state: &mut State,
 ) -> Result<Vec<YumArch>> {
+    // The rpms carry one signature, the primary key's (rpm's header has
+    // room for one); the metadata is signed by every key.
+    let key = signers.primary();
     let planned = plan(repo, new_rpms)?;
     let arches = {
         let mut a = arch_dirs(repo)?;
@@ -95,7 +98,7 @@ pub fn publish(
                 write_signed(rpm, rpm, key, settings.timestamp)?;
             }
         }
-        write_repodata(&dir, key, settings)?;
+        write_repodata(&dir, signers, settings)?;
         summary.push(YumArch {
             arch: arch.clone(),
             packages: rpms.len(),
@@ -237,7 +240,7 @@ fn write_signed(source: &Path, dest: &Path, key: &RepoKey, timestamp: u64) -> Re
 }
 
 /// Builds `dir/repodata` beside the old one, signs `repomd.xml`, swaps it in.
-fn write_repodata(dir: &Path, key: &RepoKey, settings: &Settings) -> Result<()> {
+fn write_repodata(dir: &Path, key: &Signers, settings: &Settings) -> Result<()> {
     let target = dir.join("repodata");
     let carried = repodata_files(&target)?;
     let staging = files::staging_dir(&target)?;
