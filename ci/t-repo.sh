@@ -727,10 +727,10 @@ new_trixie_root() {
 }
 
 key_rotation_keeps_old_keyring_clients_through_the_overlap() {
-    gen_key rotated never
+    gen_key successor never
     old=$FPR
-    new=$(gpg_ --with-colons --list-keys rotated@kubedist.invalid | awk -F: '$1 == "fpr" { print $10; exit }')
-    gpg_ --export "$new" >"$TMP/rotated.pub"
+    new=$(gpg_ --with-colons --list-keys successor@kubedist.invalid | awk -F: '$1 == "fpr" { print $10; exit }')
+    gpg_ --export "$new" >"$TMP/successor.pub"
     cp -a "$REPO" "$ROTATION"
     cp "$REPO/kubedist.gpg" "$TMP/old-keyring.gpg"
     both=$(printf '%s\n' "$old" "$new" | LC_ALL=C sort)
@@ -748,7 +748,7 @@ key_rotation_keeps_old_keyring_clients_through_the_overlap() {
     assert_grep "^Importing GPG key 0x$(echo "$old" | cut -c33-40):" "$TMP/rot0.dnf"
 
     # 1: the new key published beside the old one, signing nothing.
-    rotate rot1 --key "$TEST_KEY" --publish-key "$TMP/rotated.pub"
+    rotate rot1 --key "$TEST_KEY" --publish-key "$TMP/successor.pub"
     assert_eq "$old" "$(signer "$TMP/rot1.out")" "keys run 1 signed with"
     assert_grep "^published $new (signing nothing yet)" "$TMP/rot1.out"
     assert_eq "$old
@@ -766,7 +766,7 @@ $new" "$(primary_fprs "$ROTATION/kubedist.gpg")" "keys in kubedist.gpg"
     done
 
     # 2: the new key signs, the old one signs the metadata beside it.
-    rotate rot2 --key "$TMP/rotated.asc" --also-sign-with "$TEST_KEY"
+    rotate rot2 --key "$TMP/successor.asc" --also-sign-with "$TEST_KEY"
     assert_eq "$new
 $old" "$(signer "$TMP/rot2.out")" "keys run 2 signed with"
     assert_grep "^re-signing .*/kubelet-.*\.rpm with $new" "$TMP/rot2.err"
@@ -794,7 +794,7 @@ EOF
     # 3: the new key alone. The client that took the keyring at run 1
     # updates; one still holding only the old keyring gets apt's warning
     # and exit 0, and keeps its old indices: it silently stops updating.
-    rotate rot3 --key "$TMP/rotated.asc"
+    rotate rot3 --key "$TMP/successor.asc"
     assert_eq "$new" "$(signer "$TMP/rot3.out")" "keys run 3 signed with"
     assert_eq "$new" "$(primary_fprs "$ROTATION/kubedist.gpg")" "keys in kubedist.gpg after run 3"
     apt_update "$new12" "$TMP/rot3.apt"

@@ -8,7 +8,8 @@
 #   version with upstream's tags, -trimpath and no cgo;
 # - two builds from the same inputs, the second (amd64) with an empty
 #   program cache, give byte-identical files;
-# - `dist --source` packages them: no TEST BUILD, a description that says
+# - `dist --source` packages them (amd64: the release cargo xtask test
+#   builds for this suite and the cluster; arm64 here): no TEST BUILD, a description that says
 #   they were built from source, the kubelet's SBOM naming every module
 #   `go version -m` prints (the main module included) (ci/t-cluster.sh
 #   installs and runs them on booted nodes);
@@ -152,22 +153,25 @@ test_two_builds_are_byte_identical() {
 }
 
 test_dist_source_builds_every_artifact_and_says_what_built_them() {
+    # amd64: the release cargo xtask test built with `dist --source` for
+    # this suite and the cluster (KD_DIST, revision 2); arm64 here.
+    amd=${KD_DIST:?}
     out=$TMP/dist
-    (cd "$KD_REPO" && "$XTASK" dist --source --fast --arch amd64,arm64 --out "$out") 2>&1 |
+    (cd "$KD_REPO" && "$XTASK" dist --source --fast --arch arm64 --formats deb,rpm,tar,sysext,images --out "$out") 2>&1 |
         tee "$TMP/dist.log"
-    for arch in amd64 arm64; do
-        for p in kubelet kubeadm kubectl kubernetes-cni cri-tools; do
-            kd_one "$out/${p}"_*_"$arch".deb >/dev/null
-        done
+    for p in kubelet kubeadm kubectl kubernetes-cni cri-tools; do
+        kd_one "$amd/${p}"_*_amd64.deb >/dev/null
+        kd_one "$out/${p}"_*_arm64.deb >/dev/null
     done
-    for f in "kubedist-$K8S-linux-amd64.tar.gz" "kubedist-$K8S-linux-arm64.tar.gz" \
-        "kubernetes-v$K8S-x86-64.raw" "kubernetes-v$K8S-arm64.raw" "kubedist-installer-$K8S-1.oci.tar" \
-        "kubelet-$K8S-1.x86_64.rpm" "kubelet-$K8S-1.aarch64.rpm"; do
-        assert_file "$out/$f"
+    for f in "$amd/kubedist-$K8S-linux-amd64.tar.gz" "$out/kubedist-$K8S-linux-arm64.tar.gz" \
+        "$amd/kubernetes-v$K8S-x86-64.raw" "$out/kubernetes-v$K8S-arm64.raw" "$amd/kubedist-installer-$K8S-2.oci.tar" \
+        "$amd/kubelet-$K8S-2.x86_64.rpm" "$out/kubelet-$K8S-1.aarch64.rpm"; do
+        assert_file "$f"
     done
     echo "== the images bundle holds the images built from source, at their digests"
     for arch in amd64 arm64; do
         bundle=$out/kubedist-images-$K8S-$arch.oci.tar
+        [ "$arch" = arm64 ] || bundle=$amd/kubedist-images-$K8S-$arch.oci.tar
         tar -xOf "$bundle" index.json |
             jq -r '.manifests[] | .annotations["io.containerd.image.name"] + " " + .digest' | sort >"$TMP/bundled"
         source_manifests "$IN/images" "$arch" >"$TMP/built"
@@ -175,9 +179,10 @@ test_dist_source_builds_every_artifact_and_says_what_built_them() {
         [ "$(grep -c . "$TMP/bundled")" = "$(grep -c '^reference = ' "$KD_REPO/pkg/images.toml")" ]
     done
     (cd "$out" && sha256sum -c --quiet SHA256SUMS)
+    (cd "$amd" && sha256sum -c --quiet SHA256SUMS)
     jq -r '.predicate.buildDefinition.externalParameters.upstream' "$out/kubedist-$K8S-1.intoto.json" >"$TMP/origin"
     assert_grep "built from source: the Go modules of pkg/source.toml" "$TMP/origin"
-    deb=$out/kubelet_${K8S}-1_amd64.deb
+    deb=$amd/kubelet_${K8S}-2_amd64.deb
     dpkg-deb -f "$deb" Description >"$TMP/description"
     cat "$TMP/description"
     assert_grep "Built from source by kubedist: kubernetes $K8S from its Go modules" "$TMP/description"

@@ -50,6 +50,7 @@ const TOOLS: &[&str] = &[
     "docker-registry",
     "curl",
     "openssl",
+    "cargo-fuzz",
 ];
 
 /// The SOURCE_DATE_EPOCH of test builds: any fixed value will do.
@@ -205,11 +206,12 @@ pub fn run(root: &Path, args: &Args) -> Result<()> {
 
 /// The suites that run on releases built from source (`dist --source`),
 /// the real programs' packages: their cases need no recorder (cluster runs
-/// kubeadm, the kubelet and the control plane for real). The others
+/// kubeadm, the kubelet and the control plane for real; source checks what
+/// `dist --source` made of them). The others
 /// run on the fixtures, whose stand-ins record how they were started, or
 /// (repo) test a repository's mechanics, which the packages' size only
 /// slows (the repo suite took 550 s on the real programs' packages).
-const ON_SOURCE_BUILDS: &[&str] = &["cluster", "rpm", "zypper"];
+const ON_SOURCE_BUILDS: &[&str] = &["cluster", "rpm", "source", "zypper"];
 
 /// The suites that also get the release of the minor before the pin, built
 /// from source (`KD_DIST_OLDER`): cluster installs it and upgrades the

@@ -423,7 +423,7 @@ fn xtask_flags_named(text: &str) -> Vec<(String, String)> {
 #[test]
 fn every_xtask_flag_a_doc_names_exists() {
     use clap::CommandFactory;
-    let cli = crate::Cli::command();
+    let cli = crate::cli::Cli::command();
     let mut checked = 0;
     for doc in docs() {
         for (sub, flag) in xtask_flags_named(&read(&doc)) {
@@ -500,7 +500,7 @@ fn formats_come_from_the_one_registry() {
     assert_eq!(names.len(), FORMATS.len(), "two formats of one name");
     // dist turns the registry into jobs: it calls no writer by hand, and
     // neither it nor the command line names a format.
-    for file in ["dist.rs", "main.rs", "stage.rs", "cache.rs"] {
+    for file in ["dist.rs", "cli.rs", "stage.rs", "cache.rs"] {
         let text = read(&format!("xtask/src/{file}"));
         for module in ["deb", "rpm", "tarball", "sysext", "oci", "images"] {
             assert!(
@@ -509,7 +509,7 @@ fn formats_come_from_the_one_registry() {
             );
         }
     }
-    for file in ["dist.rs", "main.rs"] {
+    for file in ["dist.rs", "cli.rs"] {
         let text = read(&format!("xtask/src/{file}"));
         for format in FORMATS {
             let literal = format!("\"{}\"", format.about().name);

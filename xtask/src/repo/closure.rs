@@ -329,8 +329,7 @@ pub fn deb_pkg(path: &Path, control: &debfile::Control) -> Result<Pkg> {
 /// An rpm's name, EVR, provides, files and Requires (but `rpmlib(...)`,
 /// which rpm itself meets).
 pub fn read_rpm(path: &Path) -> Result<Pkg> {
-    let meta = PackageMetadata::open(path)
-        .with_context(|| format!("{}: not a readable rpm", path.display()))?;
+    let meta = super::rpmfile::read(path)?;
     rpm_pkg(path, &meta)
 }
 

@@ -79,14 +79,16 @@ impl Control {
 
 /// Reads and parses the control file of the `.deb` at `path`.
 pub fn read_control(path: &Path) -> Result<Control> {
-    let text =
-        control_text(path).with_context(|| format!("{}: not a readable .deb", path.display()))?;
+    let text = File::open(path)
+        .map_err(anyhow::Error::from)
+        .and_then(|file| control_text(BufReader::new(file)))
+        .with_context(|| format!("{}: not a readable .deb", path.display()))?;
     Control::parse(&text).with_context(|| format!("{}: control file", path.display()))
 }
 
-fn control_text(path: &Path) -> Result<String> {
-    let file = File::open(path)?;
-    let mut archive = ar::Archive::new(BufReader::new(file));
+/// The control file's text of the `.deb` `deb` holds.
+pub fn control_text(deb: impl Read) -> Result<String> {
+    let mut archive = ar::Archive::new(deb);
     let mut first = true;
     while let Some(entry) = archive.next_entry() {
         let entry = entry?;

@@ -135,7 +135,7 @@ fn check_listed(
 }
 
 /// `sha256sum` output: `<hex>  <name>` or `<hex> *<name>` per line.
-fn parse_sha256sums(text: &str) -> Result<BTreeMap<String, String>> {
+pub fn parse_sha256sums(text: &str) -> Result<BTreeMap<String, String>> {
     let mut sums = BTreeMap::new();
     for (n, line) in text.lines().enumerate() {
         if line.trim().is_empty() {

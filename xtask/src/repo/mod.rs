@@ -33,11 +33,12 @@
 mod apt;
 mod channels;
 mod clients;
-mod closure;
-mod debfile;
+pub(crate) mod closure;
+pub(crate) mod debfile;
 mod files;
 mod image;
-mod inputs;
+pub(crate) mod inputs;
+pub(crate) mod rpmfile;
 mod state;
 pub mod synth;
 mod sysext;

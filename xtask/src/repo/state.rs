@@ -20,7 +20,6 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use rpm::PackageMetadata;
 use serde::{Deserialize, Serialize};
 
 use super::closure::{self, Pkg};
@@ -192,8 +191,7 @@ impl State {
                 digests: Digests::of_file(path)?,
             },
             Kind::Rpm => {
-                let meta = PackageMetadata::open(path)
-                    .with_context(|| format!("{}: not a readable rpm", path.display()))?;
+                let meta = super::rpmfile::read(path)?;
                 let signers = meta
                     .signatures()
                     .with_context(|| format!("{}: unreadable signature header", path.display()))?

@@ -112,8 +112,7 @@ pub fn publish(
 fn plan(repo: &Path, new_rpms: &[PathBuf]) -> Result<Vec<Planned>> {
     let mut metas = Vec::new();
     for path in new_rpms {
-        let meta = PackageMetadata::open(path)
-            .with_context(|| format!("{}: not a readable rpm", path.display()))?;
+        let meta = super::rpmfile::read(path)?;
         let arch = meta
             .get_arch()
             .with_context(|| format!("{}: no architecture", path.display()))?
