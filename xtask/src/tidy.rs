@@ -519,10 +519,10 @@ fn formats_come_from_the_one_registry() {
             );
         }
     }
-    let readme = read("README.md");
+    let readme = read("docs/building.md");
     assert!(
         readme.contains(&format!("`--formats {all}`")),
-        "README's --formats row is not `--formats {all}`"
+        "docs/building.md's --formats row is not `--formats {all}`"
     );
 }
 
