@@ -444,6 +444,91 @@ fn every_xtask_flag_a_doc_names_exists() {
     assert!(checked >= 30, "only {checked} flags found in the docs");
 }
 
+/// Every `cargo xtask` command a guide's shell block shows, whole: the
+/// subcommand, each flag and each value clap checks (choices, numbers)
+/// parse as `cargo xtask` would parse them, the required ones included.
+/// Commands holding a placeholder (`<…>`, `…`, `$VAR`) are left out.
+#[test]
+fn every_xtask_command_a_guide_shows_parses() {
+    use clap::CommandFactory;
+    let mut checked = 0;
+    let mut failures = Vec::new();
+    for doc in docs() {
+        for command in xtask_commands_shown(&read(&doc)) {
+            let argv = std::iter::once("cargo xtask".to_string()).chain(command.iter().cloned());
+            match crate::cli::Cli::command().try_get_matches_from(argv) {
+                Ok(_) => checked += 1,
+                Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelp => checked += 1,
+                Err(e) => failures.push(format!(
+                    "{doc}: cargo xtask {}: {}",
+                    command.join(" "),
+                    e.to_string().lines().next().unwrap_or("")
+                )),
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(checked >= 10, "only {checked} commands found in the guides");
+}
+
+/// The words of every `cargo xtask` command in the fenced shell blocks of
+/// `text` (`\`-continued lines joined), up to a shell separator,
+/// redirection or comment; none that holds a placeholder.
+fn xtask_commands_shown(text: &str) -> Vec<Vec<String>> {
+    let mut found = Vec::new();
+    let mut in_block = false;
+    let mut block = String::new();
+    for line in text.lines() {
+        let fence = line.trim_start().starts_with("```");
+        if fence && !in_block {
+            in_block = matches!(
+                line.trim_start().trim_start_matches('`'),
+                "sh" | "bash" | "shell"
+            );
+            block.clear();
+            continue;
+        }
+        if fence {
+            in_block = false;
+            for line in block.replace("\\\n", " ").lines() {
+                for rest in line.split("cargo xtask ").skip(1) {
+                    let command = rest
+                        .split(['|', ';', '#', ')', '>', '&'])
+                        .next()
+                        .unwrap_or("");
+                    let words: Vec<String> = command
+                        .split_whitespace()
+                        .map(|w| w.trim_matches(['"', '\'']).to_string())
+                        .collect();
+                    let placeholder = |w: &String| w.contains(['<', '…', '$']) || w == "...";
+                    if !words.is_empty() && !words.iter().any(placeholder) {
+                        found.push(words);
+                    }
+                }
+            }
+            continue;
+        }
+        if in_block {
+            block.push_str(line);
+            block.push('\n');
+        }
+    }
+    found
+}
+
+#[test]
+fn xtask_commands_are_read_from_shell_blocks_whole() {
+    let text = "```sh\ncargo xtask dist --arch amd64 \\\n  --out x >log 2>&1 # c\n\
+                cargo xtask repo --out \"$DIR\"\n```\n`cargo xtask test` in prose\n";
+    assert_eq!(
+        xtask_commands_shown(text),
+        vec![vec!["dist", "--arch", "amd64", "--out", "x"]
+            .into_iter()
+            .map(String::from)
+            .collect::<Vec<_>>()]
+    );
+}
+
 #[test]
 fn xtask_flags_are_read_from_code_spans_and_blocks() {
     let text = "Run `cargo xtask dist --arch amd64 --formats deb` or\n\
