@@ -446,13 +446,7 @@ impl Signers {
 pub fn load_public_key(path: &Path) -> Result<SignedPublicKey> {
     let data =
         std::fs::read(path).with_context(|| format!("{}: cannot read key", path.display()))?;
-    let armored = data.trim_ascii_start().starts_with(b"-----BEGIN");
-    let public = if armored {
-        SignedPublicKey::from_armor_single(&data[..]).map(|(k, _)| k)
-    } else {
-        SignedPublicKey::from_bytes(BufReader::new(&data[..]))
-    };
-    let public = match public {
+    let public = match parse_public_key(&data) {
         Ok(public) => public,
         Err(e) => match parse_secret_key(&data) {
             Ok(secret) => secret.to_public_key(),
@@ -600,6 +594,15 @@ fn sign_with(
     Ok(config.sign(key, password, data)?)
 }
 
+/// An armoured or binary public key.
+fn parse_public_key(data: &[u8]) -> pgp::errors::Result<SignedPublicKey> {
+    if data.trim_ascii_start().starts_with(b"-----BEGIN") {
+        SignedPublicKey::from_armor_single(data).map(|(k, _)| k)
+    } else {
+        SignedPublicKey::from_bytes(BufReader::new(data))
+    }
+}
+
 fn parse_secret_key(data: &[u8]) -> Result<SignedSecretKey> {
     let armored = data.trim_ascii_start().starts_with(b"-----BEGIN");
     let parsed = if armored {
@@ -608,12 +611,7 @@ fn parse_secret_key(data: &[u8]) -> Result<SignedSecretKey> {
         SignedSecretKey::from_bytes(BufReader::new(data))
     };
     parsed.map_err(|e| {
-        let public = if armored {
-            SignedPublicKey::from_armor_single(data).is_ok()
-        } else {
-            SignedPublicKey::from_bytes(BufReader::new(data)).is_ok()
-        };
-        if public {
+        if parse_public_key(data).is_ok() {
             anyhow!("it holds only a public key; signing needs the secret key (gpg --export-secret-keys), or use --gpg-key to sign through gpg's agent")
         } else {
             anyhow!("{e}")
