@@ -122,6 +122,23 @@ kd_own_mount_namespace() {
     fi
 }
 
+# kd_guide_block GUIDE NAME : the shell block that the line
+# `<!-- run by SUITE: NAME -->` marks in GUIDE (a path from the repository's
+# top), without its fences: a suite runs the commands the guide shows, from
+# the guide itself, so the two cannot drift apart. A marker that is missing,
+# or not followed by a sh block, fails loudly.
+kd_guide_block() {
+    awk -v name="$2" '
+        state == 0 && $0 ~ "^<!-- run by [^:]*: " name " -->$" { state = 1; next }
+        state == 1 { if ($0 == "```sh") { state = 2; next } exit }
+        state == 2 && $0 == "```" { state = 3; exit }
+        state == 2 { print }
+        END { exit state == 3 ? 0 : 1 }' "$KD_REPO/$1" || {
+        echo "kd_guide_block: $1 marks no sh block $2" >&2
+        return 1
+    }
+}
+
 # kd_provides_rpm : prints the path of the test-only package that provides
 # the distribution packages our rpms require (ci/fixtures/), built once per
 # version of its spec into the cache.

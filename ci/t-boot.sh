@@ -595,6 +595,37 @@ rm -rf /var/lib/kubedist/images /tmp/kubedist-standin
 EOF
 }
 
+# The tarball's block of docs/air-gapped.md, as it stands, on a booted
+# OpenRC host: install.sh installs and OpenRC starts the kubelet's service,
+# --dry-run has nothing left to do, and uninstall leaves the host as it
+# found it.
+test_openrc_pid1_the_guide_s_tarball_commands() {
+	boot_openrc
+	version=${TARBALL##*/kubedist-}
+	version=${version%-linux-amd64.tar.gz}
+	in_boot openrc <<'EOF'
+rm -rf /srv/kubedist/g /tmp/kubedist-standin && mkdir -p /srv/kubedist/g
+find / -xdev \( -path /proc -o -path /sys -o -path /dev -o -path /run -o -path /tmp -o -path /srv -o -path /var/log \) -prune -o -print | sort >/srv/kubedist/g.before
+EOF
+	{
+		echo "cp /srv/kubedist/cur.tar.gz /srv/kubedist/g/kubedist-$version-linux-amd64.tar.gz"
+		echo "cd /srv/kubedist/g"
+		kd_guide_block docs/air-gapped.md tarball | sed "s/1\.37\.2/$version/g"
+	} | in_boot openrc >"$TMP/guide-tarball.out" 2>&1 || { cat "$TMP/guide-tarball.out"; return 1; }
+	cat "$TMP/guide-tarball.out"
+	assert_grep '^install.sh: installing for openrc (running), family deb (found)$' "$TMP/guide-tarball.out"
+	assert_grep 'Starting kubelet \.\.\. \[ ok \]' "$TMP/guide-tarball.out"
+	assert_grep '^install.sh: nothing to do: everything is installed and unchanged$' "$TMP/guide-tarball.out"
+	assert_grep '^install.sh: uninstalled$' "$TMP/guide-tarball.out"
+	in_boot openrc <<'EOF'
+# Nothing is left: no service, no file.
+[ ! -e /etc/init.d/kubelet ] || fail "the kubelet's service is left"
+find / -xdev \( -path /proc -o -path /sys -o -path /dev -o -path /run -o -path /tmp -o -path /srv -o -path /var/log \) -prune -o -print | sort >/srv/kubedist/g.after
+diff /srv/kubedist/g.before /srv/kubedist/g.after || fail "uninstall left the host changed (above)"
+rm -rf /srv/kubedist/g /srv/kubedist/g.before /srv/kubedist/g.after /tmp/kubedist-standin
+EOF
+}
+
 test_openrc_pid1_installer_image_on_the_booted_host() {
 	boot_openrc
 	in_boot openrc <<'EOF'
@@ -671,6 +702,7 @@ kd_test test_systemd252_installer_image_on_the_booted_host
 kd_poweroff sd252
 kd_test test_systemd257_deb_env_file_cases
 kd_test test_openrc_pid1_images_imported_before_the_kubelet_at_boot
+kd_test test_openrc_pid1_the_guide_s_tarball_commands
 kd_test test_openrc_pid1_installer_image_on_the_booted_host
 kd_test test_runit_pid1_images_imported_before_the_kubelet_at_boot
 kd_summary

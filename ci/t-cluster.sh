@@ -23,11 +23,11 @@
 #       repository's signed dnf channel, versionlocked, their scriptlets run
 #       under the booted systemd;
 #   w5  Debian 12, systemd 252: installed by the installer image, run with
-#       podman on the host as README.md says, and upgraded by N's installer
+#       podman on the host as docs/installer-image.md says, and upgraded by N's installer
 #       image in the DaemonSet dist ships, imported into the node's
 #       containerd.
 # The container runtime is containerd 2 and runc built from source (cargo
-# xtask source --runtime), configured as README.md ("A node, offline")
+# xtask source --runtime), configured as docs/air-gapped.md ("A node, offline")
 # tells an operator; pods are networked by kubedist's own CNI plugins.
 #
 # This machine's cgroups are v1: the kubelet refuses them from 1.35 on
@@ -94,7 +94,7 @@ refs "$OLD_BUNDLE" >"$TMP/old.refs"
 refs "$BUNDLE" >"$TMP/bundle.refs"
 sort -u "$TMP/old.refs" "$TMP/bundle.refs" >"$TMP/all.refs"
 # The sandbox image: the same pause in both releases (an upgrade whose pause
-# changes also changes the runtime's setting, README.md).
+# changes also changes the runtime's setting, docs/air-gapped.md).
 PAUSE=$(grep '/pause:' "$TMP/old.refs")
 grep -qx "$PAUSE" "$TMP/bundle.refs" || {
     echo "t-cluster: FAIL: $OLD_K8S and $K8S want other pause images; this suite knows one" >&2
@@ -250,7 +250,7 @@ fi
 
 # --- the nodes -------------------------------------------------------------
 
-# The containerd configuration README.md gives an operator: the sandbox image
+# The containerd configuration docs/air-gapped.md gives an operator: the sandbox image
 # is the bundle's pause, and the cgroup driver is the kubelet's (cgroupfs on
 # every node here, see KUBEADM_CONFIG).
 containerd_config() {
@@ -422,9 +422,6 @@ RUN
         install -m 0644 "$TMP/repo/v$OLD_MINOR/kubedist.gpg" "$r/etc/apt/keyrings/kubedist.gpg"
         install -m 0644 "$TMP/repo/v$OLD_MINOR/kubedist.list" "$r/etc/apt/sources.list.d/kubedist.list"
         ;;
-    tarball)
-        carry "$OLD_TARBALL" "$TARBALL" "$r/srv/kubedist/"
-        ;;
     installer)
         # N's image, for the node's containerd (N-1's runs from the host).
         carry "$INSTALLER" "$r/srv/kubedist/"
@@ -443,12 +440,18 @@ RUN
         sed -i 's/^enabled.*/enabled = 0/' "$r/etc/dnf/plugins/local.conf"
         cp "$(kd_provides_rpm)" "$r/srv/kubedist/"
     fi
-    # Each release's bundle beside its SHA256SUMS.
+    # Each release's files in a directory of their own (docs/air-gapped.md,
+    # step 2): the bundle, on a tarball node the tarball, and their
+    # SHA256SUMS.
     mkdir "$r/srv/kubedist/v$OLD_MINOR" "$r/srv/kubedist/v$MINOR"
     carry "$OLD_BUNDLE" "$r/srv/kubedist/v$OLD_MINOR/"
     cp "$OLD/SHA256SUMS" "$r/srv/kubedist/v$OLD_MINOR/"
     carry "$BUNDLE" "$r/srv/kubedist/v$MINOR/"
     cp "$KD_DIST/SHA256SUMS" "$r/srv/kubedist/v$MINOR/"
+    if [ "$(node_way "$n")" = tarball ]; then
+        carry "$OLD_TARBALL" "$r/srv/kubedist/v$OLD_MINOR/"
+        carry "$TARBALL" "$r/srv/kubedist/v$MINOR/"
+    fi
     printf '%s\n' "$r"
 }
 
@@ -473,7 +476,7 @@ $2
 EOF
 }
 
-# The kubeadm configuration README.md gives for an air-gapped node: the
+# The kubeadm configuration docs/air-gapped.md gives for an air-gapped node: the
 # release it runs (no label: those need the internet), the images as the
 # bundle names them, never pulled; the cgroup driver of hosts without systemd
 # (cgroupfs, every node of this cluster, see below); and kind's settings for
@@ -586,29 +589,31 @@ set_zone() {
 # versionlock).
 HELD="kubeadm kubelet kubectl"
 
+# guide NODE NAME VERSION MINOR : the commands docs/air-gapped.md shows in
+# its block NAME, for NODE, release VERSION from the channel of MINOR (the
+# guide names 1.37.2 and v1.37). The two changes are this machine's: its
+# cgroups are v1, so kubeadm's upgrades skip the SystemVerification check
+# (see the top of this file); and on runit the kubelet restarts with sv, as
+# the guide's comment says.
+guide() {
+    restart=
+    [ "$(node_init "$1")" != runit ] || restart='s/^rc-service kubelet restart .*/sv restart kubelet/'
+    kd_guide_block docs/air-gapped.md "$2" | sed \
+        -e 's/1\.37\.2/@VERSION@/g' -e 's/v1\.37/v@MINOR@/g' \
+        -e "s/@VERSION@/$3/g" -e "s/@MINOR@/$4/g" \
+        -e 's/^kubeadm upgrade \(apply\|node\).*/& --ignore-preflight-errors=SystemVerification/' \
+        -e "$restart"
+}
+
 # install NODE VERSION MINOR : kubedist's software of release VERSION on
-# NODE, the way its path installs it, as README.md tells an operator; the
-# packages held (apt-mark hold, dnf versionlock), the sysext image from
-# the channel of MINOR with systemd-sysupdate.
+# NODE and its images, the way docs/air-gapped.md's step 2 installs them on
+# its path: the packages held (apt-mark hold, dnf versionlock), the sysext
+# image from the channel of MINOR with systemd-sysupdate.
 install() {
     case $(node_way "$1") in
-    apt) in_node "$1" "
-        apt-get update -q
-        apt-get install -y -q kubeadm kubelet kubectl kubernetes-cni cri-tools
-        apt-mark hold $HELD" ;;
-    tarball) in_node "$1" "
-        cd /root
-        tar -xzf /srv/kubedist/kubedist-$2-linux-amd64.tar.gz
-        ./kubedist-$2-linux-amd64/install.sh" ;;
-    sysext) in_node "$1" "
-        install -m 0644 /srv/kubedist/repo/v$3/kubedist.gpg /etc/systemd/import-pubring.gpg
-        mkdir -p /etc/sysupdate.kubernetes.d /opt/extensions/kubernetes /etc/extensions
-        install -m 0644 /srv/kubedist/repo/sysext/kubernetes-v$3.conf /etc/sysupdate.kubernetes.d/kubernetes.conf
-        /usr/lib/systemd/systemd-sysupdate -C kubernetes update
-        # Merged at every boot (Debian ships the service disabled), and now.
-        systemctl enable systemd-sysext.service
-        systemd-sysext refresh
-        systemd-sysext status --no-pager" ;;
+    apt) in_node "$1" "$(guide "$1" apt-node "$2" "$3")" ;;
+    tarball) in_node "$1" "$(guide "$1" tarball-node "$2" "$3")" ;;
+    sysext) in_node "$1" "$(guide "$1" sysext-node "$2" "$3")" ;;
     installer)
         image=$OLD_INSTALLER
         [ "$2" != "$K8S" ] || image=$INSTALLER
@@ -620,27 +625,18 @@ install() {
         # TEST-ONLY: declares the distribution packages Debian installed
         # (iptables, util-linux, conntrack) to this root's rpm database.
         rpm -i /srv/kubedist/kubedist-test-provides-*.noarch.rpm
-        rpm --import /srv/kubedist/repo/v$3/kubedist.asc
-        install -m 0644 /srv/kubedist/repo/v$3/kubedist.repo /etc/yum.repos.d/kubedist.repo
-        dnf install -y -q kubeadm kubelet kubectl kubernetes-cni cri-tools
-        dnf versionlock add $HELD" ;;
+        $(guide "$1" dnf-node "$2" "$3")" ;;
     esac
+    # The tarball's install.sh imported the images already.
+    [ "$(node_way "$1")" = tarball ] || in_node "$1" "$(guide "$1" bundle "$2" "$3")"
 }
 
-# import_bundle NODE VERSION MINOR : the images bundle of VERSION (beside
-# its SHA256SUMS in /srv/kubedist/vMINOR) imported on NODE, as README.md
-# says: installed by install.sh --images on a tarball node, else added to
-# /var/lib/kubedist/images for kubedist-images.service.
-import_bundle() {
+# import_next_bundle NODE : N's images bundle imported on NODE, before the
+# upgrade, as the guide's step 4 says.
+import_next_bundle() {
     case $(node_way "$1") in
-    tarball) in_node "$1" "/root/kubedist-$2-linux-amd64/install.sh --images /srv/kubedist/v$3/kubedist-images-$2-amd64.oci.tar" ;;
-    *) in_node "$1" "
-        mkdir -p /var/lib/kubedist/images
-        cd /srv/kubedist/v$3
-        cp kubedist-images-$2-amd64.oci.tar /var/lib/kubedist/images/
-        grep ' kubedist-images-$2-amd64.oci.tar\$' SHA256SUMS >>/var/lib/kubedist/images/SHA256SUMS
-        systemctl restart kubedist-images.service
-        systemctl status --no-pager kubedist-images.service" ;;
+    tarball) in_node "$1" "$(guide "$1" tarball-bundle-next "$K8S" "$MINOR")" ;;
+    *) in_node "$1" "$(guide "$1" bundle-next "$K8S" "$MINOR")" ;;
     esac
 }
 
@@ -649,7 +645,6 @@ test_every_node_installs_offline_its_own_way() {
     for n in $NODES; do listing "$n" >"$TMP/$n.before"; done
     for n in $NODES; do
         install "$n" "$OLD_K8S" "$OLD_MINOR"
-        import_bundle "$n" "$OLD_K8S" "$OLD_MINOR"
     done
     for n in $WORKERS; do set_zone "$n" "a-$n"; done
     for n in $NODES; do
@@ -852,19 +847,8 @@ image_of() { kc -n kube-system get "$1" -o jsonpath='{.spec.template.spec.contai
 # until its restart.
 upgrade_worker() {
     case $(node_way "$1") in
-    tarball)
-        restart=$(case $(node_init "$1") in openrc) echo 'rc-service kubelet restart' ;; runit) echo 'sv restart kubelet' ;; esac)
-        in_node "$1" "
-            /root/kubedist-$K8S-linux-amd64/install.sh
-            kubeadm upgrade node --ignore-preflight-errors=SystemVerification
-            $restart" ;;
-    sysext) in_node "$1" "
-        install -m 0644 /srv/kubedist/repo/sysext/kubernetes-v$MINOR.conf /etc/sysupdate.kubernetes.d/kubernetes.conf
-        /usr/lib/systemd/systemd-sysupdate -C kubernetes update
-        systemd-sysext refresh
-        kubeadm version -o short
-        kubeadm upgrade node --ignore-preflight-errors=SystemVerification
-        systemctl restart kubelet" ;;
+    tarball) in_node "$1" "$(guide "$1" upgrade-tarball-node "$K8S" "$MINOR")" ;;
+    sysext) in_node "$1" "$(guide "$1" upgrade-sysext-node "$K8S" "$MINOR")" ;;
     installer)
         # N's image in the node's containerd, and the DaemonSet dist ships
         # for it, kept to this node: its init container installs, restarts
@@ -878,18 +862,7 @@ upgrade_worker() {
         in_node "$1" "
             kubeadm upgrade node --ignore-preflight-errors=SystemVerification
             systemctl restart kubelet" ;;
-    dnf) in_node "$1" "
-        install -m 0644 /srv/kubedist/repo/v$MINOR/kubedist.repo /etc/yum.repos.d/kubedist.repo
-        dnf makecache -y -q
-        dnf versionlock delete kubeadm
-        dnf install -y -q 'kubeadm-$K8S'
-        dnf versionlock add kubeadm
-        kubeadm upgrade node --ignore-preflight-errors=SystemVerification
-        dnf versionlock delete kubelet kubectl
-        dnf install -y -q 'kubelet-$K8S' 'kubectl-$K8S'
-        dnf versionlock add kubelet kubectl
-        systemctl daemon-reload
-        systemctl restart kubelet" ;;
+    dnf) in_node "$1" "$(guide "$1" upgrade-dnf-node "$K8S" "$MINOR")" ;;
     esac
 }
 
@@ -907,24 +880,8 @@ test_the_cluster_upgrades_to_the_next_minor_offline_through_the_channels() {
     probe=$!
     # N's images on every node first: `upgrade apply` rolls kube-proxy and
     # CoreDNS out to the workers at once.
-    for n in $WORKERS; do
-        [ "$(node_way "$n")" != tarball ] || in_node "$n" "cd /root && tar -xzf /srv/kubedist/kubedist-$K8S-linux-amd64.tar.gz"
-    done
-    for n in $NODES; do import_bundle "$n" "$K8S" "$MINOR"; done
-    in_node cp "
-        cp /srv/kubedist/repo/v$MINOR/kubedist.list /etc/apt/sources.list.d/kubedist.list
-        apt-get update -q
-        apt-mark unhold kubeadm
-        apt-get install -y -q 'kubeadm=$K8S-*'
-        apt-mark hold kubeadm
-        kubeadm version -o short
-        kubeadm upgrade plan v$K8S
-        kubeadm upgrade apply -y v$K8S --ignore-preflight-errors=SystemVerification
-        apt-mark unhold kubelet kubectl
-        apt-get install -y -q 'kubelet=$K8S-*' 'kubectl=$K8S-*'
-        apt-mark hold kubelet kubectl
-        systemctl daemon-reload
-        systemctl restart kubelet"
+    for n in $NODES; do import_next_bundle "$n"; done
+    in_node cp "$(guide cp upgrade-control-plane "$K8S" "$MINOR")"
     for n in $WORKERS; do upgrade_worker "$n"; done
     for n in $NODES; do
         wait_for 180 "kd-$n's kubelet reports v$K8S" kubelet_version_is "$n" "$K8S"
@@ -1063,7 +1020,7 @@ test_kubelet_extra_args_label_a_worker_and_a_restart_relabels_it() {
 # again.
 test_kubelet_version_picks_a_kubelet_installed_side_by_side() {
     in_node w1 "
-        /root/kubedist-$OLD_K8S-linux-amd64/install.sh --kubelet-only
+        /srv/kubedist/v$OLD_MINOR/kubedist-$OLD_K8S-linux-amd64/install.sh --kubelet-only
         echo KUBELET_VERSION=v$OLD_K8S >>/etc/default/kubelet
         rc-service kubelet restart"
     wait_for 120 "kd-w1's kubelet reports v$OLD_K8S" kubelet_version_is w1 "$OLD_K8S"
@@ -1243,11 +1200,11 @@ not_kubedists() {
 
 # uninstall NODE : kubedist's software taken off NODE its way: the
 # packages purged or erased, the tarball's files uninstalled, the sysext
-# image unmerged and removed with the CNI plugins it copied (README.md).
+# image unmerged and removed with the CNI plugins it copied (docs/air-gapped.md).
 uninstall() {
     case $(node_way "$1") in
     apt) in_node "$1" 'apt-get purge -y -q --allow-change-held-packages kubeadm kubelet kubectl kubernetes-cni cri-tools' ;;
-    tarball) in_node "$1" "/root/kubedist-$K8S-linux-amd64/install.sh uninstall" ;;
+    tarball) in_node "$1" "/srv/kubedist/v$MINOR/kubedist-$K8S-linux-amd64/install.sh uninstall" ;;
     dnf) in_node "$1" '
         dnf versionlock delete '"$HELD"'
         dnf remove -y -q kubeadm kubelet kubectl kubernetes-cni cri-tools

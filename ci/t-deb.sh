@@ -186,14 +186,17 @@ install_prev_resolves_deps_from_archive() { # failures 7, 9
     kd_run "$ROOT_A" dpkg-query -W -f '${Package}\n' | sort >"$KD_WORK/deb.A.packages-before"
     kd_listing "$ROOT_A" >"$KD_WORK/deb.A.before"
 
-    kd_keep_output kd_script "$ROOT_A" <<'EOF' >/dev/null
-test ! -d /run/systemd/system  # no systemd is running here
-cd /srv/prev
-apt-get install -y ./kubelet_*.deb ./kubeadm_*.deb ./kubectl_*.deb ./kubernetes-cni_*.deb ./cri-tools_*.deb </dev/null
+    # The command docs/packages.md shows, from the release's directory.
+    {
+        echo 'test ! -d /run/systemd/system  # no systemd is running here'
+        echo 'cd /srv/prev'
+        kd_guide_block docs/packages.md apt-install-files
+        cat <<'EOF'
 # Pulled in from Debian's archive as dependencies (marked automatic).
 apt-mark showauto | grep -x iptables
 apt-mark showauto | grep -x conntrack
 EOF
+    } | kd_keep_output kd_script "$ROOT_A" >/dev/null
     assert_all_installed "$ROOT_A" "$ALL_PREV"
 }
 

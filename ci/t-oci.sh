@@ -224,6 +224,13 @@ referrer_of() {
 test_the_image_carries_its_sbom_and_a_referrer_attaches_it() {
 	image=$(jq -r '.manifests[0].digest' "$LAYOUT_CUR/index.json")
 	sbom=$(referrer_of "$LAYOUT_CUR" "$image")
+	echo "== docs/supply-chain.md's loop finds it (its layout is release 1.37.2-1)"
+	layout=${LAYOUT_CUR##*/}
+	release=${layout#kubedist-installer-}
+	release=${release%.oci}
+	kd_guide_block docs/supply-chain.md image-sboms | sed "s/1\.37\.2-1/$release/g" >"$OT/image-sboms.sh"
+	(cd "${LAYOUT_CUR%/*}" && sh -eu "$OT/image-sboms.sh") >"$OT/image-sboms.out"
+	assert_eq "$image sha256:${sbom##*/}" "$(cat "$OT/image-sboms.out")" "the guide's image → SBOM line"
 	echo "== the attached SBOM is the one inside the image"
 	umoci unpack --image "$LAYOUT_CUR:$REF_CUR" "$OT/sbom-bundle" >/dev/null
 	rootfs=$OT/sbom-bundle/rootfs

@@ -983,13 +983,12 @@ EOF
         echo "assertion failed: the $CUR_CHANNEL channel offers the next minor" >&2
         return 1
     fi
-    # The next minor: its channel mirrored, its snippet in place of the old.
+    # The next minor: its channel mirrored, then what docs/repositories.md
+    # shows (the guide's next channel is v1.38).
     cp -R "$MINOR/$NEXT_CHANNEL" "$ROOT_M/srv/kubedist/$NEXT_CHANNEL"
-    install -m 0644 "$MINOR/$NEXT_CHANNEL/kubedist.sources" "$ROOT_M/etc/apt/sources.list.d/kubedist.sources"
-    offline "$ROOT_M" "$TMP/M.next" <<'EOF'
-apt-get update
-apt-get install -y kubeadm kubelet kubectl
-EOF
+    kd_guide_block docs/repositories.md apt-next-minor | sed "s/v1\.38/$NEXT_CHANNEL/g" |
+        offline "$ROOT_M" "$TMP/M.next"
+    assert_grep "^URIs: file:///srv/kubedist/$NEXT_CHANNEL/deb\$" "$ROOT_M/etc/apt/sources.list.d/kubedist.sources"
     assert_clean_update "$TMP/M.next"
     assert_eq "$(cat "$TMP/next.versions")" "$(installed "$ROOT_M")" "versions after moving to $NEXT_CHANNEL"
     rm -rf "$ROOT_M"

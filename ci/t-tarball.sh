@@ -1217,6 +1217,23 @@ test_signed_tarball_verified_before_anything() {
 		echo "assertion failed: the signature of SHA256SUMS differs between two runs" >&2
 		return 1
 	}
+	# A reader's check of the release and its provenance, as
+	# docs/supply-chain.md shows it (its release is 1.37.2-1), in a copy of
+	# the release's files with the public key beside them.
+	release=$(kd_one "$TB/signed"/kubedist-*.intoto.json)
+	release=${release##*/kubedist-}
+	release=${release%.intoto.json}
+	cp -a "$TB/signed" "$TB/check"
+	cp "$TB/keys/sign.gpg" "$TB/check/kubedist.gpg"
+	kd_guide_block docs/supply-chain.md check-release | sed "s/1\.37\.2-1/$release/g" >"$TB/check.sh"
+	(cd "$TB/check" && GNUPGHOME=$TB/gnupg sh -eu "$TB/check.sh") >"$TB/check.out" 2>&1 || {
+		cat "$TB/check.out" >&2
+		echo "assertion failed: the release check docs/supply-chain.md shows fails" >&2
+		return 1
+	}
+	cat "$TB/check.out" >&2
+	assert_grep "kubedist-$release.intoto.json: OK" "$TB/check.out"
+	assert_grep "^kubedist-.*-linux-amd64.tar.gz: OK" "$TB/check.out"
 
 	r=$ROOT_V
 	mkdir -p "$r/srv/kd/signed" "$r/srv/kd/keys"

@@ -471,6 +471,127 @@ fn every_xtask_command_a_guide_shows_parses() {
     assert!(checked >= 10, "only {checked} commands found in the guides");
 }
 
+/// A guide's `<!-- run by SUITE: NAME -->` markers: (suite, name, the line
+/// that follows the marker).
+fn run_markers(text: &str) -> Vec<(String, String, String)> {
+    let lines: Vec<&str> = text.lines().collect();
+    lines
+        .iter()
+        .enumerate()
+        .filter_map(|(i, line)| {
+            let marker = line.strip_prefix("<!-- run by ")?.strip_suffix(" -->")?;
+            let (suite, name) = marker.split_once(": ")?;
+            let next = lines.get(i + 1).copied().unwrap_or("");
+            Some((suite.to_string(), name.to_string(), next.to_string()))
+        })
+        .collect()
+}
+
+/// Every shell block a guide marks as run by a suite opens right under its
+/// marker, and the suite runs it: it calls `guide` or `kd_guide_block`
+/// (ci/lib.sh) with the block's name as the second word after it. A
+/// marker no suite reads would claim a test that does not exist.
+#[test]
+fn every_block_a_guide_says_a_suite_runs_is_run_by_it() {
+    let mut checked = 0;
+    let mut failures = Vec::new();
+    for doc in docs() {
+        for (suite, name, next) in run_markers(&read(&doc)) {
+            if next != "```sh" {
+                failures.push(format!(
+                    "{doc}: the marker of {name} is not followed by a sh block"
+                ));
+                continue;
+            }
+            let Ok(script) = fs::read_to_string(root().join(&suite)) else {
+                failures.push(format!(
+                    "{doc}: {name} is run by {suite}, which does not exist"
+                ));
+                continue;
+            };
+            let runs_it = script.lines().any(|line| {
+                let words: Vec<&str> = line.split_whitespace().collect();
+                words.windows(3).any(|w| {
+                    matches!(
+                        w[0].trim_start_matches(['"', '(', '$']),
+                        "guide" | "kd_guide_block"
+                    ) && w[2].trim_matches('"') == name
+                })
+            });
+            if runs_it {
+                checked += 1;
+            } else {
+                failures.push(format!("{doc}: {suite} does not run the block {name}"));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(
+        checked >= 10,
+        "only {checked} blocks are marked as run by a suite"
+    );
+}
+
+/// Every shell block of a guide is run by a suite, or says in a
+/// `<!-- not run…: REASON -->` line above it why not and what runs instead,
+/// or holds nothing but `cargo xtask` commands (which
+/// `every_xtask_command_a_guide_shows_parses` parses) and comments.
+#[test]
+fn every_shell_block_of_a_guide_is_run_or_says_why_not() {
+    let mut unaccounted = Vec::new();
+    let mut blocks = 0;
+    for doc in docs()
+        .into_iter()
+        .filter(|d| d == "README.md" || d.starts_with("docs/"))
+    {
+        let text = read(&doc);
+        let lines: Vec<&str> = text.lines().collect();
+        let mut i = 0;
+        while i < lines.len() {
+            if lines[i] != "```sh" {
+                i += 1;
+                continue;
+            }
+            let start = i;
+            let end = (start + 1..lines.len())
+                .find(|&j| lines[j] == "```")
+                .unwrap_or(lines.len());
+            blocks += 1;
+            let above = if start > 0 { lines[start - 1] } else { "" };
+            let marked = above.starts_with("<!-- run by ") || above.starts_with("<!-- not run");
+            let mut continued = false;
+            let xtask_only = lines[start + 1..end].iter().all(|line| {
+                let line = line.trim();
+                let ok = continued
+                    || line.is_empty()
+                    || line.starts_with('#')
+                    || line.starts_with("cargo xtask ");
+                continued = line.ends_with('\\');
+                ok
+            });
+            if !marked && !xtask_only {
+                unaccounted.push(format!("{doc}:{}", start + 1));
+            }
+            i = end + 1;
+        }
+    }
+    assert!(
+        unaccounted.is_empty(),
+        "shell blocks no suite runs and no line says why: {}",
+        unaccounted.join(", ")
+    );
+    assert!(blocks >= 20, "only {blocks} shell blocks in the guides");
+}
+
+#[test]
+fn run_markers_are_read_with_the_line_after_them() {
+    let text = "<!-- run by ci/t-x.sh: a-b -->\n```sh\ntrue\n```\nprose <!-- run by y: z -->\n";
+    assert_eq!(
+        run_markers(text),
+        vec![("ci/t-x.sh".into(), "a-b".into(), "```sh".into())]
+    );
+}
+
 /// The words of every `cargo xtask` command in the fenced shell blocks of
 /// `text` (`\`-continued lines joined), up to a shell separator,
 /// redirection or comment; none that holds a placeholder.
