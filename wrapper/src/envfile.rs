@@ -196,13 +196,12 @@ pub fn parse_file(bytes: &[u8]) -> Result<EnvFile, ParseError> {
     }
     let mut continued_comments = Vec::new();
     let assignments = scan(text, &mut continued_comments)?;
-    let mut lines = text.split('\n');
-    let mut at = 0;
-    continued_comments.retain(|&comment| {
-        let next = lines.nth(comment - at);
-        at = comment + 1;
-        next.is_some_and(|l| !l.trim().is_empty())
-    });
+    // One line can hold several comments that a backslash continues, each
+    // ended by a CR (a newline to systemd); the line is reported once.
+    continued_comments.dedup();
+    let lines: Vec<&str> = text.split('\n').collect();
+    // `comment` counts from 1, so `lines[comment]` is the line after it.
+    continued_comments.retain(|&comment| lines.get(comment).is_some_and(|l| !l.trim().is_empty()));
     Ok(EnvFile {
         assignments,
         continued_comments,
@@ -685,6 +684,13 @@ mod tests {
         let file = parse_file(b"# x\r\n# y \\\r\nA=1\r\n").unwrap();
         assert_eq!(file.continued_comments, [2]);
         assert_eq!(file.assignments.len(), 1);
+        // Two continued comments on one line, each ended by a CR (found by
+        // the envfile fuzz target: the line was counted twice and the
+        // arithmetic over it overflowed).
+        let file = parse_file(b"#a \\\r#b \\\r\nA=1\n").unwrap();
+        assert_eq!(file.continued_comments, [1]);
+        let crash = include_bytes!("../../fuzz/corpus/envfile/two-continued-comments-on-one-line");
+        assert!(parse_file(crash).is_ok());
     }
 
     #[test]
