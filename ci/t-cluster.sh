@@ -29,12 +29,16 @@
 # The container runtime is containerd 2 and runc built from source (cargo
 # xtask source --runtime), configured as docs/air-gapped.md ("A node, offline")
 # tells an operator; pods are networked by kubedist's own CNI plugins.
+# The nodes install, import their images and upgrade with the commands of
+# that guide's blocks, read from it (`guide` below), not with a copy; only
+# w5's image runs from the host with podman (kd_installer_run) and its
+# DaemonSet is applied from the host.
 #
 # This machine's cgroups are v1: the kubelet refuses them from 1.35 on
 # unless its configuration says `failCgroupV1: false`, and kubeadm's
 # SystemVerification preflight check must be skipped (by init, join,
 # upgrade apply and upgrade node). That is said here, in KUBEADM_CONFIG
-# below and in the upgrade's flags, nowhere else in the tests; real nodes
+# below and in `guide`'s flags, nowhere else in the tests; real nodes
 # should be cgroup v2.
 #
 # After the checks of a working cluster at N-1 comes the upgrade to N (the
