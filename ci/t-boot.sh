@@ -604,7 +604,8 @@ test_openrc_pid1_the_guide_s_tarball_commands() {
 	version=${TARBALL##*/kubedist-}
 	version=${version%-linux-amd64.tar.gz}
 	in_boot openrc <<'EOF'
-rm -rf /srv/kubedist/g /tmp/kubedist-standin && mkdir -p /srv/kubedist/g
+# A host kubedist never touched: an earlier test's bundle directory goes.
+rm -rf /srv/kubedist/g /tmp/kubedist-standin /var/lib/kubedist && mkdir -p /srv/kubedist/g
 find / -xdev \( -path /proc -o -path /sys -o -path /dev -o -path /run -o -path /tmp -o -path /srv -o -path /var/log \) -prune -o -print | sort >/srv/kubedist/g.before
 EOF
 	{
