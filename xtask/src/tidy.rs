@@ -471,6 +471,43 @@ fn every_xtask_command_a_guide_shows_parses() {
     assert!(checked >= 10, "only {checked} commands found in the guides");
 }
 
+/// A fenced shell block of a Markdown text (```sh, ```bash, ```shell).
+struct ShellBlock<'a> {
+    /// The line of its opening fence, from 1.
+    line: usize,
+    /// The line above the opening fence ("" at the top).
+    above: &'a str,
+    /// The lines between the fences.
+    body: Vec<&'a str>,
+}
+
+/// Every shell block of `text`, fences paired in order (a block of another
+/// language is skipped whole).
+fn shell_blocks(text: &str) -> Vec<ShellBlock<'_>> {
+    let lines: Vec<&str> = text.lines().collect();
+    let fence = |i: usize| lines[i].trim_start().strip_prefix("```");
+    let mut blocks = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let Some(language) = fence(i) else {
+            i += 1;
+            continue;
+        };
+        let end = (i + 1..lines.len())
+            .find(|&j| fence(j).is_some())
+            .unwrap_or(lines.len());
+        if matches!(language, "sh" | "bash" | "shell") {
+            blocks.push(ShellBlock {
+                line: i + 1,
+                above: if i > 0 { lines[i - 1] } else { "" },
+                body: lines[i + 1..end].to_vec(),
+            });
+        }
+        i = end + 1;
+    }
+    blocks
+}
+
 /// A guide's `<!-- run by SUITE: NAME -->` markers: (suite, name, the line
 /// that follows the marker).
 fn run_markers(text: &str) -> Vec<(String, String, String)> {
@@ -544,23 +581,12 @@ fn every_shell_block_of_a_guide_is_run_or_says_why_not() {
         .into_iter()
         .filter(|d| d == "README.md" || d.starts_with("docs/"))
     {
-        let text = read(&doc);
-        let lines: Vec<&str> = text.lines().collect();
-        let mut i = 0;
-        while i < lines.len() {
-            if lines[i] != "```sh" {
-                i += 1;
-                continue;
-            }
-            let start = i;
-            let end = (start + 1..lines.len())
-                .find(|&j| lines[j] == "```")
-                .unwrap_or(lines.len());
+        for block in shell_blocks(&read(&doc)) {
             blocks += 1;
-            let above = if start > 0 { lines[start - 1] } else { "" };
-            let marked = above.starts_with("<!-- run by ") || above.starts_with("<!-- not run");
+            let marked =
+                block.above.starts_with("<!-- run by ") || block.above.starts_with("<!-- not run");
             let mut continued = false;
-            let xtask_only = lines[start + 1..end].iter().all(|line| {
+            let xtask_only = block.body.iter().all(|line| {
                 let line = line.trim();
                 let ok = continued
                     || line.is_empty()
@@ -570,9 +596,8 @@ fn every_shell_block_of_a_guide_is_run_or_says_why_not() {
                 ok
             });
             if !marked && !xtask_only {
-                unaccounted.push(format!("{doc}:{}", start + 1));
+                unaccounted.push(format!("{doc}:{}", block.line));
             }
-            i = end + 1;
         }
     }
     assert!(
@@ -597,41 +622,23 @@ fn run_markers_are_read_with_the_line_after_them() {
 /// redirection or comment; none that holds a placeholder.
 fn xtask_commands_shown(text: &str) -> Vec<Vec<String>> {
     let mut found = Vec::new();
-    let mut in_block = false;
-    let mut block = String::new();
-    for line in text.lines() {
-        let fence = line.trim_start().starts_with("```");
-        if fence && !in_block {
-            in_block = matches!(
-                line.trim_start().trim_start_matches('`'),
-                "sh" | "bash" | "shell"
-            );
-            block.clear();
-            continue;
-        }
-        if fence {
-            in_block = false;
-            for line in block.replace("\\\n", " ").lines() {
-                for rest in line.split("cargo xtask ").skip(1) {
-                    let command = rest
-                        .split(['|', ';', '#', ')', '>', '&'])
-                        .next()
-                        .unwrap_or("");
-                    let words: Vec<String> = command
-                        .split_whitespace()
-                        .map(|w| w.trim_matches(['"', '\'']).to_string())
-                        .collect();
-                    let placeholder = |w: &String| w.contains(['<', '…', '$']) || w == "...";
-                    if !words.is_empty() && !words.iter().any(placeholder) {
-                        found.push(words);
-                    }
+    for block in shell_blocks(text) {
+        let joined = block.body.join("\n").replace("\\\n", " ");
+        for line in joined.lines() {
+            for rest in line.split("cargo xtask ").skip(1) {
+                let command = rest
+                    .split(['|', ';', '#', ')', '>', '&'])
+                    .next()
+                    .unwrap_or("");
+                let words: Vec<String> = command
+                    .split_whitespace()
+                    .map(|w| w.trim_matches(['"', '\'']).to_string())
+                    .collect();
+                let placeholder = |w: &String| w.contains(['<', '…', '$']) || w == "...";
+                if !words.is_empty() && !words.iter().any(placeholder) {
+                    found.push(words);
                 }
             }
-            continue;
-        }
-        if in_block {
-            block.push_str(line);
-            block.push('\n');
         }
     }
     found
