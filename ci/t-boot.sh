@@ -91,6 +91,11 @@ PRELUDE=$(
 	cat "$KD_REPO/ci/standin-helpers.sh"
 	cat <<'EOF'
 unit() { systemctl show -p "$1" --value kubelet; }
+# host_listing : every path of the host's root file system but the kernel's,
+# the runtime's and the test's own scratch (/srv, /tmp, /var/log).
+host_listing() {
+	find / -xdev \( -path /proc -o -path /sys -o -path /dev -o -path /run -o -path /tmp -o -path /srv -o -path /var/log \) -prune -o -print | sort
+}
 # bundle_images : how many images the bundle in /var/lib/kubedist/images holds.
 bundle_images() { tar -xOf /var/lib/kubedist/images/*.oci.tar index.json | jq '.manifests | length'; }
 # running_recorded : systemd runs the kubelet, and the stand-in's record is
@@ -606,7 +611,7 @@ test_openrc_pid1_the_guide_s_tarball_commands() {
 	in_boot openrc <<'EOF'
 # A host kubedist never touched: an earlier test's bundle directory goes.
 rm -rf /srv/kubedist/g /tmp/kubedist-standin /var/lib/kubedist && mkdir -p /srv/kubedist/g
-find / -xdev \( -path /proc -o -path /sys -o -path /dev -o -path /run -o -path /tmp -o -path /srv -o -path /var/log \) -prune -o -print | sort >/srv/kubedist/g.before
+host_listing >/srv/kubedist/g.before
 EOF
 	{
 		echo "cp /srv/kubedist/cur.tar.gz /srv/kubedist/g/kubedist-$version-linux-amd64.tar.gz"
@@ -621,7 +626,7 @@ EOF
 	in_boot openrc <<'EOF'
 # Nothing is left: no service, no file.
 [ ! -e /etc/init.d/kubelet ] || fail "the kubelet's service is left"
-find / -xdev \( -path /proc -o -path /sys -o -path /dev -o -path /run -o -path /tmp -o -path /srv -o -path /var/log \) -prune -o -print | sort >/srv/kubedist/g.after
+host_listing >/srv/kubedist/g.after
 diff /srv/kubedist/g.before /srv/kubedist/g.after || fail "uninstall left the host changed (above)"
 rm -rf /srv/kubedist/g /srv/kubedist/g.before /srv/kubedist/g.after /tmp/kubedist-standin
 EOF
