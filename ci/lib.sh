@@ -122,21 +122,33 @@ kd_own_mount_namespace() {
     fi
 }
 
-# kd_guide_block GUIDE NAME : the shell block that the line
+# kd_guide_block GUIDE NAME [SHOWN USED]... : the shell block that the line
 # `<!-- run by SUITE: NAME -->` marks in GUIDE (a path from the repository's
 # top), without its fences: a suite runs the commands the guide shows, from
-# the guide itself, so the two cannot drift apart. A marker that is missing,
-# or not followed by a sh block, fails loudly.
+# the guide itself, so the two cannot drift apart. Each SHOWN, a value the
+# guide gives as its example (a release, a key's path), is replaced by the
+# suite's USED, as text, pair after pair. A marker that is missing, or not
+# followed by a sh block, fails loudly.
 kd_guide_block() {
-    awk -v name="$2" '
+    _kd_block=$(awk -v name="$2" '
         state == 0 && $0 ~ "^<!-- run by [^:]*: " name " -->$" { state = 1; next }
         state == 1 { if ($0 == "```sh") { state = 2; next } exit }
         state == 2 && $0 == "```" { state = 3; exit }
         state == 2 { print }
-        END { exit state == 3 ? 0 : 1 }' "$KD_REPO/$1" || {
+        END { exit state == 3 ? 0 : 1 }' "$KD_REPO/$1") || {
         echo "kd_guide_block: $1 marks no sh block $2" >&2
         return 1
     }
+    shift 2
+    while [ "$#" -ge 2 ]; do
+        _kd_block=$(printf '%s\n' "$_kd_block" | awk -v from="$1" -v to="$2" '{
+            out = ""
+            while ((i = index($0, from)) > 0) { out = out substr($0, 1, i - 1) to; $0 = substr($0, i + length(from)) }
+            print out $0
+        }')
+        shift 2
+    done
+    printf '%s\n' "$_kd_block"
 }
 
 # kd_provides_rpm : prints the path of the test-only package that provides

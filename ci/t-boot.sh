@@ -616,7 +616,7 @@ EOF
 	{
 		echo "cp /srv/kubedist/cur.tar.gz /srv/kubedist/g/kubedist-$version-linux-amd64.tar.gz"
 		echo "cd /srv/kubedist/g"
-		kd_guide_block docs/air-gapped.md tarball | sed "s/1\.37\.2/$version/g"
+		kd_guide_block docs/air-gapped.md tarball 1.37.2 "$version"
 	} | in_boot openrc >"$TMP/guide-tarball.out" 2>&1 || { cat "$TMP/guide-tarball.out"; return 1; }
 	cat "$TMP/guide-tarball.out"
 	assert_grep '^install.sh: installing for openrc (running), family deb (found)$' "$TMP/guide-tarball.out"

@@ -602,9 +602,7 @@ HELD="kubeadm kubelet kubectl"
 guide() {
     restart=
     [ "$(node_init "$1")" != runit ] || restart='s/^rc-service kubelet restart .*/sv restart kubelet/'
-    kd_guide_block docs/air-gapped.md "$2" | sed \
-        -e 's/1\.37\.2/@VERSION@/g' -e 's/v1\.37/v@MINOR@/g' \
-        -e "s/@VERSION@/$3/g" -e "s/@MINOR@/$4/g" \
+    kd_guide_block docs/air-gapped.md "$2" 1.37.2 "$3" v1.37 "v$4" | sed \
         -e 's/^kubeadm upgrade \(apply\|node\).*/& --ignore-preflight-errors=SystemVerification/' \
         -e "$restart"
 }

@@ -228,7 +228,7 @@ test_the_image_carries_its_sbom_and_a_referrer_attaches_it() {
 	layout=${LAYOUT_CUR##*/}
 	release=${layout#kubedist-installer-}
 	release=${release%.oci}
-	kd_guide_block docs/supply-chain.md image-sboms | sed "s/1\.37\.2-1/$release/g" >"$OT/image-sboms.sh"
+	kd_guide_block docs/supply-chain.md image-sboms 1.37.2-1 "$release" >"$OT/image-sboms.sh"
 	(cd "${LAYOUT_CUR%/*}" && sh -eu "$OT/image-sboms.sh") >"$OT/image-sboms.out"
 	assert_eq "$image sha256:${sbom##*/}" "$(cat "$OT/image-sboms.out")" "the guide's image → SBOM line"
 	echo "== the attached SBOM is the one inside the image"

@@ -986,7 +986,7 @@ EOF
     # The next minor: its channel mirrored, then what docs/repositories.md
     # shows (the guide's next channel is v1.38).
     cp -R "$MINOR/$NEXT_CHANNEL" "$ROOT_M/srv/kubedist/$NEXT_CHANNEL"
-    kd_guide_block docs/repositories.md apt-next-minor | sed "s/v1\.38/$NEXT_CHANNEL/g" |
+    kd_guide_block docs/repositories.md apt-next-minor v1.38 "$NEXT_CHANNEL" |
         offline "$ROOT_M" "$TMP/M.next"
     assert_grep "^URIs: file:///srv/kubedist/$NEXT_CHANNEL/deb\$" "$ROOT_M/etc/apt/sources.list.d/kubedist.sources"
     assert_clean_update "$TMP/M.next"

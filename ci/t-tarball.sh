@@ -1225,7 +1225,7 @@ test_signed_tarball_verified_before_anything() {
 	release=${release%.intoto.json}
 	cp -a "$TB/signed" "$TB/check"
 	cp "$TB/keys/sign.gpg" "$TB/check/kubedist.gpg"
-	kd_guide_block docs/supply-chain.md check-release | sed "s/1\.37\.2-1/$release/g" >"$TB/check.sh"
+	kd_guide_block docs/supply-chain.md check-release 1.37.2-1 "$release" >"$TB/check.sh"
 	(cd "$TB/check" && GNUPGHOME=$TB/gnupg sh -eu "$TB/check.sh") >"$TB/check.out" 2>&1 || {
 		cat "$TB/check.out" >&2
 		echo "assertion failed: the release check docs/supply-chain.md shows fails" >&2
@@ -1241,8 +1241,7 @@ test_signed_tarball_verified_before_anything() {
 	cp "$TB/keys/sign.asc" "$TB/keys/sign.gpg" "$TB/keys/other.asc" \
 		"$TB/keys/rotation.asc" "$TB/keys/rotation.gpg" "$r/srv/kd/keys/"
 	# The install docs/supply-chain.md shows, with this test's key.
-	kd_guide_block docs/supply-chain.md verify-key | sed 's#/root/kubedist.asc#/srv/kd/keys/sign.asc#g' \
-		>"$r/srv/kd/guide-verify-key.sh"
+	kd_guide_block docs/supply-chain.md verify-key /root/kubedist.asc /srv/kd/keys/sign.asc >"$r/srv/kd/guide-verify-key.sh"
 	kd_in_root_offline "$r" "$PRELUDE" <<'EOF'
 SIGNED=$(echo /srv/kd/signed/kubedist-*-linux-amd64)
 [ -f "$SIGNED/SHA256SUMS.asc" ] || fail "the signed tarball holds no SHA256SUMS.asc"
