@@ -1159,11 +1159,13 @@ test_a_restarted_containerd_brings_the_pods_back() {
 }
 
 # The paths of a node, without those of the kernel, the runtime's state and
-# logs, the package managers' databases and OpenRC's cache: compared before
-# the install and after the teardown.
+# logs, the package managers' databases and their daily backups (Debian's
+# dpkg-db-backup.timer writes /var/backups at midnight, whenever a run
+# crosses it) and OpenRC's cache: compared before the install and after the
+# teardown.
 listing() {
     kd_in_boot "$1" find / -xdev \( -path /proc -o -path /sys -o -path /dev -o -path /run -o -path /tmp -o -path /var/tmp \
-        -o -path /var/log -o -path /var/cache -o -path /var/lib/apt -o -path /var/lib/dpkg \
+        -o -path /var/log -o -path /var/cache -o -path /var/backups -o -path /var/lib/apt -o -path /var/lib/dpkg \
         -o -path /var/lib/rpm -o -path /var/lib/dnf \
         -o -path /var/lib/containerd -o -path /var/lib/systemd -o -path /usr/lib/rc/cache \
         -o -path /root -o -path /srv \) -prune -o -print | sort
