@@ -273,14 +273,9 @@ impl Go {
                 String::from_utf8_lossy(&out.stderr).trim()
             );
         }
-        let cache = match (
-            std::env::var_os("KUBEDIST_SOURCE_CACHE"),
-            std::env::var_os("XDG_CACHE_HOME"),
-        ) {
-            (Some(dir), _) => PathBuf::from(dir),
-            (None, Some(dir)) => PathBuf::from(dir).join("kubedist/source"),
-            (None, None) => PathBuf::from(std::env::var_os("HOME").context("HOME is not set")?)
-                .join(".cache/kubedist/source"),
+        let cache = match std::env::var_os("KUBEDIST_SOURCE_CACHE") {
+            Some(dir) => PathBuf::from(dir),
+            None => crate::util::user_cache_dir()?.join("source"),
         };
         Ok(Go {
             version: String::from_utf8_lossy(&out.stdout).trim().to_string(),

@@ -248,6 +248,16 @@ pub fn on_path(tool: &str) -> bool {
         .unwrap_or(false)
 }
 
+/// This user's cache of kubedist, kept across checkouts:
+/// `$XDG_CACHE_HOME/kubedist`, else `~/.cache/kubedist`.
+pub fn user_cache_dir() -> Result<PathBuf> {
+    Ok(match std::env::var_os("XDG_CACHE_HOME") {
+        Some(dir) => PathBuf::from(dir).join("kubedist"),
+        None => PathBuf::from(std::env::var_os("HOME").context("HOME is not set")?)
+            .join(".cache/kubedist"),
+    })
+}
+
 /// Whether we run as root (the uid of /proc/self is ours; no libc call).
 pub fn is_root() -> bool {
     std::fs::metadata("/proc/self")

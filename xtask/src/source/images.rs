@@ -331,10 +331,14 @@ fn debian_layer(spec: &Spec, recipe: &ImageRecipe, arch: Arch) -> Result<Layer> 
     debian::require_arch(debarch, crate::util::is_root())?;
     let mut items = BTreeMap::new();
     let mut versions = Vec::new();
-    for package in &recipe.debian {
-        // `NAME:all`: a package of every architecture.
-        let (name, of) = package.split_once(':').unwrap_or((package, debarch));
-        let deb = debian::download(name, of, &spec.root.join("target/debian-debs"))?;
+    // `NAME:all`: a package of every architecture.
+    let wanted: Vec<(&str, &str)> = recipe
+        .debian
+        .iter()
+        .map(|package| package.split_once(':').unwrap_or((package, debarch)))
+        .collect();
+    let debs = debian::download_all(&wanted, &spec.root.join("target/debian-debs"))?;
+    for (package, deb) in recipe.debian.iter().zip(debs) {
         for (path, item) in debian::tree(&deb.path)? {
             let documentation = ["usr/share/doc/", "usr/share/man/", "usr/share/info/"]
                 .iter()
