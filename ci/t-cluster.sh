@@ -31,8 +31,7 @@
 # tells an operator; pods are networked by kubedist's own CNI plugins.
 # The nodes install, import their images and upgrade with the commands of
 # that guide's blocks, read from it (`guide` below), not with a copy; only
-# w5's image runs from the host with podman (kd_installer_run) and its
-# DaemonSet is applied from the host.
+# w5's first install runs from the host, with podman (kd_installer_run).
 #
 # This machine's cgroups are v1: the kubelet refuses them from 1.35 on
 # unless its configuration says `failCgroupV1: false`, and kubeadm's
@@ -421,14 +420,10 @@ RUN
     apt | sysext | dnf) cp -al "$TMP/repo" "$r/srv/kubedist/repo" ;;
     esac
     case $(node_way "$n") in
-    apt)
-        mkdir -p "$r/etc/apt/keyrings"
-        install -m 0644 "$TMP/repo/v$OLD_MINOR/kubedist.gpg" "$r/etc/apt/keyrings/kubedist.gpg"
-        install -m 0644 "$TMP/repo/v$OLD_MINOR/kubedist.list" "$r/etc/apt/sources.list.d/kubedist.list"
-        ;;
     installer)
         # N's image, for the node's containerd (N-1's runs from the host).
-        carry "$INSTALLER" "$r/srv/kubedist/"
+        mkdir "$r/srv/kubedist/v$MINOR"
+        carry "$INSTALLER" "$r/srv/kubedist/v$MINOR/"
         ;;
     esac
     # A host has its kernel's modules in /usr/lib/modules, which kube-proxy
@@ -447,7 +442,7 @@ RUN
     # Each release's files in a directory of their own (docs/air-gapped.md,
     # step 2): the bundle, on a tarball node the tarball, and their
     # SHA256SUMS.
-    mkdir "$r/srv/kubedist/v$OLD_MINOR" "$r/srv/kubedist/v$MINOR"
+    mkdir -p "$r/srv/kubedist/v$OLD_MINOR" "$r/srv/kubedist/v$MINOR"
     carry "$OLD_BUNDLE" "$r/srv/kubedist/v$OLD_MINOR/"
     cp "$OLD/SHA256SUMS" "$r/srv/kubedist/v$OLD_MINOR/"
     carry "$BUNDLE" "$r/srv/kubedist/v$MINOR/"
@@ -593,16 +588,19 @@ set_zone() {
 # versionlock).
 HELD="kubeadm kubelet kubectl"
 
-# guide NODE NAME VERSION MINOR : the commands docs/air-gapped.md shows in
-# its block NAME, for NODE, release VERSION from the channel of MINOR (the
-# guide names 1.37.2 and v1.37). The two changes are this machine's: its
-# cgroups are v1, so kubeadm's upgrades skip the SystemVerification check
-# (see the top of this file); and on runit the kubelet restarts with sv, as
-# the guide's comment says.
+# guide NODE NAME VERSION MINOR [SHOWN USED]... : the commands
+# docs/air-gapped.md shows in its block NAME, for NODE, release VERSION from
+# the channel of MINOR (the guide names 1.37.2 and v1.37), with SHOWN
+# replaced by USED first. The two changes are this machine's: its cgroups
+# are v1, so kubeadm's upgrades skip the SystemVerification check (see the
+# top of this file); and on runit the kubelet restarts with sv, as the
+# guide's comment says.
 guide() {
+    node=$1 name=$2 version=$3 minor=$4
+    shift 4
     restart=
-    [ "$(node_init "$1")" != runit ] || restart='s/^rc-service kubelet restart .*/sv restart kubelet/'
-    kd_guide_block docs/air-gapped.md "$2" 1.37.2 "$3" v1.37 "v$4" | sed \
+    [ "$(node_init "$node")" != runit ] || restart='s/^rc-service kubelet restart .*/sv restart kubelet/'
+    kd_guide_block docs/air-gapped.md "$name" "$@" 1.37.2 "$version" v1.37 "v$minor" | sed \
         -e 's/^kubeadm upgrade \(apply\|node\).*/& --ignore-preflight-errors=SystemVerification/' \
         -e "$restart"
 }
@@ -852,18 +850,19 @@ upgrade_worker() {
     tarball) in_node "$1" "$(guide "$1" upgrade-tarball-node "$K8S" "$MINOR")" ;;
     sysext) in_node "$1" "$(guide "$1" upgrade-sysext-node "$K8S" "$MINOR")" ;;
     installer)
-        # N's image in the node's containerd, and the DaemonSet dist ships
-        # for it, kept to this node: its init container installs, restarts
-        # the kubelet without waiting, and the pod stays.
-        in_node "$1" "ctr -n k8s.io images import /srv/kubedist/${INSTALLER##*/}"
+        # N's image in the node's containerd; on the control plane the
+        # DaemonSet dist ships for it, edited as the guide says to keep it
+        # to this node: its init container installs, restarts the kubelet
+        # without waiting, and the pod stays.
+        tag=${INSTALLER##*/kubedist-installer-}
+        tag=${tag%.oci.tar}
+        in_node "$1" "$(guide "$1" upgrade-installer-import "$K8S" "$MINOR" 1.37.2-1 "$tag")"
         kc create --dry-run=client -o json -f - <"$DAEMONSET" |
-            jq --arg node "kd-$1" '.spec.template.spec.nodeSelector = { "kubernetes.io/hostname": $node }' |
-            kc apply -f -
-        kc -n kube-system rollout status ds/kubedist-installer --timeout=180s
+            jq --arg node "kd-$1" '.spec.template.spec.nodeSelector = { "kubernetes.io/hostname": $node }' \
+                >"$TMP/root-cp/srv/kubedist/v$MINOR/${DAEMONSET##*/}"
+        in_node cp "$(guide cp upgrade-installer-daemonset "$K8S" "$MINOR" 1.37.2-1 "$tag")"
         kc -n kube-system logs -l app.kubernetes.io/name=kubedist-installer -c install --tail=-1
-        in_node "$1" "
-            kubeadm upgrade node --ignore-preflight-errors=SystemVerification
-            systemctl restart kubelet" ;;
+        in_node "$1" "$(guide "$1" upgrade-installer-node "$K8S" "$MINOR")" ;;
     dnf) in_node "$1" "$(guide "$1" upgrade-dnf-node "$K8S" "$MINOR")" ;;
     esac
 }
@@ -1081,7 +1080,8 @@ echo_back_since() {
 # booted again: the kubelet starts by itself (on the sysext host once
 # systemd-sysext.service has merged the image at boot), the node and its
 # pod are Ready again, and the boot-time import finds every bundled image
-# present and imports none.
+# present and imports none. The three are rebooted one after the other
+# and waited for together.
 # (kd_reboot's helpers use $n: the worker is $w here.)
 test_a_rebooted_worker_is_ready_again_with_nothing_imported_again() {
     for w in w1 w2 w3; do
@@ -1092,8 +1092,11 @@ test_a_rebooted_worker_is_ready_again_with_nothing_imported_again() {
             mv "$log" "$log.before-reboot"
             [ "$(node_init "$w")" = openrc ] || mkdir "$log"
         fi
-        since=$(now)
+        now >"$TMP/$w.rebooted"
         kd_reboot "$w"
+    done
+    for w in w1 w2 w3; do
+        since=$(cat "$TMP/$w.rebooted")
         wait_for 180 "kd-$w is Ready after its reboot" back_since "$w" "$since"
         wait_for 180 "echo-$w runs again after kd-$w's reboot" echo_back_since "$w" "$since"
         boot_import "$w" >"$TMP/$w.reboot-import" || true
@@ -1180,7 +1183,7 @@ listing() {
 # pods and kube-proxy, its volume plugin directory; and the admin's own
 # files: the bundle copied into /var/lib/kubedist/images, the edited family
 # env file (kept by install.sh, saved as .rpmsave by rpm, never touched on
-# a sysext host), the repository snippet, and on the sysext host the
+# a sysext host), the repository's key and snippet, and on the sysext host the
 # transfer file, the key, the extension directories and the enabled
 # systemd-sysext.service.
 not_kubedists() {
@@ -1190,6 +1193,7 @@ not_kubedists() {
     # (The bundle: install.sh --images keeps no copy of its own.)
     [ "$(node_way "$1")" = tarball ] || echo '^/var/lib/kubedist(/images(/.*)?)?$'
     case $(node_way "$1") in
+    apt) printf '%s\n' '^/etc/apt/keyrings(/kubedist\.gpg)?$' '^/etc/apt/sources\.list\.d/kubedist\.list$' ;;
     tarball | installer) echo '^/etc/default/kubelet$' ;;
     # (rpm keeps the .rpmnew an upgrade wrote beside the edited file as it
     # keeps the .rpmsave; /usr/share/licenses is the filesystem package's

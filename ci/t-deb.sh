@@ -51,7 +51,8 @@ EXTRA_ARGS='--node-ip=192.0.2.10 --v=4'
 # package of priority important or required once a dependency pulled it in
 # (kubelet's `mount`, iptables' `netbase`): the purge test removes the
 # pulled-in dependencies with `apt-get autoremove --purge` and compares.
-BASE=$(kd_base_tarball deb netbase mount)
+# jq runs docs/supply-chain.md's SBOM lookup on the installed node.
+BASE=$(kd_base_tarball deb netbase mount jq)
 
 # deb_of DIST PACKAGE : the path of PACKAGE's .deb in DIST (exactly one).
 deb_of() {
@@ -93,7 +94,7 @@ seed_of "$KD_DIST"/kubelet_*.deb "$SEED_CUR"
 new_root() {
     r=$(kd_new_root "$BASE")
     mkdir -p "$r/srv/prev" "$r/srv/cur"
-    cp "$KD_DIST_PREV"/*.deb "$r/srv/prev/"
+    cp "$KD_DIST_PREV"/*.deb "$KD_DIST_PREV"/*.deb.spdx.json "$r/srv/prev/"
     cp "$KD_DIST"/*.deb "$r/srv/cur/"
     printf '%s\n' "$r"
 }
@@ -222,6 +223,23 @@ kubectl_version_client_runs_real_binary() {
     fi
 }
 
+# docs/supply-chain.md's lookup on the node, from the release's directory:
+# the package's version, and the installed kubelet's digest, the same as the
+# one the package's SBOM names.
+the_guide_s_sbom_lookup_finds_the_installed_kubelet() {
+    deb=$(basename "$(deb_of "$KD_DIST_PREV" kubelet)")
+    {
+        echo 'cd /srv/prev'
+        kd_guide_block docs/supply-chain.md sbom-on-node kubelet_1.37.2-1_amd64.deb "$deb"
+    } | kd_script "$ROOT_A" >"$KD_WORK/deb.sbom-lookup"
+    cat "$KD_WORK/deb.sbom-lookup"
+    version=$(dpkg-deb -f "$KD_DIST_PREV/$deb" Version)
+    assert_eq "$(printf 'kubelet\t%s' "$version")" "$(sed -n 1p "$KD_WORK/deb.sbom-lookup")" "the version dpkg-query shows"
+    installed=$(sed -n 2p "$KD_WORK/deb.sbom-lookup")
+    assert_eq "${installed%% *}" "$(sed -n 3p "$KD_WORK/deb.sbom-lookup")" "the SBOM's digest of ./usr/bin/kubelet"
+    assert_eq "/usr/bin/kubelet" "${installed##* }" "the file sha256sum read"
+}
+
 dpkg_verify_clean_after_install() {
     # shellcheck disable=SC2086
     out=$(kd_run "$ROOT_A" dpkg --verify $PACKAGES)
@@ -346,6 +364,7 @@ kd_test install_prev_resolves_deps_from_archive
 kd_test maintainer_scripts_succeed_without_systemd
 kd_test conntrack_installed_as_kubeadm_dependency
 kd_test kubectl_version_client_runs_real_binary
+kd_test the_guide_s_sbom_lookup_finds_the_installed_kubelet
 kd_test dpkg_verify_clean_after_install
 kd_test env_file_is_prev_default_after_install
 kd_test crictl_yaml_is_a_seed_with_the_runtime_endpoint_only

@@ -21,7 +21,7 @@
 # shellcheck source=ci/lib.sh
 . "$(dirname "$0")/lib.sh"
 
-kd_require unshare mount tar sha256sum jq skopeo umoci podman runc nsenter shellcheck cargo \
+kd_require unshare mount tar sha256sum jq skopeo umoci podman runc nsenter shellcheck cargo docker-registry curl \
 	pyspdxtools ntia-checker
 kd_require_dist
 
@@ -53,8 +53,9 @@ trap ot_cleanup EXIT
 # refuses a path longer than 50 characters.
 OT_RUNROOT=$(mktemp -d /tmp/kd-oci-podman.XXXXXX)
 kd_remove_on_exit "$OT_RUNROOT"
+# (PM_STORAGE: another storage, for a test's own pulls.)
 pm() {
-	podman --root "$OT/storage" --runroot "$OT_RUNROOT" --storage-driver vfs \
+	podman --root "${PM_STORAGE:-$OT/storage}" --runroot "$OT_RUNROOT" --storage-driver vfs \
 		--cgroup-manager cgroupfs --events-backend file --runtime runc "$@"
 }
 pm_run() {
@@ -248,6 +249,47 @@ test_the_image_carries_its_sbom_and_a_referrer_attaches_it() {
 	cut -d' ' -f3- "$OT/image.sums" | sort | diff -u "$OT/image.files" -
 	echo "== Debian's kubectl in it is named with its Go build"
 	jq -e '.packages[] | select(.name == "k8s.io/kubernetes/cmd/kubectl")' "$OT/image.spdx.json" >/dev/null
+}
+
+# installer-image.md's push, to Debian's docker-registry on this machine's
+# loopback (plain HTTP, so with skopeo's --dest-tls-verify=false): the
+# registry serves the release's image under its digest, and podman pulls it
+# from there into storage of its own and runs it.
+test_the_guide_s_skopeo_copy_pushes_to_a_registry_podman_pulls_from() {
+	port=$((20000 + $$ % 10000))
+	cat >"$OT/registry.yml" <<EOF
+version: 0.1
+storage:
+  filesystem:
+    rootdirectory: $OT/registry
+http:
+  addr: 127.0.0.1:$port
+EOF
+	docker-registry serve "$OT/registry.yml" >"$OT/registry.log" 2>&1 &
+	registry=$!
+	trap 'kill $registry' EXIT
+	i=0
+	until curl -fsS "http://127.0.0.1:$port/v2/" >/dev/null 2>&1; do
+		i=$((i + 1))
+		[ "$i" -lt 50 ] || { cat "$OT/registry.log"; echo "docker-registry did not answer on 127.0.0.1:$port" >&2; return 1; }
+		sleep 0.2
+	done
+	tag=${REF_CUR##*:}
+	kd_guide_block docs/installer-image.md skopeo-push 1.37.2-1 "$tag" \
+		registry.example.org "127.0.0.1:$port" 'docker://' '--dest-tls-verify=false docker://' >"$OT/push.sh"
+	cat "$OT/push.sh"
+	(cd "${LAYOUT_CUR%/*}" && sh -eu "$OT/push.sh")
+	pushed=127.0.0.1:$port/kubedist/installer:$tag
+	want=$(jq -r --arg ref "$REF_CUR" '.manifests[] | select(.annotations."org.opencontainers.image.ref.name" == $ref) | .digest' "$LAYOUT_CUR/index.json")
+	assert_eq "$want" "$(skopeo inspect --tls-verify=false --format '{{.Digest}}' "docker://$pushed")" "the registry's digest of $pushed"
+	loaded=$(pm image inspect --format '{{.Id}}' "$REF_CUR")
+	echo "== podman pulls it into storage of its own and runs it"
+	PM_STORAGE=$OT/storage-pulled
+	pm pull --tls-verify=false "$pushed"
+	assert_eq "$loaded" "$(pm image inspect --format '{{.Id}}' "$pushed")" "the pulled image's ID"
+	image_run "$OT" "$pushed" --help
+	ok
+	said "Usage: podman run"
 }
 
 # bundle DIR : an unpacked runc bundle of the current image from its layout
@@ -488,6 +530,7 @@ test_image_scripts_pass_shellcheck() {
 
 kd_test test_archive_and_layout_read_by_skopeo
 kd_test test_two_architectures_make_one_index
+kd_test test_the_guide_s_skopeo_copy_pushes_to_a_registry_podman_pulls_from
 kd_test test_the_image_carries_its_sbom_and_a_referrer_attaches_it
 kd_test test_podman_install_matches_tarball_install
 kd_test test_upgrade_keeps_the_edited_env_file_and_uninstall_leaves_a_vendor_plugin

@@ -179,8 +179,13 @@ dnf_install_prev_runs_scriptlets_without_systemd() { # failure 7
     (cd "$ROOT_E" && sha256sum ".$THIRD_PARTY_PLUGIN" ".$ADMIN_OVERRIDE") >"$KD_WORK/rpm.admin-files.sha256"
     kd_listing "$ROOT_E" >"$KD_WORK/rpm.E.before"
 
-    # shellcheck disable=SC2086
-    dnf_in "$ROOT_E" "$REPO_PREV" install $PACKAGES
+    # The command docs/packages.md shows, from the release's directory, with
+    # dnf pointed at this root (and at the release's repository for the
+    # test-only package that stands in for the distribution's).
+    kd_guide_block docs/packages.md dnf-install-files \
+        'dnf install -y ' "dnf_in $ROOT_E $REPO_PREV install " >"$KD_WORK/rpm.guide.sh"
+    # shellcheck source=/dev/null # the guide's block, written just above
+    (cd "$KD_DIST_PREV" && . "$KD_WORK/rpm.guide.sh")
     # shellcheck disable=SC2086
     assert_versions "$ROOT_E" "$(expect $PACKAGES)"
     # Every package that has scriptlets had them run (by /bin/sh in the root).
