@@ -8,7 +8,9 @@
 //! 4. runs every `ci/t-*.sh` suite against them (real dpkg/apt, rpm/dnf,
 //!    OpenRC, runit, the tarball installer, systemd-sysext, linters, and
 //!    systemd, OpenRC and runit booted as PID 1), each in clean roots;
-//! 5. prints one closing line for the suites: `suites: N passed, N failed`.
+//! 5. prints how long each phase took (every step before the suites as well
+//!    as each suite: docs/testing.md keeps the budget per phase) and one
+//!    closing line for the suites: `suites: N passed, N failed`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -91,15 +93,18 @@ pub fn run(root: &Path, args: &Args) -> Result<()> {
             .join(" ")
     };
     let ci = std::env::var("CI").is_ok_and(|v| v == "true");
+    let mut phases = Phases::default();
 
     let missing: Vec<_> = TOOLS.iter().filter(|t| !crate::util::on_path(t)).collect();
     if !missing.is_empty() {
         if !args.no_install && crate::util::is_root() {
             eprintln!("==> installing missing test tools ({missing:?}) with ci/install-deps");
-            status(
-                Command::new("sh").arg(root.join("ci/install-deps")),
-                "ci/install-deps",
-            )?;
+            phases.time("ci/install-deps", || {
+                status(
+                    Command::new("sh").arg(root.join("ci/install-deps")),
+                    "ci/install-deps",
+                )
+            })?;
         } else if ci {
             bail!("missing tools {missing:?}: run `sudo ci/install-deps`");
         } else {
@@ -109,12 +114,14 @@ pub fn run(root: &Path, args: &Args) -> Result<()> {
 
     if selected("cargo") {
         eprintln!("==> cargo test --workspace");
-        status(
-            Command::new(crate::util::cargo())
-                .args(["test", "--workspace"])
-                .current_dir(root),
-            "cargo test",
-        )?;
+        phases.time("cargo test --workspace", || {
+            status(
+                Command::new(crate::util::cargo())
+                    .args(["test", "--workspace"])
+                    .current_dir(root),
+                "cargo test",
+            )
+        })?;
     }
 
     let mut suites: Vec<PathBuf> = std::fs::read_dir(root.join("ci"))
@@ -129,22 +136,23 @@ pub fn run(root: &Path, args: &Args) -> Result<()> {
         .collect();
     suites.sort();
     if suites.is_empty() {
+        phases.print();
         return Ok(());
     }
 
-    let (prev, cur) = build_releases(root, Inputs::Fixtures)?;
+    let (prev, cur) = build_releases(root, Inputs::Fixtures, &mut phases)?;
     let from_source = match suites
         .iter()
         .any(|s| ON_SOURCE_BUILDS.contains(&suite_name(s).as_str()))
     {
-        true => Some(build_releases(root, Inputs::Source)?),
+        true => Some(build_releases(root, Inputs::Source, &mut phases)?),
         false => None,
     };
     let older = match suites
         .iter()
         .any(|s| ON_OLDER_RELEASE.contains(&suite_name(s).as_str()))
     {
-        true => Some(build_older_release(root)?),
+        true => Some(build_older_release(root, &mut phases)?),
         false => None,
     };
     // The suites run this binary directly where they signal a step (cargo
@@ -153,6 +161,7 @@ pub fn run(root: &Path, args: &Args) -> Result<()> {
     let mut passed = 0u32;
     let mut failed = 0u32;
     let mut report = Vec::new();
+    let suites_started = Instant::now();
     for suite in &suites {
         let name = suite_name(suite);
         eprintln!("==> {name}");
@@ -196,12 +205,43 @@ pub fn run(root: &Path, args: &Args) -> Result<()> {
             started.elapsed().as_secs_f64()
         ));
     }
-    println!("\nsuite results:\n{}", report.join("\n"));
+    phases.print();
+    println!(
+        "\nsuite results ({:.0} s in all):\n{}",
+        suites_started.elapsed().as_secs_f64(),
+        report.join("\n")
+    );
     println!("suites: {passed} passed, {failed} failed");
     if failed > 0 {
         bail!("{failed} test(s) failed");
     }
     Ok(())
+}
+
+/// How long each step before the suites took, in the order they ran.
+#[derive(Default)]
+struct Phases(Vec<(String, f64)>);
+
+impl Phases {
+    /// Runs `step`, recording its wall time under `name`.
+    fn time<T>(&mut self, name: &str, step: impl FnOnce() -> Result<T>) -> Result<T> {
+        let started = Instant::now();
+        let result = step();
+        self.0
+            .push((name.to_string(), started.elapsed().as_secs_f64()));
+        result
+    }
+
+    fn print(&self) {
+        if self.0.is_empty() {
+            return;
+        }
+        let total: f64 = self.0.iter().map(|(_, s)| s).sum();
+        println!("\nsteps before the suites ({total:.0} s in all):");
+        for (name, seconds) in &self.0 {
+            println!("  {name:<58} {seconds:>5.0} s");
+        }
+    }
 }
 
 /// The suites that run on releases built from source (`dist --source`),
@@ -225,7 +265,7 @@ const CLUSTER_FORMATS: &str = "deb,rpm,tar,sysext,oci,images";
 /// Builds, for amd64 from source, the cluster's formats of the newest
 /// version of the minor before the pin whose images are known
 /// (pkg/images/), and returns its output directory.
-fn build_older_release(root: &Path) -> Result<PathBuf> {
+fn build_older_release(root: &Path, phases: &mut Phases) -> Result<PathBuf> {
     let spec = crate::spec::Spec::load(root)?;
     let pin = spec.images.kubernetes.clone();
     let minor = |v: &str| -> Option<u64> { v.split('.').nth(1)?.parse().ok() };
@@ -237,6 +277,7 @@ fn build_older_release(root: &Path) -> Result<PathBuf> {
         .with_context(|| format!("pkg/images/ lists no version of the minor before {pin}"))?;
     let out = root.join("target/ci-dist/source/older");
     dist(
+        phases,
         &format!("--source --version {version} (the minor before the pin)"),
         &[
             "--source",
@@ -254,7 +295,7 @@ fn build_older_release(root: &Path) -> Result<PathBuf> {
 /// `cargo xtask dist ARGS --arch amd64 --out OUT` with the tests' epoch,
 /// into an emptied OUT (dist adds to its output directory; a format left
 /// out must not linger from an earlier run).
-fn dist(what: &str, args: &[&str], out: &Path) -> Result<()> {
+fn dist(phases: &mut Phases, what: &str, args: &[&str], out: &Path) -> Result<()> {
     match std::fs::remove_dir_all(out) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
             return Err(e).with_context(|| format!("removing {}", out.display()));
@@ -263,15 +304,17 @@ fn dist(what: &str, args: &[&str], out: &Path) -> Result<()> {
     }
     eprintln!("==> cargo xtask dist {what}");
     let xtask = std::env::current_exe().context("locating the xtask binary")?;
-    status(
-        Command::new(xtask)
-            .arg("dist")
-            .args(args)
-            .args(["--arch", "amd64", "--out"])
-            .arg(out)
-            .env("SOURCE_DATE_EPOCH", TEST_EPOCH),
-        "cargo xtask dist",
-    )
+    phases.time(&format!("dist {what}"), || {
+        status(
+            Command::new(xtask)
+                .arg("dist")
+                .args(args)
+                .args(["--arch", "amd64", "--out"])
+                .arg(out)
+                .env("SOURCE_DATE_EPOCH", TEST_EPOCH),
+            "cargo xtask dist",
+        )
+    })
 }
 
 /// What the releases of the suites are built from.
@@ -283,7 +326,7 @@ enum Inputs {
 
 /// Builds releases N-1 and N for amd64 from `inputs` with the real `dist`,
 /// and returns their output directories.
-fn build_releases(root: &Path, inputs: Inputs) -> Result<(PathBuf, PathBuf)> {
+fn build_releases(root: &Path, inputs: Inputs, phases: &mut Phases) -> Result<(PathBuf, PathBuf)> {
     let (flag, work) = match inputs {
         Inputs::Fixtures => ("--fixtures", root.join("target/ci-dist")),
         Inputs::Source => ("--source", root.join("target/ci-dist/source")),
@@ -306,6 +349,7 @@ fn build_releases(root: &Path, inputs: Inputs) -> Result<(PathBuf, PathBuf)> {
         };
         let what = format!("{flag} (release {label}, revision {revision})");
         dist(
+            phases,
             &what,
             &[&[flag, "--revision", revision], formats].concat(),
             &out,
