@@ -1148,7 +1148,10 @@ clients_accept() {
 # repository BEFORE, killed (SIGKILL to the run and its children) at each
 # of the SWEEP_AT moments of one whole run's time. After each kill
 # the tree is exactly BEFORE or exactly what the whole run makes, and the
-# clients take it; the same command run again then completes it.
+# clients take it; the same command run again then completes it. "Exactly"
+# is every path's type, mode and content (published): the clients read
+# nothing else, so they are run once on each of the two trees a kill left,
+# not again on every kill that left the same bytes.
 sweep() {
     name=$1
     before=$2
@@ -1169,6 +1172,7 @@ sweep() {
     rm -rf "$ref"
     olds=0
     news=0
+    accepted=
     for fraction in $SWEEP_AT; do
         at=$(awk -v t="$took_ms" -v f="$fraction" 'BEGIN { printf "%.3f", t * f / 1000 }')
         tree=$SCRATCH/sweep-$name
@@ -1190,7 +1194,13 @@ sweep() {
             return 1
         fi
         echo "$name: killed after ${at}s of ${took_ms} ms (status $status): the $state tree" >&2
-        clients_accept "$tree"
+        case " $accepted " in
+        *" $state "*) ;;
+        *)
+            clients_accept "$tree"
+            accepted="$accepted $state"
+            ;;
+        esac
         "$XTASK" repo "$@" --out "$tree" >"$TMP/sweep-$name.rerun" 2>&1 ||
             { cat "$TMP/sweep-$name.rerun"; return 1; }
         published "$tree" >"$TMP/sweep-$name.now"
