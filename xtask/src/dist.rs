@@ -19,12 +19,9 @@ use crate::emit::codec::Codecs;
 use crate::emit::{self, Families, Format, Input, Job, Options, Staging};
 use crate::fetch::{self, Origin, OriginArgs, Upstream};
 use crate::keys::RepoKey;
-use crate::spec::{Arch, Content, Family, Spec, SysextOs};
+use crate::spec::{Arch, Content, Family, Spec, SysextOs, KUBERNETES};
 use crate::stage::{self, Staged, StagedArch, StagedOci};
 use crate::{provenance, sbom};
-
-/// The `[sources.*]` entry whose version names a release.
-const KUBERNETES: &str = "kubernetes";
 
 /// Build every artifact of every format (emit::FORMATS) plus SHA256SUMS.
 ///
@@ -227,13 +224,7 @@ fn plan(spec: &Spec, args: &Args) -> Result<Plan> {
         Codecs::defaults()
     };
     let codecs = Codecs::parse(args.compression.as_deref().unwrap_or(""), base)?;
-    let k8s_version = spec
-        .release
-        .sources
-        .get(KUBERNETES)
-        .with_context(|| format!("pkg/release.toml: no [sources.{KUBERNETES}] entry"))?
-        .version
-        .clone();
+    let k8s_version = spec.kubernetes_version().to_string();
     let epoch = crate::util::source_date_epoch(&spec.root)?;
     let arches = fetch::arches_or_host(&args.arch)?;
     // The formats asked for, in the registry's order; all by default, but

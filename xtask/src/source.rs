@@ -87,8 +87,11 @@ pub fn run(spec: &Spec, args: &Args) -> Result<()> {
     let arches = crate::fetch::arches_or_host(&args.arch)?;
     let out = args.out.clone().unwrap_or_else(|| default_dir(&spec.root));
     let images = match args.images {
-        true if spec.images.kubernetes != spec_version(&spec) => {
-            bail!("--images: {}", spec.images_unknown(&spec_version(&spec)))
+        true if spec.images.kubernetes != spec.kubernetes_version() => {
+            bail!(
+                "--images: {}",
+                spec.images_unknown(spec.kubernetes_version())
+            )
         }
         true => Some(&spec.images),
         false => None,
@@ -541,15 +544,6 @@ fn local_replacements(go_mod: &str) -> Vec<String> {
                 .then(|| module.to_string())
         })
         .collect()
-}
-
-/// The Kubernetes version of `spec`'s release.
-fn spec_version(spec: &Spec) -> String {
-    spec.release
-        .sources
-        .get("kubernetes")
-        .map(|s| s.version.clone())
-        .unwrap_or_default()
 }
 
 /// What a `--from` directory holds besides the release's programs.

@@ -249,6 +249,18 @@ pub struct Release {
     pub sources: BTreeMap<String, Source>,
 }
 
+/// The `[sources.*]` entry whose version names a release.
+pub const KUBERNETES: &str = "kubernetes";
+
+impl Release {
+    /// The `[sources.kubernetes]` entry, or why there is none.
+    pub fn kubernetes(&self) -> Result<&Source> {
+        self.sources
+            .get(KUBERNETES)
+            .with_context(|| format!("pkg/release.toml: no [sources.{KUBERNETES}] entry"))
+    }
+}
+
 /// One upstream project and the files of it we package.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -848,6 +860,17 @@ impl Spec {
         &self.release.sources[name]
     }
 
+    /// The Kubernetes source of the release (`Spec::load` checked that
+    /// there is one: pkg/images.toml names its version).
+    pub fn kubernetes(&self) -> &Source {
+        self.source(KUBERNETES)
+    }
+
+    /// The Kubernetes version of the release (`1.37.2`).
+    pub fn kubernetes_version(&self) -> &str {
+        &self.kubernetes().version
+    }
+
     /// The package version as both formats spell it: `X.Y.Z-R`, with an
     /// upstream pre-release's `-` turned into `~` so that it sorts before the
     /// release (`1.35.0~rc.1-1` < `1.35.0-1`).
@@ -870,8 +893,8 @@ impl Spec {
         let mut spec = Spec::load(&self.root)?;
         spec.release
             .sources
-            .get_mut("kubernetes")
-            .context("pkg/release.toml: no [sources.kubernetes] entry")?
+            .get_mut(KUBERNETES)
+            .with_context(|| format!("pkg/release.toml: no [sources.{KUBERNETES}] entry"))?
             .version = version.to_string();
         // Another version's images, where they are known; else the pin's
         // stay, and whatever needs the images says they are not known.
@@ -1110,15 +1133,11 @@ fn validate_oci(x: &Oci, root: &Path) -> Result<()> {
 /// `pkg/images.toml`: for the pinned release; full references, each once;
 /// every image pinned to an index digest or saying why not.
 fn validate_images(x: &Images, release: &Release) -> Result<()> {
-    let kubernetes = release
-        .sources
-        .get("kubernetes")
-        .map(|s| s.version.as_str());
-    if kubernetes != Some(x.kubernetes.as_str()) {
+    let kubernetes = &release.kubernetes()?.version;
+    if kubernetes != &x.kubernetes {
         bail!(
-            "kubernetes = {:?}, but pkg/release.toml pins kubernetes {}",
-            x.kubernetes,
-            kubernetes.unwrap_or("nothing")
+            "kubernetes = {:?}, but pkg/release.toml pins kubernetes {kubernetes}",
+            x.kubernetes
         );
     }
     let mut seen = BTreeSet::new();

@@ -267,7 +267,7 @@ const CLUSTER_FORMATS: &str = "deb,rpm,tar,sysext,oci,images";
 /// (pkg/images/), and returns its output directory.
 fn build_older_release(root: &Path, phases: &mut Phases) -> Result<PathBuf> {
     let spec = crate::spec::Spec::load(root)?;
-    let pin = spec.images.kubernetes.clone();
+    let pin = spec.kubernetes_version().to_string();
     let minor = |v: &str| -> Option<u64> { v.split('.').nth(1)?.parse().ok() };
     let before = minor(&pin).and_then(|m| m.checked_sub(1));
     let version = spec

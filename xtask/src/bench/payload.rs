@@ -144,11 +144,7 @@ pub fn write(
     sizes: &Sizes,
     dir: &Path,
 ) -> Result<Payload> {
-    let k8s = spec
-        .release
-        .sources
-        .get("kubernetes")
-        .context("pkg/release.toml: no [sources.kubernetes]")?;
+    let k8s = spec.kubernetes();
     let kube_path = |name: &str| -> Result<String> {
         k8s.paths(arch)
             .into_iter()

@@ -159,8 +159,7 @@ pub fn to_lock(spec: &Spec, recipes: &Recipes) -> Result<BTreeMap<(String, Strin
             packages.extend(recipe.programs.values().cloned());
         }
     }
-    let kubernetes = spec.release.sources.get("kubernetes").map(|s| &s.version);
-    if kubernetes == Some(&spec.images.kubernetes) {
+    if spec.kubernetes_version() == spec.images.kubernetes {
         for image in &spec.images.images {
             let recipe = image_recipes.get(image)?;
             if !spec.release.sources.contains_key(&recipe.recipe) && !recipe.programs.is_empty() {
