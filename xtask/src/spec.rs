@@ -255,10 +255,16 @@ pub const KUBERNETES: &str = "kubernetes";
 impl Release {
     /// The `[sources.kubernetes]` entry, or why there is none.
     pub fn kubernetes(&self) -> Result<&Source> {
-        self.sources
-            .get(KUBERNETES)
-            .with_context(|| format!("pkg/release.toml: no [sources.{KUBERNETES}] entry"))
+        self.sources.get(KUBERNETES).with_context(no_kubernetes)
     }
+
+    fn kubernetes_mut(&mut self) -> Result<&mut Source> {
+        self.sources.get_mut(KUBERNETES).with_context(no_kubernetes)
+    }
+}
+
+fn no_kubernetes() -> String {
+    format!("pkg/release.toml: no [sources.{KUBERNETES}] entry")
 }
 
 /// One upstream project and the files of it we package.
@@ -891,11 +897,7 @@ impl Spec {
             bail!("--version {version:?}: not a Kubernetes version like 1.34.2 or 1.35.0-rc.1");
         }
         let mut spec = Spec::load(&self.root)?;
-        spec.release
-            .sources
-            .get_mut(KUBERNETES)
-            .with_context(|| format!("pkg/release.toml: no [sources.{KUBERNETES}] entry"))?
-            .version = version.to_string();
+        spec.release.kubernetes_mut()?.version = version.to_string();
         // Another version's images, where they are known; else the pin's
         // stay, and whatever needs the images says they are not known.
         let images = older_images(&self.root, version);
