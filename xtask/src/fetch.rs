@@ -5,9 +5,10 @@
 //! pinned in `pkg/upstream.lock` (see `lock.rs`); `--from` directories are
 //! checked against their own `.sha256` files only.
 mod archive;
+pub mod debian;
 mod http;
-pub mod images;
 mod lock;
+pub mod pull;
 #[cfg(test)]
 mod tests;
 
@@ -19,6 +20,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 
 use crate::digest::{self, Algo, Published};
+use crate::inputs::from_dir;
 use crate::spec::{Arch, Source, Spec};
 use http::Client;
 use lock::{Key, Lock};
@@ -105,8 +107,8 @@ impl OriginArgs {
     }
 
     /// The registry the images are pulled from.
-    pub fn registry(&self) -> images::Registry {
-        images::Registry {
+    pub fn registry(&self) -> pull::Registry {
+        pull::Registry {
             mirror: self
                 .image_mirror
                 .as_ref()
@@ -136,30 +138,8 @@ pub fn default_cache(root: &Path) -> PathBuf {
     root.join("target/upstream")
 }
 
-/// The architecture of the machine we run on.
-pub fn host_arch() -> Result<Arch> {
-    Ok(match std::env::consts::ARCH {
-        "x86_64" => Arch::Amd64,
-        "aarch64" => Arch::Arm64,
-        "powerpc64" if cfg!(target_endian = "little") => Arch::Ppc64le,
-        "s390x" => Arch::S390x,
-        other => bail!("this host's architecture {other:?} has no Kubernetes build; pass --arch"),
-    })
-}
-
-/// The architectures an `--arch` list names, or the host's.
-pub fn arches_or_host(arches: &[Arch]) -> Result<Vec<Arch>> {
-    if arches.is_empty() {
-        return Ok(vec![host_arch()?]);
-    }
-    let mut out = arches.to_vec();
-    out.sort();
-    out.dedup();
-    Ok(out)
-}
-
 pub fn run(spec: &Spec, args: &Args) -> Result<()> {
-    let arches = arches_or_host(&args.arch)?;
+    let arches = Arch::list_or_host(&args.arch)?;
     let origin = args.origin.origin()?;
     let cache = args.origin.cache(spec);
     if args.images {
@@ -254,11 +234,6 @@ pub struct Upstream {
     /// with what built it (its BUILT-FROM-SOURCE file).
     from_source: std::collections::BTreeMap<String, String>,
 }
-
-/// The file of a `--from` directory that says which of its sources were
-/// built from their Go modules (`cargo xtask source`): `source version
-/// toolchain` a line, `#` comments.
-pub const BUILT_FROM_SOURCE: &str = "BUILT-FROM-SOURCE";
 
 /// Makes sure every upstream file of `spec` for `arch` is present and
 /// verified (downloading into `cache` what is missing), and returns them.
@@ -365,7 +340,7 @@ pub fn unaccounted(spec: &Spec) -> Result<Vec<String>> {
     Ok(out)
 }
 
-/// The layout in `cache` holding `images` for `arches` (`images::ensure`).
+/// The layout in `cache` holding `images` for `arches` (`pull::ensure`).
 /// With the release's pins (no `--image-pins`), each architecture's manifest
 /// is checked against `[manifests]` of pkg/upstream.lock and recorded there.
 pub fn ensure_images(
@@ -379,7 +354,7 @@ pub fn ensure_images(
         None => Some(Lock::load(&lock_path(spec))?),
         Some(_) => None,
     };
-    images::ensure(
+    pull::ensure(
         &images.images,
         arches,
         &args.registry(),
@@ -509,7 +484,7 @@ fn verify_in_dir(dir: &Path, source: &str, path: &str) -> Result<Verified> {
 /// The STANDINS file of a `--from` directory: one `<source>/<member>` a line,
 /// `#` comments. No file means every input is the real program.
 fn read_standins(dir: &Path, spec: &Spec, arch: Arch) -> Result<Vec<String>> {
-    let path = dir.join("STANDINS");
+    let path = dir.join(from_dir::STANDINS);
     let text = match std::fs::read_to_string(&path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -547,7 +522,7 @@ fn read_standins(dir: &Path, spec: &Spec, arch: Arch) -> Result<Vec<String>> {
 /// The BUILT-FROM-SOURCE file of a `--from` directory: source → the
 /// line that names it.
 fn read_from_source(dir: &Path) -> Result<std::collections::BTreeMap<String, String>> {
-    let path = dir.join(BUILT_FROM_SOURCE);
+    let path = dir.join(from_dir::BUILT_FROM_SOURCE);
     let text = match std::fs::read_to_string(&path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Default::default()),

@@ -5,8 +5,7 @@
 //! kubelet, kubeadm and crictl, which Debian does not ship, are the
 //! `kubedist-standin` recorder, listed in `DIR/STANDINS`, and so is kubectl
 //! on an architecture Debian builds no `kubernetes-client` for (ppc64le).
-pub mod debian;
-pub mod images;
+pub mod standin_images;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -15,7 +14,8 @@ use anyhow::{bail, Context, Result};
 
 use crate::build;
 use crate::digest::sha256_bytes;
-use crate::fetch::{self, is_archive};
+use crate::fetch::{debian, is_archive};
+use crate::inputs::from_dir;
 use crate::spec::{Arch, Spec};
 
 /// Write an offline `--from` directory: Debian's real kubectl and CNI
@@ -58,7 +58,7 @@ pub const STANDINS: [&str; 3] = [
 ];
 
 pub fn run(spec: &Spec, args: &Args) -> Result<()> {
-    let arches = fetch::arches_or_host(&args.arch)?;
+    let arches = Arch::list_or_host(&args.arch)?;
     let debs = args
         .debs
         .clone()
@@ -79,14 +79,14 @@ pub fn ensure(spec: &Spec, dir: &Path, arches: &[Arch]) -> Result<PathBuf> {
     // Complete for an arch when every file of pkg/release.toml is there
     // (`ensure` of fetch verifies their checksums afterwards).
     let has = |arch: &Arch| {
-        dir.join("STANDINS").is_file()
+        dir.join(from_dir::STANDINS).is_file()
             && spec.release.sources.iter().all(|(name, source)| {
                 source
                     .paths(*arch)
                     .iter()
                     .all(|path| dir.join(name).join(path).is_file())
             })
-            && images::has(spec, dir, *arch)
+            && standin_images::has(spec, dir, *arch)
     };
     // ... and its stand-ins are the current build of kubedist-standin: a
     // change to the stand-in reaches the next build without a manual clean.
@@ -159,21 +159,26 @@ pub fn write(spec: &Spec, dir: &Path, arches: &[Arch], debs: &Path) -> Result<()
     eprintln!(
         "fixtures: {} stand-in images in {}/",
         spec.images.images.len(),
-        images::DIR
+        from_dir::IMAGES
     );
-    images::write(spec, &temp.0, &image_standins, epoch)?;
+    standin_images::write(spec, &temp.0, &image_standins, epoch)?;
     notes.push(format!(
         "{}/: STAND-IN images, kubedist-standin under the name of every image of pkg/images.toml (label {}), one OCI layout",
-        images::DIR,
-        images::TEST_BUILD_LABEL
+        from_dir::IMAGES,
+        standin_images::TEST_BUILD_LABEL
     ));
     put(
         &temp.0,
-        "STANDINS",
+        from_dir::STANDINS,
         standins_file(&arch_standins).as_bytes(),
         0o644,
     )?;
-    put(&temp.0, "README", readme(arches, &notes).as_bytes(), 0o644)?;
+    put(
+        &temp.0,
+        from_dir::README,
+        readme(arches, &notes).as_bytes(),
+        0o644,
+    )?;
     crate::util::replace_dir(&temp.0, &dir)
 }
 
@@ -369,7 +374,7 @@ fn refuse_foreign(dir: &Path) -> Result<()> {
         return Ok(());
     };
     let empty = entries.next().is_none();
-    let ours = dir.join("STANDINS").is_file() && dir.join("README").is_file();
+    let ours = dir.join(from_dir::STANDINS).is_file() && dir.join(from_dir::README).is_file();
     if !empty && !ours {
         bail!(
             "{} exists and is not a fixtures directory; remove it or pick another",

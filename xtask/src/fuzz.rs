@@ -7,12 +7,12 @@
 
 use std::path::Path;
 
-use crate::repo::{closure, debfile, inputs, rpmfile};
+use crate::repo::{closure, debfile, incoming, rpmfile};
 
 /// `SHA256SUMS` as `repo --from` parses it.
 pub fn sha256sums(data: &[u8]) {
     if let Ok(text) = std::str::from_utf8(data) {
-        let _ = inputs::parse_sha256sums(text);
+        let _ = incoming::parse_sha256sums(text);
     }
 }
 
@@ -52,9 +52,9 @@ pub fn images_layout(data: &[u8]) {
     };
     let mut parts = split(data, LAYOUT_SEPARATOR);
     let index = parts.next().unwrap_or_default();
-    let blobs = dir.path().join("blobs/sha256");
+    let blobs = dir.path().join(crate::layout::BLOBS);
     if std::fs::create_dir_all(&blobs).is_err()
-        || std::fs::write(dir.path().join("index.json"), index).is_err()
+        || std::fs::write(dir.path().join(crate::layout::INDEX), index).is_err()
     {
         return;
     }

@@ -14,12 +14,25 @@ use anyhow::Result;
 use std::collections::HashMap;
 
 use oci_spec::image::{
-    Descriptor, DescriptorBuilder, Digest, ImageConfiguration, ImageIndexBuilder,
-    ImageManifestBuilder, MediaType, Platform,
+    Config, Descriptor, DescriptorBuilder, Digest, History, ImageConfigurationBuilder,
+    ImageIndexBuilder, ImageManifestBuilder, MediaType, Os, PlatformBuilder, RootFsBuilder,
 };
 use serde::Serialize;
 
 use crate::digest::sha256_bytes;
+
+/// The file that marks a directory as an OCI image layout, and its bytes.
+pub const OCI_LAYOUT: &str = "oci-layout";
+pub const OCI_LAYOUT_BYTES: &[u8] = br#"{"imageLayoutVersion":"1.0.0"}"#;
+/// The layout's index of images.
+pub const INDEX: &str = "index.json";
+/// Where blobs live, each named by its hex SHA-256.
+pub const BLOBS: &str = "blobs/sha256";
+
+/// The path of the blob `hex` in a layout.
+pub fn blob(hex: &str) -> String {
+    format!("{BLOBS}/{hex}")
+}
 
 /// Content-addressed blobs by hex SHA-256; a blob two images share is
 /// stored once.
@@ -40,30 +53,65 @@ impl Blobs {
     }
 }
 
-/// An image: its configuration and a manifest over `layers` (with
-/// `annotations`) added to `blobs`. Returns the manifest's descriptor, with
-/// `platform`, and the configuration's.
-pub fn add_image(
-    blobs: &mut Blobs,
-    config: &ImageConfiguration,
-    layers: Vec<Descriptor>,
-    annotations: HashMap<String, String>,
-    platform: Platform,
-) -> Result<(Descriptor, Descriptor)> {
-    let config = blobs.add(MediaType::ImageConfig, canonical_json(config)?)?;
+/// An image built here: what its configuration and manifest hold besides
+/// the fields every image kubedist writes has the same way (linux, the
+/// platform's arm64 variant `v8`, a rootfs of `layers`).
+pub struct Image {
+    /// The Go name of its architecture.
+    pub goarch: String,
+    /// RFC 3339, from SOURCE_DATE_EPOCH.
+    pub created: String,
+    /// Entrypoint, environment, user, labels.
+    pub config: Config,
+    /// The layers' descriptors, and their uncompressed digests
+    /// (`sha256:…`), in order.
+    pub layers: Vec<Descriptor>,
+    pub diff_ids: Vec<String>,
+    /// One entry per layer.
+    pub history: Vec<History>,
+    /// The manifest's annotations (none: the field is left out).
+    pub annotations: HashMap<String, String>,
+}
+
+/// Adds `image`'s configuration and its manifest to `blobs`. Returns the
+/// manifest's descriptor, with its platform, and the configuration's.
+pub fn add_image(blobs: &mut Blobs, image: Image) -> Result<(Descriptor, Descriptor)> {
+    let arch = oci_spec::image::Arch::from(image.goarch.as_str());
+    let mut platform = PlatformBuilder::default()
+        .architecture(arch.clone())
+        .os(Os::Linux);
+    let mut config = ImageConfigurationBuilder::default()
+        .created(image.created)
+        .architecture(arch)
+        .os(Os::Linux);
+    if image.goarch == "arm64" {
+        platform = platform.variant("v8");
+        config = config.variant("v8");
+    }
+    let config = config
+        .config(image.config)
+        .rootfs(
+            RootFsBuilder::default()
+                .typ("layers")
+                .diff_ids(image.diff_ids)
+                .build()?,
+        )
+        .history(image.history)
+        .build()?;
+    let config = blobs.add(MediaType::ImageConfig, canonical_json(&config)?)?;
     let mut manifest = ImageManifestBuilder::default()
         .schema_version(2u32)
         .media_type(MediaType::ImageManifest)
         .config(config.clone())
-        .layers(layers);
-    if !annotations.is_empty() {
-        manifest = manifest.annotations(annotations);
+        .layers(image.layers);
+    if !image.annotations.is_empty() {
+        manifest = manifest.annotations(image.annotations);
     }
     let mut descriptor = blobs.add(
         MediaType::ImageManifest,
         canonical_json(&manifest.build()?)?,
     )?;
-    descriptor.set_platform(Some(platform));
+    descriptor.set_platform(Some(platform.build()?));
     Ok((descriptor, config))
 }
 
@@ -87,10 +135,10 @@ pub fn write_dir(dir: &Path, listed: Vec<Descriptor>, blobs: Blobs) -> Result<()
         .build()?;
     let put =
         |rel: &str, bytes: &[u8]| crate::util::write_bytes_atomic(&dir.join(rel), bytes, 0o644);
-    std::fs::create_dir_all(dir.join("blobs/sha256"))?;
-    put("oci-layout", br#"{"imageLayoutVersion":"1.0.0"}"#)?;
+    std::fs::create_dir_all(dir.join(BLOBS))?;
+    put(OCI_LAYOUT, OCI_LAYOUT_BYTES)?;
     for (hex, data) in &blobs.0 {
-        put(&format!("blobs/sha256/{hex}"), data)?;
+        put(&blob(hex), data)?;
     }
-    put("index.json", &canonical_json(&index)?)
+    put(INDEX, &canonical_json(&index)?)
 }

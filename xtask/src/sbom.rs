@@ -320,7 +320,9 @@ fn go_packages(
 fn origins_of(f: &Held, origins: &[Origin]) -> Vec<usize> {
     if let Some(blob) = f
         .path
-        .strip_prefix("/blobs/sha256/")
+        .strip_prefix('/')
+        .and_then(|p| p.strip_prefix(crate::layout::BLOBS))
+        .and_then(|p| p.strip_prefix('/'))
         .and_then(|rest| rest.split_once('/'))
         .map(|(blob, _)| blob)
     {

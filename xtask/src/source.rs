@@ -72,7 +72,7 @@ pub fn run(spec: &Spec, args: &Args) -> Result<()> {
     let go = Go::from_env()?;
     if args.lock {
         let recipes = Recipes::load(&spec.root)?;
-        for ((name, version), packages) in images::to_lock(&spec, &recipes)? {
+        for ((name, version), packages) in image_builds::to_lock(&spec, &recipes)? {
             lock(
                 &spec.root,
                 &go,
@@ -84,7 +84,7 @@ pub fn run(spec: &Spec, args: &Args) -> Result<()> {
         }
         return Ok(());
     }
-    let arches = crate::fetch::arches_or_host(&args.arch)?;
+    let arches = Arch::list_or_host(&args.arch)?;
     let out = args.out.clone().unwrap_or_else(|| default_dir(&spec.root));
     let images = match args.images {
         true if spec.images.kubernetes != spec.kubernetes_version() => {
@@ -549,7 +549,7 @@ fn local_replacements(go_mod: &str) -> Vec<String> {
 /// What a `--from` directory holds besides the release's programs.
 #[derive(Default)]
 pub struct Extras<'a> {
-    /// These images, built from source (`images::write`).
+    /// These images, built from source (`image_builds::write`).
     pub images: Option<&'a crate::spec::Images>,
     /// The container runtime of the test nodes (`runtime::write`).
     pub runtime: bool,
@@ -618,12 +618,12 @@ pub fn write_inputs(
         notes.join("\n")
     );
     crate::util::write_bytes_atomic(
-        &staged.join(crate::fetch::BUILT_FROM_SOURCE),
+        &staged.join(crate::inputs::from_dir::BUILT_FROM_SOURCE),
         built.as_bytes(),
         0o644,
     )?;
     if let Some(images) = extras.images {
-        images::write(spec, go, images, arches, &staged)?;
+        image_builds::write(spec, go, images, arches, &staged)?;
     }
     if extras.runtime {
         runtime::write(&spec.root, go, arches, &staged)?;
@@ -797,7 +797,7 @@ fn build(
     Ok(programs(&cached))
 }
 
-pub mod images;
+pub mod image_builds;
 pub mod runtime;
 
 #[cfg(test)]

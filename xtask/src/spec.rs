@@ -413,6 +413,30 @@ pub enum Arch {
 impl Arch {
     pub const ALL: [Arch; 4] = [Arch::Amd64, Arch::Arm64, Arch::Ppc64le, Arch::S390x];
 
+    /// The architecture of the machine we run on.
+    pub fn host() -> Result<Arch> {
+        Ok(match std::env::consts::ARCH {
+            "x86_64" => Arch::Amd64,
+            "aarch64" => Arch::Arm64,
+            "powerpc64" if cfg!(target_endian = "little") => Arch::Ppc64le,
+            "s390x" => Arch::S390x,
+            other => {
+                bail!("this host's architecture {other:?} has no Kubernetes build; pass --arch")
+            }
+        })
+    }
+
+    /// The architectures an `--arch` list names, sorted, or the host's.
+    pub fn list_or_host(arches: &[Arch]) -> Result<Vec<Arch>> {
+        if arches.is_empty() {
+            return Ok(vec![Arch::host()?]);
+        }
+        let mut out = arches.to_vec();
+        out.sort();
+        out.dedup();
+        Ok(out)
+    }
+
     pub fn go_name(self) -> &'static str {
         match self {
             Arch::Amd64 => "amd64",

@@ -28,8 +28,9 @@ use crate::spec::{
     SysextOs,
 };
 
-/// Where file contents come from, for one architecture.
-pub trait Sources {
+/// Where the programs a package holds come from, for one architecture: the
+/// upstream files, the static builds and how to run them here.
+pub trait Programs {
     /// `(file name, path)` for `upstream = "<source>/<member>"`.
     fn upstream(&self, source: &str, member: &str) -> Result<Vec<(String, PathBuf)>>;
     /// The binary built for `build = "<name>"`.
@@ -407,7 +408,7 @@ pub fn stage_package(
     package: &Package,
     arch: Arch,
     families: &[Family],
-    sources: &dyn Sources,
+    programs: &dyn Programs,
     epoch: u64,
     work: &Path,
 ) -> Result<StagedPackage> {
@@ -427,7 +428,7 @@ pub fn stage_package(
             package,
             arch,
             family,
-            sources,
+            programs,
             epoch,
             work,
             &mut shared,
@@ -476,7 +477,7 @@ fn stage_one(
     package: &Package,
     arch: Arch,
     family: Family,
-    sources: &dyn Sources,
+    programs: &dyn Programs,
     epoch: u64,
     work: &Path,
     shared: &mut Shared,
@@ -494,7 +495,7 @@ fn stage_one(
     let mut completed = Completed::default();
     for entry in &package.files {
         let init_dir = root.join(entry.init.map_or("any", Init::name));
-        for (dest, source, standin) in contents(spec, entry, &entry.dest_for(fam), sources)? {
+        for (dest, source, standin) in contents(spec, entry, &entry.dest_for(fam), programs)? {
             check_path(&dest).with_context(|| format!("file {dest}"))?;
             let staged = init_dir.join(dest.trim_start_matches('/'));
             let (sha256, size) = if entry.template {
@@ -518,7 +519,7 @@ fn stage_one(
                 size,
             });
         }
-        completed.stage(entry, fam, sources, completions, &root.join("any"), epoch)?;
+        completed.stage(entry, fam, programs, completions, &root.join("any"), epoch)?;
     }
     files.append(&mut completed.files);
     files.sort_by(|a, b| (&a.dest, a.init).cmp(&(&b.dest, b.init)));
@@ -555,7 +556,7 @@ fn stage_one(
             package,
             &standins,
             &completed.missing,
-            sources.built_from_source(&package.version_from).as_deref(),
+            programs.built_from_source(&package.version_from).as_deref(),
         ),
         depends: package
             .depends
@@ -615,7 +616,7 @@ impl Completed {
         &mut self,
         entry: &crate::spec::FileEntry,
         fam: &crate::spec::FamilyConf,
-        sources: &dyn Sources,
+        programs: &dyn Programs,
         completions: &mut Completions,
         any: &Path,
         epoch: u64,
@@ -628,7 +629,7 @@ impl Completed {
         let dest = entry.dest_for(fam);
         let command = dest.rsplit('/').next().unwrap_or(&dest).to_string();
         for &shell in &entry.completions {
-            let text = match completions.get(sources, source, member, &command, shell)? {
+            let text = match completions.get(programs, source, member, &command, shell)? {
                 Ok(text) => text,
                 Err(why) => {
                     self.missing.push(format!("{shell}: {why}"));
@@ -745,16 +746,16 @@ fn contents(
     spec: &Spec,
     entry: &FileEntry,
     dest: &str,
-    sources: &dyn Sources,
+    programs: &dyn Programs,
 ) -> Result<Vec<(String, PathBuf, bool)>> {
     Ok(match entry.content() {
         Content::Upstream { source, member } => {
-            let found = sources.upstream(source, member)?;
+            let found = programs.upstream(source, member)?;
             if member == "*" {
                 found
                     .into_iter()
                     .map(|(name, path)| {
-                        let standin = sources.is_standin(source, &name);
+                        let standin = programs.is_standin(source, &name);
                         (format!("{dest}{name}"), path, standin)
                     })
                     .collect()
@@ -764,7 +765,7 @@ fn contents(
                         vec![(
                             dest.to_string(),
                             path.clone(),
-                            sources.is_standin(source, name),
+                            programs.is_standin(source, name),
                         )]
                     }
                     _ => bail!(
@@ -775,7 +776,7 @@ fn contents(
             }
         }
         Content::Repo(src) => vec![(dest.to_string(), spec.root.join(src), false)],
-        Content::Build(name) => vec![(dest.to_string(), sources.built(name)?, false)],
+        Content::Build(name) => vec![(dest.to_string(), programs.built(name)?, false)],
     })
 }
 
@@ -794,7 +795,7 @@ impl Completions {
 
     fn get(
         &mut self,
-        sources: &dyn Sources,
+        programs: &dyn Programs,
         source: &str,
         member: &str,
         command: &str,
@@ -802,7 +803,7 @@ impl Completions {
     ) -> Result<std::result::Result<&[u8], String>> {
         let key = (source.to_string(), member.to_string(), shell);
         if !self.done.contains_key(&key) {
-            let got = match sources.runnable(source, member) {
+            let got = match programs.runnable(source, member) {
                 Ok(argv) => generate(&argv, command, shell)?,
                 Err(why) => Err(why),
             };

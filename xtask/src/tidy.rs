@@ -366,6 +366,48 @@ fn emitters_read_nothing_but_their_input() {
     }
 }
 
+#[test]
+fn dist_reads_its_inputs_through_inputs_alone() {
+    // A new kind of input (the runtime, a pre-release) is a variant of
+    // inputs.rs and an entry in pkg/: dist names none of the modules that
+    // fetch, build or write inputs, and the --from directory's names are
+    // written once, in inputs/from_dir.rs.
+    let graph = module_graph();
+    let dist: Vec<_> = graph
+        .iter()
+        .filter(|(m, _)| *m == "dist" || m.starts_with("dist/"))
+        .collect();
+    assert!(dist.len() > 1, "no dist module found");
+    for (module, uses) in dist {
+        for used in uses {
+            let top = used.split('/').next().unwrap_or(used);
+            assert!(
+                !["fetch", "source", "fixtures", "build"].contains(&top),
+                "{module} uses {used}: dist reads its inputs through inputs.rs"
+            );
+        }
+    }
+    for file in repo_files() {
+        let in_code = file.starts_with("xtask/src/") && file.ends_with(".rs");
+        if !in_code || file.ends_with("tests.rs") || file.ends_with("from_dir.rs") {
+            continue;
+        }
+        let text = read(&file);
+        let code = text.split("#[cfg(test)]").next().unwrap_or("");
+        for name in [
+            "\"STANDINS\"",
+            "\"BUILT-FROM-SOURCE\"",
+            "\"README\"",
+            "join(\"runtime\")",
+        ] {
+            assert!(
+                !code.contains(name),
+                "{file} writes the --from directory's name {name}: use inputs::from_dir"
+            );
+        }
+    }
+}
+
 /// Every guard ARCHITECTURE.md names (`tidy::NAME`) is a test here.
 #[test]
 fn every_guard_the_architecture_names_exists() {

@@ -170,10 +170,10 @@ fn decompress(name: &str, data: &[u8]) -> Result<Vec<u8>> {
 
 /// Compresses `streams` as dist would schedule them and times it.
 pub fn run(streams: &[Stream]) -> Result<Floor> {
-    let (workers, threads) = crate::dist::schedule(measure::cpus(), streams.len(), None);
+    let (workers, threads) = crate::schedule::workers(measure::cpus(), streams.len(), None);
     let mut order: Vec<&Stream> = streams.iter().collect();
     // A long window is compressed on one thread: those streams start first, as in dist.
-    order.sort_by_key(|s| crate::dist::start_order(s.codec.long, s.bytes.len() as u64));
+    order.sort_by_key(|s| crate::schedule::start_order(s.codec.long, s.bytes.len() as u64));
     let next = AtomicUsize::new(0);
     let sizes: Mutex<Vec<Result<u64>>> = Mutex::new(Vec::new());
     let (_, sample) = measure::in_process(|| {

@@ -168,7 +168,7 @@ fn sized(
         fs::read_dir(&fixtures).with_context(|| format!("reading {}", fixtures.display()))?
     {
         let entry = entry?;
-        if entry.file_name() != crate::fixtures::images::DIR {
+        if entry.file_name() != crate::inputs::from_dir::IMAGES {
             std::os::unix::fs::symlink(entry.path(), from.join(entry.file_name()))?;
         }
     }
@@ -186,7 +186,7 @@ fn sized(
             b"0123"[(state & 3) as usize]
         })
         .collect();
-    crate::fixtures::images::write(spec, &from, &[(host, pad)], EPOCH)?;
+    crate::fixtures::standin_images::write(spec, &from, &[(host, pad)], EPOCH)?;
     let out = work.join("sized");
     let inputs = [OsStr::new("--from"), from.as_os_str()];
     let (measured, name) = bundle(spec, exe, host, &inputs, &out, logs, "sized")?;

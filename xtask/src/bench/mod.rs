@@ -316,7 +316,7 @@ impl<'a> Bench<'a> {
             codecs,
             work,
             logs,
-            arch: crate::fetch::host_arch()?,
+            arch: crate::spec::Arch::host()?,
             exe: std::env::current_exe().context("finding the xtask executable")?,
         })
     }

@@ -19,6 +19,7 @@ use anyhow::{bail, Context, Result};
 
 use crate::digest::sha256_bytes;
 use crate::fetch::is_archive;
+use crate::inputs::from_dir;
 use crate::spec::{Arch, Spec};
 
 const MIB: usize = 1 << 20;
@@ -73,7 +74,7 @@ impl Payload {
 /// (listed in its STANDINS: `source/name`, then the architectures it
 /// stands in for when not all).
 pub fn real(fixtures: &Path, arch: Arch) -> Result<Payload> {
-    let standins = fs::read_to_string(fixtures.join("STANDINS"))
+    let standins = fs::read_to_string(fixtures.join(from_dir::STANDINS))
         .with_context(|| format!("reading {}/STANDINS", fixtures.display()))?;
     listed(fixtures, arch, |name| {
         let standin = |line: &str| {
@@ -250,11 +251,11 @@ pub fn write(
         .collect();
     put(&cni_rel, &tgz(&members, true)?)?;
 
-    let standins = fixtures.join("STANDINS");
-    fs::copy(&standins, dir.join("STANDINS"))
+    let standins = fixtures.join(from_dir::STANDINS);
+    fs::copy(&standins, dir.join(from_dir::STANDINS))
         .with_context(|| format!("copying {}", standins.display()))?;
     fs::write(
-        dir.join("README"),
+        dir.join(from_dir::README),
         "kubedist bench input: NOT an upstream release. kubectl and the CNI plugins\n\
          are Debian's real binaries (or, for a small payload, synthesised like the\n\
          rest); kubelet, kubeadm and crictl are synthesised from real ELF bytes\n\

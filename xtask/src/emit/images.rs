@@ -70,7 +70,7 @@ pub(super) fn write_bundle(arch: &StagedArch, epoch: u64, out: &Path) -> Result<
         for blob in std::iter::once(&image.manifest).chain(&image.blobs) {
             let hex = blob.digest.trim_start_matches("sha256:");
             items.insert(
-                format!("blobs/sha256/{hex}"),
+                crate::layout::blob(hex),
                 Item::File {
                     path: blob.path.clone(),
                     size: blob.size,
@@ -91,11 +91,11 @@ pub(super) fn write_bundle(arch: &StagedArch, epoch: u64, out: &Path) -> Result<
     }
     let index = json!({ "schemaVersion": 2, "manifests": listed });
     items.insert(
-        "oci-layout".into(),
-        Item::Bytes(br#"{"imageLayoutVersion":"1.0.0"}"#.to_vec(), 0o644),
+        crate::layout::OCI_LAYOUT.into(),
+        Item::Bytes(crate::layout::OCI_LAYOUT_BYTES.to_vec(), 0o644),
     );
     items.insert(
-        "index.json".into(),
+        crate::layout::INDEX.into(),
         Item::Bytes(serde_json::to_vec(&index)?, 0o644),
     );
     write_tar(out, items, epoch)

@@ -49,9 +49,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use oci_spec::image::{
-    ConfigBuilder, Descriptor, History, HistoryBuilder, ImageConfigurationBuilder, ImageIndex,
-    ImageIndexBuilder, ImageManifest, ImageManifestBuilder, MediaType, Os, PlatformBuilder,
-    RootFsBuilder,
+    ConfigBuilder, Descriptor, History, HistoryBuilder, ImageIndex, ImageIndexBuilder,
+    ImageManifest, ImageManifestBuilder, MediaType,
 };
 use serde::Serialize;
 
@@ -206,32 +205,28 @@ pub fn write(arches: &[StagedArch], oci: &StagedOci, run: &Run) -> Result<PathBu
     let docker: Vec<DockerEntry> = images
         .iter()
         .map(|i| DockerEntry {
-            config: format!("blobs/sha256/{}", i.config),
+            config: crate::layout::blob(&i.config),
             repo_tags: vec![if images.len() == 1 {
                 reference.clone()
             } else {
                 format!("{reference}-{}", i.arch)
             }],
-            layers: i
-                .layers
-                .iter()
-                .map(|l| format!("blobs/sha256/{l}"))
-                .collect(),
+            layers: i.layers.iter().map(|l| crate::layout::blob(l)).collect(),
         })
         .collect();
 
     let mut items: BTreeMap<String, Item> = BTreeMap::new();
     items.insert(
-        "oci-layout".into(),
-        Item::Bytes(br#"{"imageLayoutVersion":"1.0.0"}"#.to_vec(), 0o644),
+        crate::layout::OCI_LAYOUT.into(),
+        Item::Bytes(crate::layout::OCI_LAYOUT_BYTES.to_vec(), 0o644),
     );
-    items.insert("index.json".into(), Item::Bytes(index_json, 0o644));
+    items.insert(crate::layout::INDEX.into(), Item::Bytes(index_json, 0o644));
     items.insert(
         "manifest.json".into(),
         Item::Bytes(canonical_json(&docker)?, 0o644),
     );
     for (hex, data) in blobs.0 {
-        items.insert(format!("blobs/sha256/{hex}"), Item::Bytes(data, 0o644));
+        items.insert(crate::layout::blob(&hex), Item::Bytes(data, 0o644));
     }
     write_tar(&out, items, options.epoch)?;
     Ok(out)
@@ -330,10 +325,10 @@ fn image_sbom(
 /// last layer (`referrer`): the referrers' blobs are added and `index.json`
 /// lists them after the image.
 fn attach_sboms(layout: &Path) -> Result<()> {
-    let blob = |d: &Descriptor| layout.join("blobs/sha256").join(hex_of(d));
+    let blob = |d: &Descriptor| layout.join(crate::layout::blob(&hex_of(d)));
     let read =
         |path: &Path| std::fs::read(path).with_context(|| format!("reading {}", path.display()));
-    let index_path = layout.join("index.json");
+    let index_path = layout.join(crate::layout::INDEX);
     let index: ImageIndex = serde_json::from_slice(&read(&index_path)?)
         .with_context(|| format!("{}: not an image index", index_path.display()))?;
     let top = index
@@ -358,7 +353,7 @@ fn attach_sboms(layout: &Path) -> Result<()> {
         listed.push(referrer(image, doc, &mut blobs)?);
     }
     for (hex, data) in blobs.0 {
-        crate::util::write_bytes_atomic(&layout.join("blobs/sha256").join(hex), &data, 0o644)?;
+        crate::util::write_bytes_atomic(&layout.join(crate::layout::blob(&hex)), &data, 0o644)?;
     }
     let index = ImageIndexBuilder::default()
         .schema_version(2u32)
@@ -663,41 +658,19 @@ impl ImageConfig<'_> {
             ),
             ("io.kubedist.shell".to_string(), base_label),
         ]);
-        let mut platform = PlatformBuilder::default()
-            .architecture(oci_spec::image::Arch::from(self.goarch))
-            .os(Os::Linux);
-        let mut config = ImageConfigurationBuilder::default()
-            .created(self.created.clone())
-            .architecture(oci_spec::image::Arch::from(self.goarch))
-            .os(Os::Linux);
-        if self.goarch == "arm64" {
-            platform = platform.variant("v8");
-            config = config.variant("v8");
-        }
-        let config = config
-            .config(
-                ConfigBuilder::default()
-                    .entrypoint(vec![
-                        "/bin/sh".to_string(),
-                        "/kubedist/entrypoint.sh".to_string(),
-                    ])
-                    .cmd(vec!["install".to_string()])
-                    .env(vec![
-                        "PATH=/bin".to_string(),
-                        // The entrypoint checks the payload's list against it.
-                        format!("KUBEDIST_SHA256SUMS={}", self.sha256sums),
-                    ])
-                    .working_dir("/")
-                    .labels(labels.clone())
-                    .build()?,
-            )
-            .rootfs(
-                RootFsBuilder::default()
-                    .typ("layers")
-                    .diff_ids(diff_ids)
-                    .build()?,
-            )
-            .history(history)
+        let config = ConfigBuilder::default()
+            .entrypoint(vec![
+                "/bin/sh".to_string(),
+                "/kubedist/entrypoint.sh".to_string(),
+            ])
+            .cmd(vec!["install".to_string()])
+            .env(vec![
+                "PATH=/bin".to_string(),
+                // The entrypoint checks the payload's list against it.
+                format!("KUBEDIST_SHA256SUMS={}", self.sha256sums),
+            ])
+            .working_dir("/")
+            .labels(labels)
             .build()?;
         let annotations = HashMap::from([
             (
@@ -711,10 +684,15 @@ impl ImageConfig<'_> {
         ]);
         crate::layout::add_image(
             blobs,
-            &config,
-            layer_descriptors,
-            annotations,
-            platform.build()?,
+            crate::layout::Image {
+                goarch: self.goarch.to_string(),
+                created: self.created.clone(),
+                config,
+                layers: layer_descriptors,
+                diff_ids,
+                history,
+                annotations,
+            },
         )
     }
 }

@@ -17,17 +17,17 @@ use sha2::Sha256;
 use super::codec::Codecs;
 use super::Options;
 use crate::spec::{Arch, Family, Spec, SysextOs};
-use crate::stage::{self, Sources, Staged, StagedArch};
+use crate::stage::{self, Programs, Staged, StagedArch};
 use crate::util::hex;
 
 const EPOCH: u64 = 1_700_000_000;
 
 /// Small files in place of the upstream and built binaries.
-struct FakeSources {
+struct FakePrograms {
     dir: PathBuf,
 }
 
-impl FakeSources {
+impl FakePrograms {
     fn file(&self, name: &str, body: &str) -> PathBuf {
         let path = self.dir.join(name);
         fs::write(&path, body).unwrap();
@@ -35,7 +35,7 @@ impl FakeSources {
     }
 }
 
-impl Sources for FakeSources {
+impl Programs for FakePrograms {
     fn upstream(&self, source: &str, member: &str) -> Result<Vec<(String, PathBuf)>> {
         Ok(if member == "*" {
             ["bridge", "loopback"]
@@ -83,7 +83,7 @@ fn staged(tmp: &Path) -> StagedArch {
     let spec = Spec::load(&crate::util::repo_root()).unwrap();
     let sources_dir = tmp.join("sources");
     fs::create_dir_all(&sources_dir).unwrap();
-    let sources = FakeSources { dir: sources_dir };
+    let sources = FakePrograms { dir: sources_dir };
     let packages = spec
         .packages
         .iter()

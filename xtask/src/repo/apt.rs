@@ -75,7 +75,7 @@ pub fn publish(
         files::create_dir(dest.parent().context("pool path has no parent")?)?;
         files::copy_atomic(deb, &dest, files::FILE_MODE)?;
         // Its SBOM beside it, when dist made one (checked with the deb by
-        // inputs::read_dist_dir): it names the deb's digest, which the
+        // incoming::read_dist_dir): it names the deb's digest, which the
         // signed Packages index gives too.
         let sbom = crate::sbom::path_of(deb);
         if sbom.is_file() {

@@ -37,7 +37,7 @@ pub(crate) mod closure;
 pub(crate) mod debfile;
 mod files;
 mod image;
-pub(crate) mod inputs;
+pub(crate) mod incoming;
 pub(crate) mod rpmfile;
 mod state;
 pub mod synth;
@@ -373,7 +373,7 @@ fn read_adds(args: &Args) -> Result<Adds> {
     let mut adds = Adds::default();
     let mut sha256 = BTreeMap::new();
     for dir in &args.from {
-        let found = inputs::read_dist_dir(dir)?;
+        let found = incoming::read_dist_dir(dir)?;
         let channel = match args.channels {
             Layout::Flat => String::new(),
             Layout::Minor if found.debs.is_empty() && found.rpms.is_empty() => String::new(),
@@ -391,8 +391,8 @@ fn read_adds(args: &Args) -> Result<Adds> {
     // added once, different ones refuse the run. (Of sysext images with one
     // name the highest revision is served: sysext.rs decides.)
     for (debs, rpms) in adds.packages.values_mut() {
-        inputs::one_per_name(debs, &sha256)?;
-        inputs::one_per_name(rpms, &sha256)?;
+        incoming::one_per_name(debs, &sha256)?;
+        incoming::one_per_name(rpms, &sha256)?;
     }
     Ok(adds)
 }

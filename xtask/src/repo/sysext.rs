@@ -137,7 +137,7 @@ fn publish_planned(
             place(source, &dest)?;
             sums.push_str(&format!("{sha256}  {name}\n"));
             // Its SBOM beside it (checked with the image by
-            // inputs::read_dist_dir, or served with it before, under
+            // incoming::read_dist_dir, or served with it before, under
             // either name).
             let sbom = [served_sbom(source), crate::sbom::path_of(source)]
                 .into_iter()

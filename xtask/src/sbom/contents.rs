@@ -153,14 +153,18 @@ fn image(path: &Path) -> Result<Vec<Held>> {
     for entry in outer.entries()? {
         let entry = entry?;
         let name = entry.path()?.to_string_lossy().into_owned();
-        let Some(digest) = name.trim_start_matches("./").strip_prefix("blobs/sha256/") else {
+        let Some(digest) = name
+            .trim_start_matches("./")
+            .strip_prefix(crate::layout::BLOBS)
+            .and_then(|rest| rest.strip_prefix('/'))
+        else {
             continue;
         };
         let digest = digest.to_string();
         let mut blob = io::BufReader::new(entry);
         // Layers are gzip'd tars; the configs and manifests are JSON.
         if blob.fill_buf()?.starts_with(&[0x1f, 0x8b]) {
-            let prefix = format!("/blobs/sha256/{digest}");
+            let prefix = format!("/{}", crate::layout::blob(&digest));
             out.extend(tar(flate2::read::GzDecoder::new(blob), &prefix)?);
         }
     }

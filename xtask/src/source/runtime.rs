@@ -11,9 +11,6 @@ use anyhow::{Context, Result};
 use super::{build_pinned, Go, Recipes};
 use crate::spec::Arch;
 
-/// Where a `--from` directory holds the runtime.
-pub const DIR: &str = "runtime";
-
 /// `pkg/runtime.toml`: recipe → version.
 pub fn versions(root: &Path) -> Result<BTreeMap<String, String>> {
     let path = root.join("pkg/runtime.toml");
@@ -33,7 +30,10 @@ pub fn write(root: &Path, go: &Go, arches: &[Arch], dir: &Path) -> Result<()> {
             for (program, path) in programs {
                 let bytes =
                     std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
-                let dest = dir.join(DIR).join(arch.go_name()).join(&program);
+                let dest = dir
+                    .join(crate::inputs::from_dir::RUNTIME)
+                    .join(arch.go_name())
+                    .join(&program);
                 crate::util::write_bytes_atomic(&dest, &bytes, 0o755)?;
             }
         }

@@ -48,7 +48,7 @@ fn blob_path(layout: &Path, digest: &str) -> Result<PathBuf> {
         .strip_prefix("sha256:")
         .filter(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()))
         .with_context(|| format!("{digest:?} is not a sha256 digest"))?;
-    Ok(layout.join("blobs/sha256").join(hex))
+    Ok(layout.join(crate::layout::blob(hex)))
 }
 
 /// The blob a descriptor names, checked against its digest and size.
@@ -103,7 +103,7 @@ pub fn blob_descriptors(manifest: &Value) -> Vec<&Value> {
 
 /// Every image of `images`, for `arch`, from the OCI layout `layout`.
 pub fn stage(layout: &Path, images: &[Image], arch: Arch) -> Result<Vec<StagedImage>> {
-    let index = json(&layout.join("index.json"))?;
+    let index = json(&layout.join(crate::layout::INDEX))?;
     let listed = index["manifests"].as_array().cloned().unwrap_or_default();
     let mut staged = Vec::new();
     for image in images {
@@ -163,8 +163,8 @@ mod tests {
             (Arch::Amd64, b"amd64 program".to_vec()),
             (Arch::Arm64, b"arm64 program".to_vec()),
         ];
-        crate::fixtures::images::write(&spec, dir, &standins, 1_700_000_000).unwrap();
-        (spec, dir.join(crate::fixtures::images::DIR))
+        crate::fixtures::standin_images::write(&spec, dir, &standins, 1_700_000_000).unwrap();
+        (spec, dir.join(crate::inputs::from_dir::IMAGES))
     }
 
     #[test]

@@ -18,20 +18,15 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use anyhow::{bail, Context, Result};
-use oci_spec::image::{
-    ConfigBuilder, Descriptor, HistoryBuilder, ImageConfigurationBuilder, ImageIndexBuilder,
-    MediaType, Os, PlatformBuilder, RootFsBuilder,
-};
+use oci_spec::image::{ConfigBuilder, Descriptor, HistoryBuilder, ImageIndexBuilder, MediaType};
 use serde::Deserialize;
 
 use super::{build_pinned, pins_dir, program_name, Go, Recipes};
 use crate::archive::{add_parent_dirs, append_tar, Item};
 use crate::emit::codec::{self, Codec, Kind};
+use crate::inputs::from_dir;
 use crate::layout::{canonical_json, Blobs};
 use crate::spec::{Arch, Image, Images, Spec};
-
-/// Where a `--from` directory holds the pins of the images built here.
-pub const PINS: &str = "images.toml";
 
 /// The `record` of each pin: where its digest comes from.
 const RECORD: &str = "built from source by kubedist (cargo xtask source --images)";
@@ -279,17 +274,18 @@ pub fn write(spec: &Spec, go: &Go, images: &Images, arches: &[Arch], dir: &Path)
         });
         listed.push(top);
     }
-    crate::layout::write_dir(&dir.join(crate::fixtures::images::DIR), listed, blobs)?;
+    crate::layout::write_dir(&dir.join(from_dir::IMAGES), listed, blobs)?;
     let pins = Images {
         kubernetes: images.kubernetes.clone(),
         images: pins,
     };
     let text = format!(
         "# The images `cargo xtask source --images` built, in pkg/images.toml's format:\n\
-         # `cargo xtask dist --from DIR --image-pins DIR/{PINS}` bundles them.\n{}",
+         # `cargo xtask dist --from DIR --image-pins DIR/{}` bundles them.\n{}",
+        from_dir::IMAGE_PINS,
         toml::to_string(&pins).context("writing the images' pins")?
     );
-    crate::util::write_bytes_atomic(&dir.join(PINS), text.as_bytes(), 0o644)
+    crate::util::write_bytes_atomic(&dir.join(from_dir::IMAGE_PINS), text.as_bytes(), 0o644)
 }
 
 /// A layer's files and its history line.
@@ -325,7 +321,7 @@ fn base_layer() -> Layer {
 /// Debian's packages of `recipe` for `arch`, their documentation left out
 /// but for the copyright files, with the recipe's links.
 fn debian_layer(spec: &Spec, recipe: &ImageRecipe, arch: Arch) -> Result<Layer> {
-    use crate::fixtures::debian;
+    use crate::fetch::debian;
     let debarch = spec.families.deb.arch_name(arch)?;
     debian::require_arch(debarch, crate::util::is_root())?;
     let mut items = BTreeMap::new();
@@ -536,44 +532,26 @@ fn manifest(
         ),
         (BUILT_FROM_SOURCE_LABEL.to_string(), described.to_string()),
     ]);
-    let goarch = arch.go_name();
-    let mut platform = PlatformBuilder::default()
-        .architecture(oci_spec::image::Arch::from(goarch))
-        .os(Os::Linux);
-    let mut config = ImageConfigurationBuilder::default()
-        .created(date.to_string())
-        .architecture(oci_spec::image::Arch::from(goarch))
-        .os(Os::Linux);
-    if arch == Arch::Arm64 {
-        platform = platform.variant("v8");
-        config = config.variant("v8");
-    }
-    let config = config
-        .config(
-            ConfigBuilder::default()
-                .entrypoint(recipe.entrypoint.clone())
-                .env(vec![
-                    "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".to_string(),
-                ])
-                .user(recipe.user.clone())
-                .working_dir("/")
-                .labels(labels)
-                .build()?,
-        )
-        .rootfs(
-            RootFsBuilder::default()
-                .typ("layers")
-                .diff_ids(diff_ids)
-                .build()?,
-        )
-        .history(history)
+    let config = ConfigBuilder::default()
+        .entrypoint(recipe.entrypoint.clone())
+        .env(vec![
+            "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".to_string(),
+        ])
+        .user(recipe.user.clone())
+        .working_dir("/")
+        .labels(labels)
         .build()?;
     let (manifest, _) = crate::layout::add_image(
         blobs,
-        &config,
-        descriptors,
-        HashMap::new(),
-        platform.build()?,
+        crate::layout::Image {
+            goarch: arch.go_name().to_string(),
+            created: date.to_string(),
+            config,
+            layers: descriptors,
+            diff_ids,
+            history,
+            annotations: HashMap::new(),
+        },
     )?;
     Ok(manifest)
 }

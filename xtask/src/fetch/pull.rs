@@ -49,7 +49,7 @@ pub fn ensure(
     lock: Option<&mut Lock>,
 ) -> Result<PathBuf> {
     let layout = cache.join("images");
-    let blobs = layout.join("blobs/sha256");
+    let blobs = layout.join(crate::layout::BLOBS);
     std::fs::create_dir_all(&blobs).with_context(|| format!("creating {}", blobs.display()))?;
     // A killed fetch's scratch directory goes with the next one.
     for entry in std::fs::read_dir(&layout).with_context(|| layout.display().to_string())? {
@@ -121,13 +121,13 @@ pub fn ensure(
         }
     }
     crate::util::write_bytes_atomic(
-        &layout.join("oci-layout"),
-        br#"{"imageLayoutVersion":"1.0.0"}"#,
+        &layout.join(crate::layout::OCI_LAYOUT),
+        crate::layout::OCI_LAYOUT_BYTES,
         0o644,
     )?;
     let index = json!({ "schemaVersion": 2, "manifests": listed });
     crate::util::write_bytes_atomic(
-        &layout.join("index.json"),
+        &layout.join(crate::layout::INDEX),
         &serde_json::to_vec(&index)?,
         0o644,
     )?;
@@ -381,7 +381,8 @@ mod tests {
             .iter()
             .map(|&a| (a, format!("{a} program").into_bytes()))
             .collect();
-        crate::fixtures::images::write(&spec, tmp.path(), &standins, 1_700_000_000).unwrap();
+        crate::fixtures::standin_images::write(&spec, tmp.path(), &standins, 1_700_000_000)
+            .unwrap();
         // The fixtures' layout as the cache, each image pinned to its index
         // there: nothing is pulled.
         let blob = |digest: &str| -> Value {

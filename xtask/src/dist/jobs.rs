@@ -1,0 +1,275 @@
+//! dist's jobs: one per artifact, ordered and run through `schedule`, each
+//! written by its format or copied from the artifact cache, with its SBOM.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+
+use super::Plan;
+use crate::emit::{self, Families, Input, Job, Options};
+use crate::stage::{Staged, StagedArch, StagedOci};
+use crate::{sbom, schedule};
+
+/// The jobs of the formats asked for, in the order they should start.
+pub(super) fn jobs<'a>(
+    plan: &Plan,
+    staged: &'a [StagedArch],
+    oci: Option<&'a StagedOci>,
+) -> Vec<Job<'a>> {
+    let mut jobs: Vec<Job> = plan
+        .formats
+        .iter()
+        .flat_map(|format| emit::jobs(*format, staged, oci))
+        .collect();
+    jobs.sort_by_key(|j| {
+        schedule::start_order(emit::one_thread(j.format, &plan.options.codecs), size(j))
+    });
+    jobs
+}
+
+/// Writes every job's artifact into `work/artifacts` (or copies it from the
+/// artifact cache), several at a time, each with its SBOM.
+/// `requested`: `--jobs`, the number written at once.
+pub(super) fn write_artifacts(
+    plan: &Plan,
+    requested: Option<usize>,
+    jobs: &[Job],
+    origins: &[sbom::Origin],
+    work: &Path,
+) -> Result<Vec<Built>> {
+    let built_dir = work.join("artifacts");
+    fs::create_dir(&built_dir).with_context(|| format!("creating {}", built_dir.display()))?;
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let (workers, threads) = schedule::workers(cpus, jobs.len(), requested);
+    let options = Options {
+        threads,
+        ..plan.options.clone()
+    };
+    eprintln!(
+        "==> writing {} artifacts ({workers} at a time, {threads} encoder threads each; {})",
+        jobs.len(),
+        options.codecs
+    );
+    let done = AtomicUsize::new(0);
+    schedule::run(jobs, workers, &|job| {
+        let started = Instant::now();
+        let built = write_with_sbom(plan, &options, job, origins, &built_dir, work)
+            .with_context(|| label(job))?;
+        let n = done.fetch_add(1, Ordering::SeqCst) + 1;
+        eprintln!(
+            "    [{n}/{}] {} ({:.1} s{})",
+            jobs.len(),
+            built.path.file_name().unwrap_or_default().to_string_lossy(),
+            started.elapsed().as_secs_f64(),
+            if built.cached { ", cached" } else { "" }
+        );
+        Ok(built)
+    })
+}
+
+/// One job's artifact (`write_artifact`) and its SBOM.
+fn write_with_sbom(
+    plan: &Plan,
+    options: &Options,
+    job: &Job,
+    origins: &[sbom::Origin],
+    built_dir: &Path,
+    work: &Path,
+) -> Result<Built> {
+    let (path, sha256, cache_key, cached) =
+        write_artifact(plan, options, job, origins, built_dir, work)?;
+    let sha256 = match sha256 {
+        Some(sha) => sha,
+        None => crate::digest::sha256_file(&path)?,
+    };
+    let sbom = sbom::path_of(&path);
+    let doc = sbom::document(
+        &path,
+        &sha256,
+        &subject(plan, job, &path),
+        origins,
+        plan.options.epoch,
+    )
+    .with_context(|| format!("the SBOM of {}", path.display()))?;
+    crate::util::write_bytes_atomic(&sbom, &doc, 0o644)?;
+    Ok(Built {
+        path,
+        sha256,
+        sbom,
+        cache_key,
+        cached,
+    })
+}
+
+/// What the SBOM of `job`'s artifact `path` says it is.
+fn subject(plan: &Plan, job: &Job, path: &Path) -> sbom::Subject {
+    let file_name = path
+        .file_name()
+        .unwrap_or_default()
+        .to_string_lossy()
+        .into_owned();
+    let release = format!("{}-{}", plan.k8s_version, plan.spec.release.revision);
+    let (name, version, purl) = match &job.input {
+        emit::Input::Package(pkg) => (
+            pkg.name.clone(),
+            pkg.version.clone(),
+            format!(
+                "pkg:{}/kubedist/{}@{}?arch={}",
+                pkg.family, pkg.name, pkg.version, pkg.arch_name
+            ),
+        ),
+        emit::Input::Arch(staged) => (
+            file_name.clone(),
+            release.clone(),
+            format!(
+                "pkg:generic/kubedist/{file_name}@{release}?arch={}",
+                staged.arch
+            ),
+        ),
+        emit::Input::Image(_, oci) => {
+            let name = oci.repository.rsplit('/').next().unwrap_or(&oci.repository);
+            (
+                name.to_string(),
+                oci.tag.clone(),
+                format!(
+                    "pkg:oci/{name}?repository_url={}&tag={}",
+                    oci.repository, oci.tag
+                ),
+            )
+        }
+    };
+    sbom::Subject {
+        name,
+        version,
+        purl,
+        licence: plan.options.license.clone(),
+    }
+}
+
+/// One job's artifact, written or copied from the artifact cache: `(path,
+/// SHA-256 when known, cache key, whether it was cached)`.
+fn write_artifact(
+    plan: &Plan,
+    options: &Options,
+    job: &Job,
+    origins: &[sbom::Origin],
+    built_dir: &Path,
+    work: &Path,
+) -> Result<(PathBuf, Option<String>, Option<String>, bool)> {
+    let key = match &plan.cache {
+        Some(cache) => Some(cache.key(&describe(job, &plan.k8s_version, options, origins)?)),
+        None => None,
+    };
+    if let (Some(cache), Some(key)) = (&plan.cache, &key) {
+        if let Some(hit) = cache.fetch(key, built_dir)? {
+            return Ok((hit.path, Some(hit.sha256), Some(key.clone()), true));
+        }
+    }
+    let run = emit::Run {
+        k8s_version: &plan.k8s_version,
+        options,
+        origins,
+        work,
+        out_dir: built_dir,
+    };
+    let path = job.format.write(&job.input, &run)?;
+    let sha256 = match (&plan.cache, &key) {
+        (Some(cache), Some(key)) => Some(cache.store(key, &path)?),
+        _ => None,
+    };
+    Ok((path, sha256, key, false))
+}
+
+/// The payload a job compresses, in bytes, for scheduling.
+fn size(job: &Job) -> u64 {
+    let files = |s: &Staged| s.package_files().map(|f| f.size).sum::<u64>();
+    match (job.input, job.format.about().families) {
+        (Input::Package(p), _) => files(p),
+        // One family's files: about half the tarball.
+        (Input::Arch(arch), Families::Own(_) | Families::OfTheSysextImage) => arch
+            .packages
+            .iter()
+            .filter_map(|p| p.rpm.as_ref().or(p.deb.as_ref()))
+            .map(files)
+            .sum(),
+        (Input::Arch(arch), Families::All) => tarball_size(arch),
+        (Input::Arch(arch), Families::None) => arch
+            .images
+            .iter()
+            .flatten()
+            .flat_map(|i| &i.blobs)
+            .map(|b| b.size)
+            .sum(),
+        (Input::Image(arches, _), _) => arches.iter().map(tarball_size).sum(),
+    }
+}
+
+/// What a job's errors name.
+fn label(job: &Job) -> String {
+    match job.input {
+        Input::Package(p) => format!("{} {} ({})", p.family, p.name, p.arch),
+        Input::Arch(arch) => format!("{} ({})", job.format.about().name, arch.arch),
+        Input::Image(..) => job.format.about().name.to_string(),
+    }
+}
+
+/// Everything the artifact's bytes depend on besides the program that
+/// writes it: the format, its codec and level, the options, and the staged
+/// input (its files by digest, never by scratch path); for the installer
+/// image, which carries its own SBOM, also what its files came from. The
+/// cache key is the hash of this and of the program.
+fn describe(
+    job: &Job,
+    k8s_version: &str,
+    options: &Options,
+    origins: &[sbom::Origin],
+) -> Result<String> {
+    let format = job.format.about().name;
+    let codec = options.codecs.of(job.format.about().codec_of);
+    let input = match job.input {
+        Input::Package(p) => serde_json::to_string(p)?,
+        Input::Arch(arch) => serde_json::to_string(arch)?,
+        Input::Image(arches, oci) => serde_json::to_string(&(arches, oci, origins))?,
+    };
+    // The signing key's fingerprint: a tarball signed by another key (or
+    // by none) is another artifact.
+    let signer = options
+        .signer
+        .as_ref()
+        .map_or(String::new(), |k| k.fingerprint());
+    // Only a run that carries the bundle says so: other keys stay as they were.
+    let carry = if options.carry_images {
+        "carries the images bundle\n"
+    } else {
+        ""
+    };
+    Ok(format!(
+        "{format}\n{codec}\n{}\n{} {}\n{k8s_version}\n{signer}\n{carry}{input}\n",
+        options.epoch, options.homepage, options.license
+    ))
+}
+
+/// The payload of one architecture's tarball, in bytes.
+fn tarball_size(arch: &StagedArch) -> u64 {
+    arch.packages
+        .iter()
+        .flat_map(|p| p.all())
+        .flat_map(|s| &s.files)
+        .map(|f| f.size)
+        .sum()
+}
+
+/// An artifact written by a job: where, its SHA-256, its SBOM, and whether
+/// it came from the artifact cache.
+pub(super) struct Built {
+    pub path: PathBuf,
+    pub sha256: String,
+    /// `<artifact>.spdx.json`, beside it.
+    pub sbom: PathBuf,
+    /// Its artifact cache entry, kept when the cache is pruned.
+    pub cache_key: Option<String>,
+    pub cached: bool,
+}
