@@ -970,7 +970,7 @@ pub fn leftover_placeholder(text: &str) -> Option<&str> {
 
 /// Paths end up in maintainer scripts and archive manifests: keep them to
 /// characters that need no quoting anywhere.
-fn check_path(path: &str) -> Result<()> {
+pub(crate) fn check_path(path: &str) -> Result<()> {
     let ok = path.starts_with('/')
         && path.len() > 1
         && !path.ends_with('/')

@@ -862,6 +862,82 @@ fn family_facts_are_written_only_in_families_toml() {
 }
 
 #[test]
+fn the_installer_takes_exactly_the_paths_dist_stages() {
+    // A path dist stages (stage.rs, check_path) is one the tarball's
+    // install.sh accepts in its MANIFEST and SHA256SUMS and writes to, and
+    // a path install.sh refuses is one dist never stages: the two rules are
+    // run on the same cases, every printable ASCII character among them.
+    let script = read("installer/install.sh");
+    let safe_path = shell_function(&script, "safe_path");
+    let mut cases: Vec<String> = [
+        "/usr/bin/kubelet",
+        "/etc/kubernetes/manifests",
+        "/usr/lib/kubedist/kubelet/v1.38.0-rc.1/kubelet",
+        "/var/lib/kubedist/.state.kubedist-tmp",
+        "/opt/cni/bin/host-local",
+        "/usr/share/bash-completion/completions/kubeadm",
+        "/etc/systemd/system/kubelet.service.d/10-kubeadm.conf",
+        "//etc",
+        "/etc//kubernetes",
+        "/etc/./kubernetes",
+        "/etc/../root",
+        "/etc/..",
+        "/etc/.",
+        "/..",
+        "/.",
+        "/etc/...",
+        "/etc/.hidden",
+        "",
+        "etc/kubernetes",
+        "./etc",
+        "../etc",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    for c in (0x20u8..0x7f).map(char::from) {
+        cases.push(format!("/usr/a{c}b"));
+        cases.push(format!("/usr/{c}"));
+    }
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "{safe_path}\n}}\nfor p; do if safe_path \"$p\"; then echo 1; else echo 0; fi; done"
+        ))
+        .arg("sh")
+        .args(&cases)
+        .output()
+        .expect("running sh");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let shell: Vec<bool> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| l == "1")
+        .collect();
+    assert_eq!(shell.len(), cases.len());
+    for (path, installer) in cases.iter().zip(shell) {
+        let dist = crate::stage::check_path(path).is_ok();
+        // The installer also reads relative names (SHA256SUMS, MANIFEST)
+        // and directories with a trailing slash: those are dist's rule
+        // applied to the absolute path.
+        let absolute = match path.strip_suffix('/') {
+            Some(dir) if path.starts_with('/') => dir.to_string(),
+            _ if !path.starts_with('/') && !path.is_empty() => format!("/{path}"),
+            _ => path.clone(),
+        };
+        let expected = dist || crate::stage::check_path(&absolute).is_ok();
+        assert_eq!(
+            installer, expected,
+            "{path:?}: install.sh's safe_path says {installer}, dist's check_path {dist}"
+        );
+    }
+}
+
+#[test]
 fn the_installer_applies_the_kernel_prerequisites_as_the_packages_do() {
     // Written once, in pkg/scripts/kernel-apply; staging puts it in.
     let fragment = read("pkg/scripts/kernel-apply");
