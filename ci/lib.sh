@@ -542,18 +542,49 @@ kd_keep_output() {
     printf '%s\n' "$out"
 }
 
-# kd_listing DIR : every path under DIR (but proc, sys, dev, run and tmp)
-# with its type, mode, numeric owner and link target, plus the sha256 of
-# every regular file, sorted: what "nothing changed" is checked against.
+# kd_listing DIR [--mtime] [PRUNE...] : every path under DIR on its file
+# system but the kernel's and the scratch ones (/proc /sys /dev /run /tmp)
+# and PRUNE... (as seen from DIR), one tab-separated line each: path (as seen
+# from DIR: /etc/hosts), type,
+# mode, numeric owner, link target, the sha256 of a regular file (- for
+# others) and, with --mtime, the modification time; sorted. What "nothing
+# changed" and "nothing left behind" are checked against, here and, through
+# `kd_function kd_listing`, in a root or on a booted node (POSIX sh, GNU find).
 kd_listing() {
     (
-        cd "$1"
-        prune='( -path ./proc -o -path ./sys -o -path ./dev -o -path ./run -o -path ./tmp )'
-        # shellcheck disable=SC2086 # $prune is a list of find arguments
-        find . $prune -prune -o -printf '%p %y %m %U:%G %l\n'
-        # shellcheck disable=SC2086
-        find . $prune -prune -o -type f -print0 | xargs -0 -r sha256sum | awk '{ print $2, "sha256", $1 }'
+        cd "$1" || exit 1
+        shift
+        kl_time=
+        if [ "${1:-}" = --mtime ]; then
+            kl_time='\t%T@'
+            shift
+        fi
+        kl_prune=
+        for kl_p in /proc /sys /dev /run /tmp "$@"; do kl_prune="$kl_prune -path .$kl_p -o"; done
+        {
+            # shellcheck disable=SC2086 # $kl_prune is find's words, no globs
+            find . -xdev \( $kl_prune -false \) -prune -o -printf "M\t%p\t%y\t%m\t%U:%G\t%l$kl_time\n"
+            # shellcheck disable=SC2086
+            find . -xdev \( $kl_prune -false \) -prune -o -type f -exec sha256sum {} + | sed 's/^/S\t/'
+        } | awk -F '\t' -v OFS='\t' '
+            function seen_from_dir(p) { return p == "." ? "/" : substr(p, 2) }
+            $1 == "S" { sum[seen_from_dir(substr($2, 67))] = substr($2, 1, 64); next }
+            { meta[seen_from_dir($2)] = $0 }
+            END {
+                for (p in meta) {
+                    n = split(meta[p], f, "\t")
+                    line = p OFS f[3] OFS f[4] OFS f[5] OFS f[6] OFS (p in sum ? sum[p] : "-")
+                    if (n > 6) line = line OFS f[7]
+                    print line
+                }
+            }'
     ) | LC_ALL=C sort
+}
+
+# kd_function NAME : the text of lib.sh's function NAME, for a script that
+# runs in a root or on a booted node, where lib.sh is not.
+kd_function() {
+    sed -n "/^$1() {\$/,/^}\$/p" "$KD_REPO/ci/lib.sh"
 }
 
 # --- the OpenRC and runit suites' inputs --------------------------------------

@@ -89,13 +89,13 @@ REFERENCE_ARGV='["/usr/bin/kubelet","--bootstrap-kubeconfig=/etc/kubernetes/boot
 # Shell functions for the scripts that run inside a booted root.
 PRELUDE=$(
 	cat "$KD_REPO/ci/standin-helpers.sh"
+	kd_function kd_listing
 	cat <<'EOF'
 unit() { systemctl show -p "$1" --value kubelet; }
 # host_listing : every path of the host's root file system but the kernel's,
-# the runtime's and the test's own scratch (/srv, /tmp, /var/log).
-host_listing() {
-	find / -xdev \( -path /proc -o -path /sys -o -path /dev -o -path /run -o -path /tmp -o -path /srv -o -path /var/log \) -prune -o -print | sort
-}
+# the runtime's and the test's own scratch (/srv, /tmp, /var/log). Paths
+# only: a booted init system rewrites files of its own (OpenRC's cache).
+host_listing() { kd_listing / /srv /var/log | cut -f1; }
 # bundle_images : how many images the bundle in /var/lib/kubedist/images holds.
 bundle_images() { tar -xOf /var/lib/kubedist/images/*.oci.tar index.json | jq '.manifests | length'; }
 # running_recorded : systemd runs the kubelet, and the stand-in's record is

@@ -104,7 +104,7 @@ new_root() {
 # What apt and dpkg keep about their own work, and nothing else: package
 # database and lists, downloaded archives, debconf's database, their logs, and
 # the linker cache that libc-bin's trigger rewrites.
-BOOKKEEPING='\./(var/lib/dpkg|var/lib/apt|var/cache/apt|var/cache/debconf|var/cache/ldconfig|var/log/apt|var/log/dpkg\.log|var/log/alternatives\.log|etc/ld\.so\.cache)( |/)'
+BOOKKEEPING='/(var/lib/dpkg|var/lib/apt|var/cache/apt|var/cache/debconf|var/cache/ldconfig|var/log/apt|var/log/dpkg\.log|var/log/alternatives\.log|etc/ld\.so\.cache)([[:space:]]|/)'
 
 # package_states ROOT : "name version status" for those of our five packages
 # dpkg knows about (one without conffiles or postrm is forgotten on remove).

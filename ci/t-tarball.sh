@@ -30,8 +30,8 @@
 #      package's kubectl; refused, then replaced and restored
 #
 # "Nothing written" and "nothing changed" are checked against a listing of
-# the whole root (all but /proc, /sys, /dev, /run and /tmp) with type, mode,
-# owner, size, sha256 and, where it matters, mtime of every file.
+# the whole root (kd_listing: all but /proc, /sys, /dev, /run and /tmp) with
+# type, mode, owner, sha256 and, where it matters, mtime of every file.
 #
 # Wall time: about 2 to 2.5 min on 2 cores with the base tarballs cached.
 
@@ -90,6 +90,7 @@ new_root() {
 # Shell functions every in-root script starts with.
 PRELUDE=$(
 	cat "$KD_REPO/ci/standin-helpers.sh"
+	kd_function kd_listing
 	cat <<'EOF'
 TAB=$(printf '\t')
 PREV=$(echo /srv/kd/prev/kubedist-*-linux-amd64)
@@ -136,37 +137,22 @@ one_line_error() {
 	[ "$(wc -l </tmp/out)" = 1 ] || fail "expected one line of error"
 	said "$1"
 }
-# listing DIR : every entry under DIR (but /proc, /sys, /dev, /run, /tmp)
-# with type, mode, size, mtime and link target: a snapshot without the
-# sha256s, enough to see that a refusal wrote nothing.
-listing() {
-	find "$1" \( -path /proc -o -path /sys -o -path /dev -o -path /run -o -path /tmp \) -prune -o \
-		-printf '%p\t%y\t%m\t%s\t%T@\t%l\n' | sort
-}
+# listing DIR : kd_listing DIR --mtime, enough to see that a refusal wrote
+# nothing there.
+listing() { kd_listing "$1" --mtime; }
 
-# snapshot FILE [mtime] [PRUNE...] : every entry under / but /proc, /sys,
-# /dev, /run, /tmp (and PRUNE...): type, mode, owner, symlink target, and for
-# files size and sha256 (and mtime, with "mtime").
+# snapshot FILE [mtime] [PRUNE...] : the root's kd_listing (without PRUNE...)
+# in FILE; with "mtime", the regular files' modification times too (a
+# directory's changes with every file made and removed in it, the lock's).
 snapshot() {
 	out=$1
 	shift
-	mt=
 	if [ "${1:-}" = mtime ]; then
-		mt='\t%T@'
 		shift
+		kd_listing / --mtime "$@" | awk -F "$TAB" -v OFS="$TAB" '$2 != "f" { $7 = "" } 1' >"$out"
+	else
+		kd_listing / "$@" >"$out"
 	fi
-	set -- /proc /sys /dev /run /tmp "$@"
-	prune=
-	for p; do prune="$prune -path $p -o"; done
-	# shellcheck disable=SC2086 # $prune is find's words, no globs
-	find / \( $prune -false \) -prune -o -type f -printf "%p\tf\t%m\t%U:%G\t%s$mt\n" | sort >"$out.meta"
-	# shellcheck disable=SC2086
-	find / \( $prune -false \) -prune -o ! -type f -printf '%p\t%y\t%m\t%U:%G\t%l\n' >"$out.other"
-	# shellcheck disable=SC2086
-	find / \( $prune -false \) -prune -o -type f -exec sha256sum {} + |
-		awk '{ print substr($0, 67) "\t" $1 }' | sort >"$out.sums"
-	join -t "$TAB" "$out.meta" "$out.sums" | cat - "$out.other" | sort >"$out"
-	rm -f "$out.meta" "$out.other" "$out.sums"
 }
 same_snapshot() { # A B WHAT
 	diff -u "$1" "$2" >/tmp/snapdiff || { head -n 40 /tmp/snapdiff; fail "$3"; }
