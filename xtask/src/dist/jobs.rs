@@ -56,7 +56,7 @@ pub(super) fn write_artifacts(
     let done = AtomicUsize::new(0);
     schedule::run(jobs, workers, &|job| {
         let started = Instant::now();
-        let built = write_with_sbom(plan, &options, job, origins, &built_dir, work)
+        let built = write_artifact(plan, &options, job, origins, &built_dir, work)
             .with_context(|| label(job))?;
         let n = done.fetch_add(1, Ordering::SeqCst) + 1;
         eprintln!(
@@ -67,40 +67,6 @@ pub(super) fn write_artifacts(
             if built.cached { ", cached" } else { "" }
         );
         Ok(built)
-    })
-}
-
-/// One job's artifact (`write_artifact`) and its SBOM.
-fn write_with_sbom(
-    plan: &Plan,
-    options: &Options,
-    job: &Job,
-    origins: &[sbom::Origin],
-    built_dir: &Path,
-    work: &Path,
-) -> Result<Built> {
-    let (path, sha256, cache_key, cached) =
-        write_artifact(plan, options, job, origins, built_dir, work)?;
-    let sha256 = match sha256 {
-        Some(sha) => sha,
-        None => crate::digest::sha256_file(&path)?,
-    };
-    let sbom = sbom::path_of(&path);
-    let doc = sbom::document(
-        &path,
-        &sha256,
-        &subject(plan, job, &path),
-        origins,
-        plan.options.epoch,
-    )
-    .with_context(|| format!("the SBOM of {}", path.display()))?;
-    crate::util::write_bytes_atomic(&sbom, &doc, 0o644)?;
-    Ok(Built {
-        path,
-        sha256,
-        sbom,
-        cache_key,
-        cached,
     })
 }
 
@@ -149,8 +115,8 @@ fn subject(plan: &Plan, job: &Job, path: &Path) -> sbom::Subject {
     }
 }
 
-/// One job's artifact, written or copied from the artifact cache: `(path,
-/// SHA-256 when known, cache key, whether it was cached)`.
+/// One job's artifact, written or copied from the artifact cache, and its
+/// SBOM beside it.
 fn write_artifact(
     plan: &Plan,
     options: &Options,
@@ -158,29 +124,50 @@ fn write_artifact(
     origins: &[sbom::Origin],
     built_dir: &Path,
     work: &Path,
-) -> Result<(PathBuf, Option<String>, Option<String>, bool)> {
+) -> Result<Built> {
     let key = match &plan.cache {
         Some(cache) => Some(cache.key(&describe(job, &plan.k8s_version, options, origins)?)),
         None => None,
     };
-    if let (Some(cache), Some(key)) = (&plan.cache, &key) {
-        if let Some(hit) = cache.fetch(key, built_dir)? {
-            return Ok((hit.path, Some(hit.sha256), Some(key.clone()), true));
-        }
-    }
-    let run = emit::Run {
-        k8s_version: &plan.k8s_version,
-        options,
-        origins,
-        work,
-        out_dir: built_dir,
-    };
-    let path = job.format.write(&job.input, &run)?;
-    let sha256 = match (&plan.cache, &key) {
-        (Some(cache), Some(key)) => Some(cache.store(key, &path)?),
+    let hit = match (&plan.cache, &key) {
+        (Some(cache), Some(key)) => cache.fetch(key, built_dir)?,
         _ => None,
     };
-    Ok((path, sha256, key, false))
+    let (path, sha256, cached) = match hit {
+        Some(hit) => (hit.path, hit.sha256, true),
+        None => {
+            let run = emit::Run {
+                k8s_version: &plan.k8s_version,
+                options,
+                origins,
+                work,
+                out_dir: built_dir,
+            };
+            let path = job.format.write(&job.input, &run)?;
+            let sha256 = match (&plan.cache, &key) {
+                (Some(cache), Some(key)) => cache.store(key, &path)?,
+                _ => crate::digest::sha256_file(&path)?,
+            };
+            (path, sha256, false)
+        }
+    };
+    let sbom = sbom::path_of(&path);
+    let doc = sbom::document(
+        &path,
+        &sha256,
+        &subject(plan, job, &path),
+        origins,
+        plan.options.epoch,
+    )
+    .with_context(|| format!("the SBOM of {}", path.display()))?;
+    crate::util::write_bytes_atomic(&sbom, &doc, 0o644)?;
+    Ok(Built {
+        path,
+        sha256,
+        sbom,
+        cache_key: key,
+        cached,
+    })
 }
 
 /// The payload a job compresses, in bytes, for scheduling.
