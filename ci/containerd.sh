@@ -6,11 +6,28 @@
 ctd_pids=
 ctd_dirs=
 
-# ctd_start DIR SANDBOX_IMAGE : containerd with its state under DIR and its
-# CRI plugin's sandbox image SANDBOX_IMAGE, ready when this returns.
+# ctd_start DIR SANDBOX_IMAGE [CNI_DIR] : containerd with its state under
+# DIR, its sandbox image SANDBOX_IMAGE and, with CNI_DIR, the CRI plugin
+# looking for the CNI plugins there; ready when this returns. containerd 2
+# gets its own layout (version 3, docs/air-gapped.md's), 1.x version 2.
 ctd_start() {
 	mkdir -p "$1"
-	cat >"$1/config.toml" <<TOML
+	# (Debian's 1.x says "1.6.20~ds1", the Go module's 2.x "v2.4.2".)
+	case $(containerd --version) in
+	*" v2."* | *" 2."*)
+		cat >"$1/config.toml" <<TOML
+version = 3
+root = "$1/root"
+state = "$1/state"
+[grpc]
+  address = "$1/containerd.sock"
+[plugins.'io.containerd.cri.v1.images'.pinned_images]
+  sandbox = '$2'
+TOML
+		[ -z "${3:-}" ] || printf "[plugins.'io.containerd.cri.v1.runtime'.cni]\n  bin_dirs = ['%s']\n" "$3" >>"$1/config.toml"
+		;;
+	*)
+		cat >"$1/config.toml" <<TOML
 version = 2
 root = "$1/root"
 state = "$1/state"
@@ -19,6 +36,9 @@ state = "$1/state"
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = "$2"
 TOML
+		[ -z "${3:-}" ] || printf '[plugins."io.containerd.grpc.v1.cri".cni]\n  bin_dir = "%s"\n' "$3" >>"$1/config.toml"
+		;;
+	esac
 	containerd --config "$1/config.toml" >"$1/log" 2>&1 &
 	ctd_pids="$ctd_pids $!"
 	ctd_dirs="$ctd_dirs $1"

@@ -336,12 +336,39 @@ test_every_image_from_source_runs_in_containerd() {
     assert_eq 65535 "$(tr -d ' ' <"$TMP/pause.uid")" "pause's uid"
 }
 
+# kubedist-images against the containerd 2 built from source: configured as
+# docs/air-gapped.md says (its image verifier's bin_dir is no CNI directory),
+# it gets no note; with the CRI plugin looking for the CNI plugins in
+# /usr/lib/cni, the note naming containerd 2's setting.
+test_kubedist_images_notes_are_true_on_containerd_2() {
+    mkdir -p "$TMP/kdi"
+    cp "$(kd_one "$KD_DIST"/kubedist-images-*-amd64.oci.tar)" "$TMP/kdi/"
+    (cd "$TMP/kdi" && sha256sum ./*.oci.tar | sed 's| \./| |') >"$TMP/kdi/SHA256SUMS"
+    for cni in /opt/cni/bin /usr/lib/cni; do
+        PATH=$IN/runtime/amd64:$PATH TMP=$TMP KD_REPO=$KD_REPO unshare --net sh -eu -c '
+            . "$KD_REPO/ci/containerd.sh"
+            trap ctd_stop_all EXIT
+            d=$TMP/ctd-notes$(echo "$2" | tr / -)
+            ctd_start "$d" "$1" "$2"
+            "$KD_REPO/installer/images/kubedist-images" --dir "$TMP/kdi" \
+                --containerd-address "$d/containerd.sock" --containerd-config "$d/config.toml"
+        ' sh "$(grep /pause: "$TMP/refs")" "$cni" >"$TMP/notes.out" 2>&1 || { cat "$TMP/notes.out"; return 1; }
+        cat "$TMP/notes.out"
+        assert_grep ': imported (sha256:' "$TMP/notes.out"
+        case $cni in
+        /opt/cni/bin) assert_eq 0 "$(grep -c 'note:' "$TMP/notes.out" || true)" "notes on a node set up as the guide says" ;;
+        *) assert_grep "note: containerd looks for CNI plugins in /usr/lib/cni, kubernetes-cni installs them in /opt/cni/bin: set bin_dirs = \['/opt/cni/bin'\] under \[plugins.'io.containerd.cri.v1.runtime'.cni\]" "$TMP/notes.out" ;;
+        esac
+    done
+}
+
 kd_test test_programs_print_the_pinned_versions
 kd_test test_kubeadm_lists_the_images_of_pkg_images_toml
 kd_test test_go_version_m_shows_the_module_and_upstream_flags
 kd_test test_images_from_source_are_indexes_pinned_and_labelled
 kd_test test_the_runtime_from_source_is_containerd_2_and_runc_with_seccomp
 kd_test test_every_image_from_source_runs_in_containerd
+kd_test test_kubedist_images_notes_are_true_on_containerd_2
 kd_test test_two_builds_are_byte_identical
 kd_test test_dist_source_builds_every_artifact_and_says_what_built_them
 kd_test test_the_minor_before_builds_from_source_too
