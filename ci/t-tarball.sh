@@ -213,14 +213,17 @@ test_shellcheck_and_shells() {
 	dash -n "$KD_REPO/installer/install.sh"
 	busybox sh -n "$KD_REPO/installer/install.sh"
 	# The tarball carries this very installer, with pkg/scripts/kernel-apply
-	# in place of its @KERNEL_APPLY@ line and the family facts of
-	# pkg/families.toml in place of theirs; it passes shellcheck as shipped.
+	# in place of its @KERNEL_APPLY@ line, the family facts of
+	# pkg/families.toml in place of theirs and its release in @RELEASE@'s; it
+	# passes shellcheck as shipped.
 	shipped_installer >"$TB/shipped-install.sh"
 	fact() { sed -n "/^\[$1\]/,/^\[/s/^$2 = \"\(.*\)\"/\1/p" "$KD_REPO/pkg/families.toml"; }
+	# The release, as the kubelet package of the same dist output names it.
+	release=$(basename "$DEB_KUBELET" | sed 's/^kubelet_\(.*\)_amd64\.deb$/\1/; s/~/-/')
 	awk -v fragment="$KD_REPO/pkg/scripts/kernel-apply" '
 		$0 == "@KERNEL_APPLY@" { while ((getline line < fragment) > 0) print line; next }
 		{ print }' "$KD_REPO/installer/install.sh" |
-		sed -e "s|@DEB_ENV_FILE@|$(fact deb env_file)|g" -e "s|@RPM_ENV_FILE@|$(fact rpm env_file)|g" \
+		sed -e "s|@RELEASE@|$release|g" -e "s|@DEB_ENV_FILE@|$(fact deb env_file)|g" -e "s|@RPM_ENV_FILE@|$(fact rpm env_file)|g" \
 			-e "s|@DEB_MARKER@|$(fact detect deb_marker)|g" -e "s|@RPM_MARKER_DIR@|$(fact detect rpm_marker_dir)|g" |
 		cmp - "$TB/shipped-install.sh" ||
 		{ echo "the tarball's install.sh is not installer/install.sh (rebuild the dist output)"; return 1; }
@@ -308,6 +311,32 @@ check_landed "$CUR" deb systemd
 run_install "$CUR"
 ok
 said "nothing to do"
+EOF
+}
+
+# N-1's tarball (revision 1) after N's: refused in one line naming both
+# releases, nothing changed; installed with --downgrade, then N again.
+test_an_older_release_is_refused_unless_downgrade() {
+	kd_in_root_offline "$ROOT_S" "$PRELUDE" <<'EOF'
+old=$(awk '/^release=/ { sub(/^release=/, ""); print }' "$PREV/install.sh")
+new=$(awk '/^release=/ { sub(/^release=/, ""); print }' "$CUR/install.sh")
+[ "$old" != "$new" ] || fail "N-1 and N are both release $new: this test needs them to differ"
+run_install "$CUR"
+ok
+snapshot /tmp/s0 mtime
+run_install "$PREV"
+one_line_error "this tarball is release $old, older than $new installed here"
+said "pass --downgrade to install it anyway (nothing was changed)"
+snapshot /tmp/s1 mtime
+same_snapshot /tmp/s0 /tmp/s1 "a refused downgrade changed the root"
+run_install "$PREV" --downgrade
+ok
+said "warning: going back from release $new to $old (--downgrade)"
+check_landed "$PREV" deb systemd
+grep -qx "@release $old" "$M" || fail "the manifest does not record release $old"
+run_install "$CUR"
+ok
+grep -qx "@release $new" "$M" || fail "the manifest does not record release $new"
 EOF
 }
 
@@ -1340,6 +1369,7 @@ kd_test test_help_explains_everything
 kd_test test_systemd_install
 kd_test test_systemd_rerun_nothing_to_do
 kd_test test_systemd_upgrade_unedited_follows
+kd_test test_an_older_release_is_refused_unless_downgrade
 kd_test test_openrc_install_enables_and_starts
 kd_test test_openrc_rerun_restarts_nothing
 kd_test test_openrc_upgrade_keeps_edited_config

@@ -12,6 +12,8 @@ umask 022
 
 prog=install.sh
 tab=$(printf '\t')
+# This tarball's release, X.Y.Z[-PRE]-REVISION (filled in by `cargo xtask dist`).
+release=@RELEASE@
 
 usage() {
 	cat <<'EOF'
@@ -56,6 +58,10 @@ Options:
                       of `cargo xtask dist --carry-images` carries its
                       bundle in images/: install installs and imports it
                       after the node software, with no --images
+  --downgrade         install this tarball although the release recorded here
+                      is newer (refused otherwise: a node's kubelet and
+                      kubeadm must not go back behind its control plane;
+                      as apt-get's --allow-downgrades)
   --replace-foreign   replace a file install.sh did not install (one a
                       package or someone else put where this tarball installs
                       a file); the original is kept in
@@ -183,6 +189,7 @@ no_start=
 kubelet_only=
 opt_images=
 replace_foreign=
+downgrade=
 ignore_package_db=
 verify_key=
 
@@ -243,6 +250,7 @@ while [ $# -gt 0 ]; do
 	--no-start) no_start=1 ;;
 	--kubelet-only) kubelet_only=1 ;;
 	--replace-foreign) replace_foreign=1 ;;
+	--downgrade) downgrade=1 ;;
 	--ignore-package-db) ignore_package_db=1 ;;
 	-h | --help)
 		usage
@@ -578,8 +586,9 @@ check_records() { # FILE
 		function sha(s) { return s ~ /^[0-9a-f]+$/ && length(s) == 64 }
 		/^#/ || /^$/ { next }
 		/^@/ {
-			if ($0 !~ /^@family (deb|rpm)$/ && $0 !~ /^@init (systemd|openrc|runit)$/)
-				bad("not @family deb|rpm or @init systemd|openrc|runit")
+			if ($0 !~ /^@family (deb|rpm)$/ && $0 !~ /^@init (systemd|openrc|runit)$/ &&
+				$0 !~ /^@release [0-9]+\.[0-9]+\.[0-9]+(-[a-z]+\.[0-9]+)?-[0-9]+$/)
+				bad("not @family deb|rpm, @init systemd|openrc|runit or @release X.Y.Z-N")
 			next
 		}
 		NF != 5 { bad("expected 5 tab-separated fields, found " NF) }
@@ -587,7 +596,7 @@ check_records() { # FILE
 		set != "main" && set != "state" && set != "images" && set !~ /^kubelet-v[0-9]+\.[0-9]+\.[0-9]+[A-Za-z0-9.+-]*$/ {
 			bad("set " q set q " is not main, state, images or kubelet-vX.Y.Z")
 		}
-		p !~ /^\/[A-Za-z0-9._+@:=,\/-]+$/ || p ~ /\/\// || p ~ /\/\.\.?\// || p ~ /\/\.\.?$/ {
+		p !~ /^\/[A-Za-z0-9._+@\/-]+$/ || p ~ /\/\// || p ~ /\/\.\.?\// || p ~ /\/\.\.?$/ {
 			bad(q p q " is not a plain absolute path")
 		}
 		# A side-by-side kubelet: its file and the directories above it.
@@ -648,6 +657,31 @@ load_installed() {
 recorded() { # KEY: a "@KEY value" of the manifest
 	[ -f "$manifest" ] || return 0
 	awk -v k="@$1" '$1 == k { print $2; exit }' "$manifest"
+}
+
+# release_older A B : whether release A (X.Y.Z[-PRE]-REVISION) comes before
+# B: by version, a pre-release before its release (alpha, beta, rc), then by
+# revision.
+release_older() {
+	LC_ALL=C awk -v a="$1" -v b="$2" '
+		function key(r,  rev, v, pre, n, x) {
+			rev = r
+			sub(/.*-/, "", rev)
+			v = substr(r, 1, length(r) - length(rev) - 1)
+			pre = "~"
+			n = 0
+			if (v ~ /-/) {
+				pre = v
+				sub(/^[^-]*-/, "", pre)
+				sub(/-.*/, "", v)
+				n = pre
+				sub(/^[a-z]*\./, "", n)
+				sub(/\..*/, "", pre)
+			}
+			split(v, x, ".")
+			return sprintf("%09d.%09d.%09d.%s.%09d.%09d", x[1], x[2], x[3], pre, n, rev)
+		}
+		BEGIN { exit !(key(a) < key(b)) }'
 }
 
 old_record() { # SET PATH -> "kind mode sha256" of an earlier record, if any
@@ -1200,6 +1234,7 @@ write_manifest() { # SET: the manifest = other sets' records + this run's
 		echo "# set	kind	mode	sha256	path"
 		[ -z "$family" ] || printf '@family %s\n' "$family"
 		[ -z "$init" ] || printf '@init %s\n' "$init"
+		[ -z "$node_release" ] || printf '@release %s\n' "$node_release"
 		# Sorted, so the same install gives the same manifest however it got there.
 		{
 			awk -F "$tab" -v s="$1" '$1 != s' "$work/old"
@@ -1586,6 +1621,7 @@ merged_extensions() {
 do_install() {
 	check_state
 	load_installed
+	node_release=$(recorded release)
 	detect_family
 	if [ -n "$kubelet_only" ]; then
 		init=$(recorded init)
@@ -1605,6 +1641,11 @@ do_install() {
 		say "installing the images bundle $im_name into ${root}$images_dir"
 	else
 		set_name=main
+		if [ -n "$node_release" ] && release_older "$release" "$node_release"; then
+			[ -n "$downgrade" ] || die "this tarball is release $release, older than $node_release installed here: a node's kubelet and kubeadm must not go back behind its control plane; pass --downgrade to install it anyway (nothing was changed)"
+			say "warning: going back from release $node_release to $release (--downgrade)"
+		fi
+		node_release=$release
 		detect_init
 		awk -F "$tab" -v f="$family" -v i="$init" \
 			'($1 == "any" || $1 == f) && ($2 == "any" || $2 == i)' \
@@ -1707,6 +1748,7 @@ do_install() {
 
 do_uninstall() {
 	check_state
+	node_release=$(recorded release)
 	if [ ! -f "$manifest" ] && [ ! -f "$journal" ]; then
 		say "nothing to do: no kubedist install recorded in ${manifest#"$root"}"
 		return 0

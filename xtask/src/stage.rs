@@ -390,7 +390,9 @@ pub fn installer(spec: &Spec) -> Result<Vec<u8>> {
     let path = spec.root.join("installer/install.sh");
     let kernel_apply = read_text(&spec.root.join("pkg/scripts/kernel-apply"))?;
     let families = &spec.families;
+    let release = format!("{}-{}", spec.kubernetes_version(), spec.release.revision);
     let values = [
+        ("RELEASE", release.as_str()),
         ("DEB_ENV_FILE", families.deb.env_file.as_str()),
         ("RPM_ENV_FILE", &families.rpm.env_file),
         ("DEB_MARKER", &families.detect.deb_marker),

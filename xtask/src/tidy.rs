@@ -869,6 +869,16 @@ fn the_installer_takes_exactly_the_paths_dist_stages() {
     // run on the same cases, every printable ASCII character among them.
     let script = read("installer/install.sh");
     let safe_path = shell_function(&script, "safe_path");
+    // The install manifest's paths are read by the same characters.
+    let class = |text: &str, open: &str| -> String {
+        let at = text.find(open).unwrap_or_else(|| panic!("no {open} in install.sh")) + open.len();
+        text[at..].split(']').next().unwrap_or("").replace("\\/", "/")
+    };
+    assert_eq!(
+        class(safe_path, "*[!"),
+        class(shell_function(&script, "check_records"), "p !~ /^\\/["),
+        "install.sh: check_records' path characters are not safe_path's"
+    );
     let mut cases: Vec<String> = [
         "/usr/bin/kubelet",
         "/etc/kubernetes/manifests",
