@@ -155,7 +155,7 @@ assert_versions() {
 
 # What rpm and dnf keep about their own work, and nothing else: the rpm
 # database, dnf's history, cache, module state and logs.
-BOOKKEEPING='\./(var/lib/rpm|var/lib/dnf|var/cache/dnf|etc/dnf|var/log/dnf\.log|var/log/dnf\.rpm\.log|var/log/dnf\.librepo\.log|var/log/hawkey\.log)( |/)'
+BOOKKEEPING='/(var/lib/rpm|var/lib/dnf|var/cache/dnf|etc/dnf|var/log/dnf\.log|var/log/dnf\.rpm\.log|var/log/dnf\.librepo\.log|var/log/hawkey\.log)([[:space:]]|/)'
 
 assert_extra_args_reach_kubelet() { # ROOT
     plan=$(kd_run "$1" /usr/bin/kubelet-wrapper --print)
