@@ -888,6 +888,13 @@ test_the_cluster_upgrades_to_the_next_minor_offline_through_the_channels() {
         wait_for 180 "kd-$n's kubelet reports v$K8S" kubelet_version_is "$n" "$K8S"
         wait_for 120 "kd-$n is Ready at v$K8S" kc wait --for=condition=Ready "node/kd-$n" --timeout=5s
     done
+    # N-1's bundle goes, as the guide says (a tarball node's upgrade did it).
+    for n in $NODES; do
+        [ "$(node_way "$n")" = tarball ] ||
+            in_node "$n" "$(guide "$n" bundle-prune "$K8S" "$MINOR" 1.36.3 "$OLD_K8S")"
+        kd_in_boot "$n" ls /var/lib/kubedist/images >"$TMP/$n.bundles"
+        assert_eq "$(printf '%s\n' SHA256SUMS "${BUNDLE##*/}")" "$(cat "$TMP/$n.bundles")" "kd-$n's bundles after the upgrade"
+    done
     kill "$probe"
     wait "$probe" || true
     for p in kube-apiserver kube-controller-manager kube-scheduler etcd; do
@@ -912,6 +919,22 @@ test_the_cluster_upgrades_to_the_next_minor_offline_through_the_channels() {
         echo "assertion failed: the echo-all Service went unanswered for $gap s during the upgrade" >&2
         return 1
     }
+}
+
+# A bundle of the release before, given to a tarball worker that runs N:
+# refused in one line naming both releases; the node keeps its bundle.
+test_a_stray_older_bundle_is_refused_and_the_node_keeps_its_own() {
+    kd_in_boot w1 sh -c 'cd /var/lib/kubedist/images && sha256sum ./*' >"$TMP/w1.bundles-before"
+    if in_node w1 "/srv/kubedist/v$MINOR/kubedist-$K8S-linux-amd64/install.sh --images /srv/kubedist/v$OLD_MINOR/${OLD_BUNDLE##*/}" \
+        >"$TMP/w1.stray" 2>&1; then
+        cat "$TMP/w1.stray"
+        echo "assertion failed: install.sh took N-1's bundle on kd-w1" >&2
+        return 1
+    fi
+    cat "$TMP/w1.stray"
+    assert_grep "holds the images of Kubernetes $OLD_K8S, older than release $K8S-[0-9]* installed here: pass --downgrade" "$TMP/w1.stray"
+    kd_in_boot w1 sh -c 'cd /var/lib/kubedist/images && sha256sum ./*' >"$TMP/w1.bundles-after"
+    assert_eq "$(cat "$TMP/w1.bundles-before")" "$(cat "$TMP/w1.bundles-after")" "kd-w1's bundles after the refusal"
 }
 
 # pkg_versions NODE PACKAGE... : each package's installed version on NODE
@@ -1105,6 +1128,13 @@ test_a_rebooted_worker_is_ready_again_with_nothing_imported_again() {
             assert_grep "$ref: present " "$TMP/$w.reboot-import"
         done <"$TMP/bundle.refs"
         assert_no_grep ': imported ' "$TMP/$w.reboot-import"
+        # Nothing of N-1's bundle, and no note: the runtime is set up as the
+        # guide says.
+        assert_no_grep 'note:' "$TMP/$w.reboot-import"
+        comm -23 "$TMP/old.refs" "$TMP/bundle.refs" >"$TMP/old-only.refs"
+        while read -r ref; do
+            assert_no_grep "$ref" "$TMP/$w.reboot-import"
+        done <"$TMP/old-only.refs"
         kd_in_boot "$w" crictl images -o json | jq -r '.images[].repoTags[]' | sort >"$TMP/$w.after-reboot"
         # N's images and N-1's, which the upgrade left in the runtime.
         assert_eq "$(cat "$TMP/all.refs")" "$(cat "$TMP/$w.after-reboot")" "the images on kd-$w after its reboot"
@@ -1277,6 +1307,7 @@ kd_test test_the_control_plane_kube_proxy_and_coredns_run
 kd_test test_pods_on_every_node_reach_each_other_through_services_and_coredns
 kd_test test_nothing_was_pulled_and_the_bundles_images_are_pinned
 kd_test test_the_cluster_upgrades_to_the_next_minor_offline_through_the_channels
+kd_test test_a_stray_older_bundle_is_refused_and_the_node_keeps_its_own
 kd_test test_a_newer_package_in_the_channel_upgrades_only_what_is_not_held
 kd_test test_a_killed_kubelet_is_brought_back_by_its_init_system
 kd_test test_kubelet_extra_args_label_a_worker_and_a_restart_relabels_it

@@ -362,6 +362,41 @@ test_kubedist_images_notes_are_true_on_containerd_2() {
     done
 }
 
+# kubedist-images with the kubelet built from source on PATH (v$K8S): the
+# bundle of the minor before is left out, said in a note; alone it is
+# refused in one line naming both releases, nothing imported; --downgrade
+# imports it.
+test_kubedist_images_leaves_out_a_bundle_older_than_the_kubelet() {
+    old=$(kd_one "${KD_DIST_OLDER:?}"/kubedist-images-*-amd64.oci.tar)
+    old_v=$(basename "$old" | sed 's/^kubedist-images-\(.*\)-amd64\.oci\.tar$/\1/')
+    mkdir -p "$TMP/kdi-both" "$TMP/kdi-old"
+    cp "$old" "$(kd_one "$KD_DIST"/kubedist-images-*-amd64.oci.tar)" "$TMP/kdi-both/"
+    cp "$old" "$TMP/kdi-old/"
+    for d in kdi-both kdi-old; do
+        (cd "$TMP/$d" && sha256sum ./*.oci.tar | sed 's| \./| |') >"$TMP/$d/SHA256SUMS"
+    done
+    PATH=$BIN:$IN/runtime/amd64:$PATH TMP=$TMP KD_REPO=$KD_REPO unshare --net sh -eu -c '
+        . "$KD_REPO/ci/containerd.sh"
+        trap ctd_stop_all EXIT
+        d=$TMP/ctd-older
+        ctd_start "$d" "$1"
+        kdi() {
+            "$KD_REPO/installer/images/kubedist-images" --containerd-address "$d/containerd.sock" \
+                --containerd-config "$d/config.toml" "$@"
+        }
+        kdi --dir "$TMP/kdi-both" >"$TMP/older.both" 2>&1
+        if kdi --dir "$TMP/kdi-old" >"$TMP/older.alone" 2>&1; then exit 3; fi
+        kdi --dir "$TMP/kdi-old" --downgrade >"$TMP/older.downgrade" 2>&1
+    ' sh "$(grep /pause: "$TMP/refs")" || { cat "$TMP"/older.*; return 1; }
+    cat "$TMP/older.both" "$TMP/older.alone" "$TMP/older.downgrade"
+    assert_grep "note: ${old##*/} holds the images of Kubernetes $old_v, older than this node's kubelet v$K8S: not imported" "$TMP/older.both"
+    assert_grep "/kube-proxy:v$K8S: imported" "$TMP/older.both"
+    assert_eq 0 "$(grep -c "/kube-proxy:v$old_v" "$TMP/older.both" || true)" "lines on $old_v's kube-proxy"
+    assert_eq 1 "$(wc -l <"$TMP/older.alone")" "lines of the refusal"
+    assert_grep "no bundle for this node's kubelet v$K8S, only older ones ($old_v); nothing was imported" "$TMP/older.alone"
+    assert_grep "/kube-proxy:v$old_v: imported" "$TMP/older.downgrade"
+}
+
 kd_test test_programs_print_the_pinned_versions
 kd_test test_kubeadm_lists_the_images_of_pkg_images_toml
 kd_test test_go_version_m_shows_the_module_and_upstream_flags
@@ -369,6 +404,7 @@ kd_test test_images_from_source_are_indexes_pinned_and_labelled
 kd_test test_the_runtime_from_source_is_containerd_2_and_runc_with_seccomp
 kd_test test_every_image_from_source_runs_in_containerd
 kd_test test_kubedist_images_notes_are_true_on_containerd_2
+kd_test test_kubedist_images_leaves_out_a_bundle_older_than_the_kubelet
 kd_test test_two_builds_are_byte_identical
 kd_test test_dist_source_builds_every_artifact_and_says_what_built_them
 kd_test test_the_minor_before_builds_from_source_too

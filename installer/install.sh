@@ -53,8 +53,11 @@ Options:
                       (and its SHA256SUMS.asc with --verify-key), into
                       /var/lib/kubedist/images with a SHA256SUMS of its own;
                       then import it into the running container runtime with
-                      kubedist-images (installed with kubeadm). A later
-                      bundle replaces it; uninstall removes it. A tarball
+                      kubedist-images (installed with kubeadm). A bundle
+                      older than the release installed here is refused
+                      (--downgrade takes it); the bundles of this release
+                      and newer ones stay beside it, an older release's go;
+                      uninstall removes them. A tarball
                       of `cargo xtask dist --carry-images` carries its
                       bundle in images/: install installs and imports it
                       after the node software, with no --images
@@ -659,15 +662,12 @@ recorded() { # KEY: a "@KEY value" of the manifest
 	awk -v k="@$1" '$1 == k { print $2; exit }' "$manifest"
 }
 
-# release_older A B : whether release A (X.Y.Z[-PRE]-REVISION) comes before
-# B: by version, a pre-release before its release (alpha, beta, rc), then by
-# revision.
-release_older() {
+# version_older A B : whether Kubernetes version A (X.Y.Z[-PRE.N]) comes
+# before B: by number, a pre-release before its release (alpha, beta, rc).
+# (kubedist-images has the same function; a tidy test keeps them one text.)
+version_older() {
 	LC_ALL=C awk -v a="$1" -v b="$2" '
-		function key(r,  rev, v, pre, n, x) {
-			rev = r
-			sub(/.*-/, "", rev)
-			v = substr(r, 1, length(r) - length(rev) - 1)
+		function key(v,  pre, n, x) {
 			pre = "~"
 			n = 0
 			if (v ~ /-/) {
@@ -679,9 +679,16 @@ release_older() {
 				sub(/\..*/, "", pre)
 			}
 			split(v, x, ".")
-			return sprintf("%09d.%09d.%09d.%s.%09d.%09d", x[1], x[2], x[3], pre, n, rev)
+			return sprintf("%09d.%09d.%09d.%s.%09d", x[1], x[2], x[3], pre, n)
 		}
 		BEGIN { exit !(key(a) < key(b)) }'
+}
+
+# release_older A B : whether release A (VERSION-REVISION) comes before B:
+# by version, then by revision.
+release_older() {
+	version_older "${1%-*}" "${2%-*}" ||
+		{ [ "${1%-*}" = "${2%-*}" ] && [ "${1##*-}" -lt "${2##*-}" ]; }
 }
 
 old_record() { # SET PATH -> "kind mode sha256" of an earlier record, if any
@@ -1564,12 +1571,53 @@ plan_images() {
 	node_arch=$(elf_arch "$here/payload/any/usr/bin/kubelet-wrapper")
 	[ "$im_arch" = "$node_arch" ] ||
 		die "$opt_images: its images are for ${im_arch:-no single architecture}, this tarball's programs for $node_arch; nothing was installed"
-	printf '%s  %s\n' "$im_sha" "$im_name" >"$work/images.sums"
+	# Its release: the tag of its kube-proxy, which its name must say too.
+	im_version=$(bundle_version "$im_dir/$im_name")
+	case $im_name in
+	kubedist-images-"$im_version"-"$im_arch".oci.tar) ;;
+	*) die "$opt_images: holds the images of Kubernetes ${im_version:-(no kube-proxy image)}, which its name does not say; nothing was installed" ;;
+	esac
+	# Not older than the node: a node's bundle is for its release, or a newer
+	# one installed ahead of an upgrade (docs/air-gapped.md, step 4).
+	node_version=${node_release%-*}
+	if [ -n "$node_release" ] && version_older "$im_version" "$node_version"; then
+		[ -n "$downgrade" ] || die "$opt_images: holds the images of Kubernetes $im_version, older than release $node_release installed here: pass --downgrade to install it anyway (nothing was changed)"
+		say "warning: the images of Kubernetes $im_version, older than release $node_release installed here (--downgrade)"
+	fi
+	# The bundles installed before stay beside it while they are for this
+	# node's release or a newer one (intact, as recorded); an older
+	# release's goes. With no release recorded here, it replaces them.
+	printf '%s\t%s\n' "$im_sha" "$im_name" >"$work/images.keep"
+	printf 'file\t0644\t%s\t%s\t%s\n' "$im_sha" "$im_dir/$im_name" "$images_dir/$im_name" >"$work/images.plan"
+	if [ -n "$node_release" ]; then
+		awk -F "$tab" -v d="$images_dir/" \
+			'$1 == "images" && $2 == "file" && index($5, d) == 1 && $5 ~ /\/kubedist-images-[^\/]*[.]oci[.]tar$/ { print $4 "\t" $5 }' \
+			"$work/old" >"$work/images.before"
+		while IFS=$tab read -r kb_sha kb_path; do
+			kb_name=${kb_path##*/}
+			[ "$kb_name" != "$im_name" ] || continue
+			if [ ! -f "$root$kb_path" ] || [ -L "$root$kb_path" ] || [ "$(sha256_of "$root$kb_path")" != "$kb_sha" ]; then
+				continue
+			fi
+			kb_version=$(bundle_version "$root$kb_path")
+			! version_older "$kb_version" "$node_version" || continue
+			printf '%s\t%s\n' "$kb_sha" "$kb_name" >>"$work/images.keep"
+			printf 'file\t0644\t%s\t%s\t%s\n' "$kb_sha" "$root$kb_path" "$kb_path" >>"$work/images.plan"
+		done <"$work/images.before"
+	fi
+	LC_ALL=C sort -t "$tab" -k2,2 "$work/images.keep" | awk -F "$tab" '{ print $1 "  " $2 }' >"$work/images.sums"
 	{
 		printf 'dir\t0755\t-\t-\t%s\n' "$images_dir"
-		printf 'file\t0644\t%s\t%s\t%s\n' "$im_sha" "$im_dir/$im_name" "$images_dir/$im_name"
+		cat "$work/images.plan"
 		printf 'file\t0644\t%s\t%s\t%s\n' "$(sha256_of "$work/images.sums")" "$work/images.sums" "$images_dir/SHA256SUMS"
 	} >"$work/plan"
+}
+
+# bundle_version BUNDLE: the Kubernetes version of an images bundle, the tag
+# of its kube-proxy image (every node runs one; index.json names it).
+bundle_version() {
+	tar -xOf "$1" index.json 2>/dev/null | grep -o '/kube-proxy:v[0-9][0-9A-Za-z.+-]*"' |
+		sed 's|^/kube-proxy:v||; s|"$||' | head -n 1
 }
 
 # bundle_arch BUNDLE: the one architecture of the images of an images

@@ -948,6 +948,47 @@ fn the_installer_takes_exactly_the_paths_dist_stages() {
 }
 
 #[test]
+fn the_installer_and_kubedist_images_order_releases_alike() {
+    // install.sh and kubedist-images each run alone on a node, so each has
+    // its own copy of the version order and of a bundle's version: the same
+    // text, and the order the one Kubernetes and kubedist use.
+    let installer = read("installer/install.sh");
+    let images = read("installer/images/kubedist-images");
+    for name in ["version_older", "bundle_version"] {
+        assert_eq!(
+            shell_function(&installer, name),
+            shell_function(&images, name),
+            "{name} differs between install.sh and kubedist-images"
+        );
+    }
+    let ascending = [
+        "1.36.3",
+        "1.37.0-alpha.1",
+        "1.37.0-alpha.2",
+        "1.37.0-beta.0",
+        "1.37.0-rc.0",
+        "1.37.0-rc.1",
+        "1.37.0",
+        "1.37.2",
+        "1.37.10",
+        "1.38.0",
+        "2.0.0",
+    ];
+    let older = shell_function(&installer, "version_older");
+    for (i, a) in ascending.iter().enumerate() {
+        for (j, b) in ascending.iter().enumerate() {
+            let out = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(format!("{older}\n}}\nversion_older \"$1\" \"$2\""))
+                .args(["sh", a, b])
+                .status()
+                .expect("running sh");
+            assert_eq!(out.success(), i < j, "version_older {a} {b}");
+        }
+    }
+}
+
+#[test]
 fn the_installer_applies_the_kernel_prerequisites_as_the_packages_do() {
     // Written once, in pkg/scripts/kernel-apply; staging puts it in.
     let fragment = read("pkg/scripts/kernel-apply");
