@@ -871,8 +871,15 @@ fn the_installer_takes_exactly_the_paths_dist_stages() {
     let safe_path = shell_function(&script, "safe_path");
     // The install manifest's paths are read by the same characters.
     let class = |text: &str, open: &str| -> String {
-        let at = text.find(open).unwrap_or_else(|| panic!("no {open} in install.sh")) + open.len();
-        text[at..].split(']').next().unwrap_or("").replace("\\/", "/")
+        let at = text
+            .find(open)
+            .unwrap_or_else(|| panic!("no {open} in install.sh"))
+            + open.len();
+        text[at..]
+            .split(']')
+            .next()
+            .unwrap_or("")
+            .replace("\\/", "/")
     };
     assert_eq!(
         class(safe_path, "*[!"),
