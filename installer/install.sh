@@ -61,10 +61,10 @@ Options:
                       of `cargo xtask dist --carry-images` carries its
                       bundle in images/: install installs and imports it
                       after the node software, with no --images
-  --downgrade         install this tarball although the release recorded here
-                      is newer (refused otherwise: a node's kubelet and
-                      kubeadm must not go back behind its control plane;
-                      as apt-get's --allow-downgrades)
+  --downgrade         install this tarball (or with --images a bundle) although
+                      the release recorded here is newer (refused otherwise:
+                      a node's kubelet and kubeadm must not go back behind
+                      its control plane; as apt-get's --allow-downgrades)
   --replace-foreign   replace a file install.sh did not install (one a
                       package or someone else put where this tarball installs
                       a file); the original is kept in
