@@ -581,6 +581,16 @@ kd_listing() {
     ) | LC_ALL=C sort
 }
 
+# kd_bundle_dir DIR BUNDLE... : DIR as install.sh --images leaves
+# /var/lib/kubedist/images: the images bundles and a SHA256SUMS listing them.
+kd_bundle_dir() {
+    kb_dir=$1
+    shift
+    mkdir -p "$kb_dir"
+    cp "$@" "$kb_dir/"
+    (cd "$kb_dir" && sha256sum ./*.oci.tar | sed 's| \./| |') >"$kb_dir/SHA256SUMS"
+}
+
 # kd_function NAME : the text of lib.sh's function NAME, for a script that
 # runs in a root or on a booted node, where lib.sh is not.
 kd_function() {

@@ -365,11 +365,7 @@ EOF
 
 # place_bundle DIR : what install.sh --images leaves in a root's
 # /var/lib/kubedist/images: the images bundle and its SHA256SUMS.
-place_bundle() {
-	mkdir -p "$1"
-	cp "$BUNDLE" "$1/"
-	(cd "$1" && sha256sum ./*.oci.tar | sed 's| \./| |') >"$1/SHA256SUMS"
-}
+place_bundle() { kd_bundle_dir "$1" "$BUNDLE"; }
 
 test_systemd252_deb_images_imported_before_the_kubelet_at_boot() {
 	boot_sd252

@@ -61,11 +61,7 @@ bundle_images() {
 
 # A directory as install.sh leaves it: the bundle (default: $BUNDLE) and
 # its SHA256SUMS.
-images_dir() { # DIR [BUNDLE]
-	mkdir -p "$1"
-	cp "${2:-$BUNDLE}" "$1/"
-	(cd "$1" && sha256sum ./*.oci.tar | sed 's| \./| |') >"$1/SHA256SUMS"
-}
+images_dir() { kd_bundle_dir "$1" "${2:-$BUNDLE}"; } # DIR [BUNDLE]
 
 # shellcheck source=ci/containerd.sh
 . "$KD_REPO/ci/containerd.sh"

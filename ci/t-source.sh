@@ -341,9 +341,7 @@ test_every_image_from_source_runs_in_containerd() {
 # it gets no note; with the CRI plugin looking for the CNI plugins in
 # /usr/lib/cni, the note naming containerd 2's setting.
 test_kubedist_images_notes_are_true_on_containerd_2() {
-    mkdir -p "$TMP/kdi"
-    cp "$(kd_one "$KD_DIST"/kubedist-images-*-amd64.oci.tar)" "$TMP/kdi/"
-    (cd "$TMP/kdi" && sha256sum ./*.oci.tar | sed 's| \./| |') >"$TMP/kdi/SHA256SUMS"
+    kd_bundle_dir "$TMP/kdi" "$(kd_one "$KD_DIST"/kubedist-images-*-amd64.oci.tar)"
     for cni in /opt/cni/bin /usr/lib/cni; do
         PATH=$IN/runtime/amd64:$PATH TMP=$TMP KD_REPO=$KD_REPO unshare --net sh -eu -c '
             . "$KD_REPO/ci/containerd.sh"
@@ -369,12 +367,8 @@ test_kubedist_images_notes_are_true_on_containerd_2() {
 test_kubedist_images_leaves_out_a_bundle_older_than_the_kubelet() {
     old=$(kd_one "${KD_DIST_OLDER:?}"/kubedist-images-*-amd64.oci.tar)
     old_v=$(basename "$old" | sed 's/^kubedist-images-\(.*\)-amd64\.oci\.tar$/\1/')
-    mkdir -p "$TMP/kdi-both" "$TMP/kdi-old"
-    cp "$old" "$(kd_one "$KD_DIST"/kubedist-images-*-amd64.oci.tar)" "$TMP/kdi-both/"
-    cp "$old" "$TMP/kdi-old/"
-    for d in kdi-both kdi-old; do
-        (cd "$TMP/$d" && sha256sum ./*.oci.tar | sed 's| \./| |') >"$TMP/$d/SHA256SUMS"
-    done
+    kd_bundle_dir "$TMP/kdi-both" "$old" "$(kd_one "$KD_DIST"/kubedist-images-*-amd64.oci.tar)"
+    kd_bundle_dir "$TMP/kdi-old" "$old"
     PATH=$BIN:$IN/runtime/amd64:$PATH TMP=$TMP KD_REPO=$KD_REPO unshare --net sh -eu -c '
         . "$KD_REPO/ci/containerd.sh"
         trap ctd_stop_all EXIT
