@@ -591,6 +591,76 @@ kd_bundle_dir() {
     (cd "$kb_dir" && sha256sum ./*.oci.tar | sed 's| \./| |') >"$kb_dir/SHA256SUMS"
 }
 
+# kd_debs_units_under_lib FROM TO : the debs of dist output FROM (and their
+# SBOMs) in the emptied directory TO, each as releases before the deb
+# family's unitdir became /usr/lib/systemd/system shipped it: what is under
+# /usr/lib/systemd/ under /lib/systemd/ instead, md5sums to match, nothing
+# else changed (member order, modes, owners and times; xz, dist's format).
+# The suites upgrade from these to exercise dpkg's move of a package's own
+# files from /lib to /usr/lib on merged-/usr roots.
+kd_debs_units_under_lib() {
+    rm -rf "$2"
+    mkdir -p "$2"
+    cp -p "$1"/*.deb "$1"/*.deb.spdx.json "$2/"
+    for kdu_deb in "$2"/*.deb; do
+        kdu=$(mktemp -d)
+        mkdir "$kdu/data" "$kdu/control"
+        dpkg-deb --fsys-tarfile "$kdu_deb" >"$kdu/data.tar"
+        dpkg-deb --ctrl-tarfile "$kdu_deb" >"$kdu/control.tar"
+        tar -tf "$kdu/data.tar" >"$kdu/data.list"
+        tar -tf "$kdu/control.tar" >"$kdu/control.list"
+        tar -xpf "$kdu/data.tar" -C "$kdu/data"
+        tar -xpf "$kdu/control.tar" -C "$kdu/control"
+        sed -i 's|  usr/lib/systemd/|  lib/systemd/|' "$kdu/control/md5sums"
+        # dist gives every member the release's time.
+        kdu_time=$(TZ=UTC tar --full-time -tvf "$kdu/data.tar" | awk 'NR == 1 { print $4 " " $5 }')
+        TZ=UTC tar -C "$kdu/data" -cf - --no-recursion --numeric-owner --owner=0 --group=0 \
+            --mtime="$kdu_time" --transform 'flags=r;s|^\./usr/lib/systemd$|./lib/systemd|;s|^\./usr/lib/systemd/|./lib/systemd/|' \
+            -T "$kdu/data.list" |
+            xz -6 >"$kdu/data.tar.xz"
+        TZ=UTC tar -C "$kdu/control" -cf - --no-recursion --numeric-owner --owner=0 --group=0 \
+            --mtime="$kdu_time" -T "$kdu/control.list" | xz -6 >"$kdu/control.tar.xz"
+        printf '2.0\n' >"$kdu/debian-binary"
+        rm "$kdu_deb"
+        (cd "$kdu" && ar rcD "$kdu_deb" debian-binary control.tar.xz data.tar.xz)
+        rm -rf "$kdu"
+    done
+}
+
+# kd_tarball_units_under_lib TARBALL OUT : the tarball as releases before
+# that move shipped it: the deb family's files under /usr/lib/systemd/
+# under /lib/systemd/ (a file both families shared becomes one per family),
+# SHA256SUMS to match.
+kd_tarball_units_under_lib() {
+    kdt=$(mktemp -d)
+    tar -xzf "$1" -C "$kdt"
+    kdt_top=$(cd "$kdt" && echo kubedist-*)
+    (
+        cd "$kdt/$kdt_top" || exit 1
+        awk -F '\t' -v OFS='\t' '
+            $2 != "systemd" || index($6, "/usr/lib/systemd/") != 1 { print; next }
+            $1 == "deb" || $1 == "any" { d = $0; sub(/\t\/usr\/lib\/systemd\//, "\t/lib/systemd/", d); sub(/^any\t/, "deb\t", d); print d }
+            $1 == "any" { sub(/^any\t/, "rpm\t"); print; next }
+            $1 == "rpm" { print }
+        ' MANIFEST >MANIFEST.new
+        mv MANIFEST.new MANIFEST
+        if [ -d payload/any/usr/lib/systemd ]; then
+            for f in deb rpm; do
+                mkdir -p payload/$f/usr/lib/systemd
+                cp -a payload/any/usr/lib/systemd/. payload/$f/usr/lib/systemd/
+            done
+            rm -r payload/any/usr/lib/systemd
+        fi
+        mkdir -p payload/deb/lib
+        mv payload/deb/usr/lib/systemd payload/deb/lib/systemd
+        rm SHA256SUMS
+        find . ! -type d ! -name SHA256SUMS.asc | sed 's|^\./||' | LC_ALL=C sort | xargs sha256sum >"$kdt.sums"
+        mv "$kdt.sums" SHA256SUMS
+    ) || return 1
+    tar -C "$kdt" -czf "$2" --numeric-owner --owner=0 --group=0 "$kdt_top"
+    rm -rf "$kdt"
+}
+
 # kd_function NAME : the text of lib.sh's function NAME, for a script that
 # runs in a root or on a booted node, where lib.sh is not.
 kd_function() {

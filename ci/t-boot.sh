@@ -204,11 +204,14 @@ in_boot() {
 }
 
 # A local apt repository of each release's debs, as an operator's mirror
-# serves them (unsigned here: t-repo checks the signed one).
+# serves them (unsigned here: t-repo checks the signed one). N-1's debs as
+# releases before the move of the units to /usr/lib/systemd/system shipped
+# them, so that the upgrades here move them.
 make_repos() {
 	[ ! -d "$TMP/repo" ] || return 0
+	kd_debs_units_under_lib "$KD_DIST_PREV" "$TMP/prev-debs"
 	for r in prev cur; do
-		if [ $r = prev ]; then d=$KD_DIST_PREV; else d=$KD_DIST; fi
+		if [ $r = prev ]; then d=$TMP/prev-debs; else d=$KD_DIST; fi
 		mkdir -p "$TMP/repo/$r"
 		cp "$d"/*.deb "$TMP/repo/$r/"
 		(cd "$TMP/repo/$r" && apt-ftparchive packages . >Packages && apt-ftparchive release . >Release)
@@ -268,7 +271,7 @@ test_systemd252_deb_apt_install_enables_and_starts() {
 $APT_UPDATE
 apt-get install -y -q $PACKAGES
 systemctl is-enabled kubelet | grep -qx enabled || fail "kubelet.service is not enabled"
-grep -q 'EnvironmentFile=-/etc/default/kubelet' /lib/systemd/system/kubelet.service.d/10-kubeadm.conf
+grep -q 'EnvironmentFile=-/etc/default/kubelet' /usr/lib/systemd/system/kubelet.service.d/10-kubeadm.conf
 EOF
 	in_boot sd252 <<'EOF'
 # Before kubeadm has run: upstream's unit, so systemd starts the kubelet,
@@ -349,6 +352,10 @@ sleep 2
 [ "\$(starts)" = \$((before + 1)) ] || fail "the upgrade started the kubelet \$((\$(starts) - before)) times, not once"
 [ "\$(standin_pid)" != "\$old" ] || fail "the kubelet was not restarted"
 tail -n 1 /etc/default/kubelet | grep -qx '# edited by the admin' || fail "the upgrade lost the admin's edit"
+# N-1's units were under /lib, N's under /usr/lib: one directory here.
+dpkg-query -L kubelet | grep -qx /usr/lib/systemd/system/kubelet.service || fail "kubelet.service is not under /usr/lib"
+systemctl show -p DropInPaths --value kubelet | grep -q lib/systemd/system/kubelet.service.d/10-kubeadm.conf ||
+	fail "systemd lost kubeadm's drop-in: \$(systemctl show -p DropInPaths --value kubelet)"
 echo "upgraded; restarted once (pid \$old -> \$(standin_pid))"
 EOF
 }
@@ -553,6 +560,26 @@ EOF
 	compare_cases "$TMP/root-sd257/srv/kubedist/results-257-deb" "$KNOWN_DIFFERENCES_257"
 }
 
+# Debian 13, whose /lib is only a link to /usr/lib: N-1's units under /lib
+# move on the upgrade, and purge warns about no directory.
+test_systemd257_deb_upgrade_then_purge_without_warnings() {
+	boot_sd257
+	in_boot sd257 <<EOF
+dpkg-query -L kubelet | grep -qx /lib/systemd/system/kubelet.service || fail "N-1's kubelet.service is not under /lib"
+echo "deb [trusted=yes] file:/srv/kubedist/repo/cur ./" >/etc/apt/sources.list.d/kubedist.list
+$APT_UPDATE
+apt-get install -y -q $PACKAGES
+dpkg-query -W -f '\${Version}\n' kubelet | grep -q -- '-2\$' || fail "kubelet was not upgraded"
+systemctl show -p DropInPaths --value kubelet | grep -q lib/systemd/system/kubelet.service.d/10-kubeadm.conf ||
+	fail "systemd lost kubeadm's drop-in after the upgrade"
+systemctl is-enabled kubelet | grep -qx enabled || fail "kubelet.service is not enabled after the upgrade"
+apt-get purge -y -q $PACKAGES >/tmp/purge.out 2>&1 || { cat /tmp/purge.out; fail "apt-get purge failed"; }
+cat /tmp/purge.out
+! grep 'dpkg: warning' /tmp/purge.out || fail "dpkg warned on purge (above)"
+[ ! -e /usr/lib/systemd/system/kubelet.service ] || fail "kubelet.service is still there"
+EOF
+}
+
 # --- OpenRC and runit as PID 1 ----------------------------------------------
 
 boot_openrc() { boot openrc bookworm openrc sysvinit-core openrc containerd $NODE_PKGS; }
@@ -703,6 +730,7 @@ kd_test test_systemd252_sysext_upholds_the_kubelet
 kd_test test_systemd252_installer_image_on_the_booted_host
 kd_poweroff sd252
 kd_test test_systemd257_deb_env_file_cases
+kd_test test_systemd257_deb_upgrade_then_purge_without_warnings
 kd_test test_openrc_pid1_images_imported_before_the_kubelet_at_boot
 kd_test test_openrc_pid1_the_guide_s_tarball_commands
 kd_test test_openrc_pid1_installer_image_on_the_booted_host

@@ -36,9 +36,13 @@ kd_require mmdebstrap unshare dpkg-deb apt-ftparchive jq sha256sum piuparts zsh 
 kd_require_dist
 
 PACKAGES="kubelet kubeadm kubectl kubernetes-cni cri-tools"
+# Release N-1's debs as releases before the move of the units to
+# /usr/lib/systemd/system shipped them, so that every upgrade here moves them.
+PREV_DIST=$KD_WORK/deb.prev
+kd_debs_units_under_lib "$KD_DIST_PREV" "$PREV_DIST"
 ENV_FILE=/etc/default/kubelet
 CRICTL_YAML=/etc/crictl.yaml
-DROPIN=/lib/systemd/system/kubelet.service.d/10-kubeadm.conf
+DROPIN=/usr/lib/systemd/system/kubelet.service.d/10-kubeadm.conf
 SEED=/usr/share/kubedist/seed/etc/default/kubelet
 # The admin's own files, created before anything is installed: none of them
 # may be changed by any install, upgrade, remove or purge.
@@ -70,7 +74,7 @@ version_of() { dpkg-deb -f "$(deb_of "$1" "$2")" Version; }
 expect() {
     for p in $PACKAGES; do
         d=$KD_DIST
-        case " $* " in *" $p "*) d=$KD_DIST_PREV ;; esac
+        case " $* " in *" $p "*) d=$PREV_DIST ;; esac
         echo "$p $(version_of "$d" "$p")"
     done | LC_ALL=C sort
 }
@@ -86,7 +90,7 @@ seed_of() { # DEB OUT
 }
 SEED_PREV=$KD_WORK/deb.seed.prev
 SEED_CUR=$KD_WORK/deb.seed.cur
-seed_of "$KD_DIST_PREV"/kubelet_*.deb "$SEED_PREV"
+seed_of "$PREV_DIST"/kubelet_*.deb "$SEED_PREV"
 seed_of "$KD_DIST"/kubelet_*.deb "$SEED_CUR"
 
 # new_root : a fresh bookworm root with both releases' debs in /srv/prev and
@@ -94,7 +98,7 @@ seed_of "$KD_DIST"/kubelet_*.deb "$SEED_CUR"
 new_root() {
     r=$(kd_new_root "$BASE")
     mkdir -p "$r/srv/prev" "$r/srv/cur"
-    cp "$KD_DIST_PREV"/*.deb "$KD_DIST_PREV"/*.deb.spdx.json "$r/srv/prev/"
+    cp "$PREV_DIST"/*.deb "$PREV_DIST"/*.deb.spdx.json "$r/srv/prev/"
     cp "$KD_DIST"/*.deb "$r/srv/cur/"
     printf '%s\n' "$r"
 }
@@ -227,13 +231,13 @@ kubectl_version_client_runs_real_binary() {
 # the package's version, and the installed kubelet's digest, the same as the
 # one the package's SBOM names.
 the_guide_s_sbom_lookup_finds_the_installed_kubelet() {
-    deb=$(basename "$(deb_of "$KD_DIST_PREV" kubelet)")
+    deb=$(basename "$(deb_of "$PREV_DIST" kubelet)")
     {
         echo 'cd /srv/prev'
         kd_guide_block docs/supply-chain.md sbom-on-node kubelet_1.37.2-1_amd64.deb "$deb"
     } | kd_script "$ROOT_A" >"$KD_WORK/deb.sbom-lookup"
     cat "$KD_WORK/deb.sbom-lookup"
-    version=$(dpkg-deb -f "$KD_DIST_PREV/$deb" Version)
+    version=$(dpkg-deb -f "$PREV_DIST/$deb" Version)
     assert_eq "$(printf 'kubelet\t%s' "$version")" "$(sed -n 1p "$KD_WORK/deb.sbom-lookup")" "the version dpkg-query shows"
     installed=$(sed -n 2p "$KD_WORK/deb.sbom-lookup")
     assert_eq "${installed%% *}" "$(sed -n 3p "$KD_WORK/deb.sbom-lookup")" "the SBOM's digest of ./usr/bin/kubelet"
@@ -292,6 +296,26 @@ upgrade_replaces_unedited_env_file_noninteractive() { # failures 1, 3
     assert_eq "" "$(kd_run "$ROOT_A" dpkg --verify $PACKAGES)" "dpkg --verify after the upgrade"
 }
 
+# N-1's units were under /lib/systemd/system (PREV_DIST), N's are under
+# /usr/lib/systemd/system: on this merged-/usr root one directory with two
+# names, where dpkg must not remove the files it has just unpacked when it
+# drops their old names.
+units_moved_from_lib_to_usr_lib_on_upgrade() {
+    [ -L "$ROOT_A/lib" ] || { echo "assertion failed: the root's /lib is no link: not merged-/usr" >&2; return 1; }
+    dpkg-deb -c "$(deb_of "$PREV_DIST" kubelet)" | grep -q ' \./lib/systemd/system/kubelet\.service$' ||
+        { echo "assertion failed: N-1's kubelet has no unit under /lib: the test would prove nothing" >&2; return 1; }
+    for p in kubelet:kubelet.service kubeadm:kubelet.service.d/10-kubeadm.conf kubeadm:kubedist-images.service; do
+        pkg=${p%%:*} f=/usr/lib/systemd/system/${p#*:}
+        kd_run "$ROOT_A" dpkg-query -L "$pkg" >"$KD_WORK/deb.A.list"
+        assert_grep "^$f\$" "$KD_WORK/deb.A.list"
+        if grep '^/lib/systemd' "$KD_WORK/deb.A.list"; then
+            echo "assertion failed: dpkg still lists $pkg's files under /lib (above)" >&2
+            return 1
+        fi
+        dpkg-deb --fsys-tarfile "$(deb_of "$KD_DIST" "$pkg")" | tar -xO ".$f" | cmp - "$ROOT_A$f"
+    done
+}
+
 third_party_cni_plugin_survives_upgrade() { # failure 5
     assert_admin_files_intact "$ROOT_A"
     # Ours are there too, each owned by kubernetes-cni alone.
@@ -341,7 +365,13 @@ purge_leaves_nothing_behind() { # failures 5, 7
     # Only packages dpkg still knows can be purged: apt cannot even name one
     # that came from a local file and left nothing behind on remove.
     # shellcheck disable=SC2046 # one word per package
-    kd_run "$ROOT_A" apt-get purge -y $(known_packages "$ROOT_A") </dev/null
+    kd_run "$ROOT_A" apt-get purge -y $(known_packages "$ROOT_A") </dev/null >"$KD_WORK/deb.A.purge" 2>&1
+    cat "$KD_WORK/deb.A.purge"
+    # (The admin's plugin keeps /opt/cni/bin, and dpkg says so.)
+    if grep "dpkg: warning: .*'/\(usr/\)\?lib/systemd" "$KD_WORK/deb.A.purge"; then
+        echo "assertion failed: dpkg warned on purge about the units' directories (above)" >&2
+        return 1
+    fi
     assert_eq "" "$(known_packages "$ROOT_A")" "packages dpkg still knows after purge"
     assert_no_file "$ROOT_A$ENV_FILE"
     assert_no_file "$ROOT_A$CRICTL_YAML"
@@ -370,6 +400,7 @@ kd_test env_file_is_prev_default_after_install
 kd_test crictl_yaml_is_a_seed_with_the_runtime_endpoint_only
 kd_test deb_dropin_reads_etc_default_kubelet
 kd_test upgrade_replaces_unedited_env_file_noninteractive
+kd_test units_moved_from_lib_to_usr_lib_on_upgrade
 kd_test third_party_cni_plugin_survives_upgrade
 kd_test admin_dropin_override_survives_upgrade
 kd_test reinstall_restores_deleted_kubeadm_dropin
@@ -509,7 +540,7 @@ ROOT_D=$(new_root)
 # pkgs.k8s.io holds several versions. Unsigned ([trusted=yes]): signing is
 # the repo suite's concern.
 mkdir -p "$ROOT_D/srv/repo"
-cp "$KD_DIST_PREV"/*.deb "$KD_DIST"/*.deb "$ROOT_D/srv/repo/"
+cp "$PREV_DIST"/*.deb "$KD_DIST"/*.deb "$ROOT_D/srv/repo/"
 (
     cd "$ROOT_D/srv/repo"
     apt-ftparchive packages . >Packages
@@ -532,7 +563,7 @@ EOF
 # Held packages are "hi": any wanted state, installed.
 version_table() { package_states "$ROOT_D" | awk '$3 ~ /^.i$/ { print $1, $2 }'; }
 
-v_prev() { version_of "$KD_DIST_PREV" "$1"; }
+v_prev() { version_of "$PREV_DIST" "$1"; }
 
 mixed_versions_prev_kubeadm_with_cur_kubelet() { # failure 8
     repo_apt install "kubeadm=$(v_prev kubeadm)" kubelet kubectl kubernetes-cni cri-tools >/dev/null
@@ -744,15 +775,15 @@ piuparts_upgrade_prev_to_cur() { # failures 1, 3, 5
     rm -rf "$repo"
     mkdir -p "$repo"
     # shellcheck disable=SC2046 # one word per deb
-    cp $(debs_of "$KD_DIST_PREV") "$repo/"
+    cp $(debs_of "$PREV_DIST") "$repo/"
     (cd "$repo" && apt-ftparchive packages . >Packages && apt-ftparchive release . >Release)
     # shellcheck disable=SC2046 # one word per deb
     piuparts_run --no-install-purge-test --bindmount="$repo" \
         --extra-repo="deb [trusted=yes] file://$repo ./" $(debs_of "$KD_DIST")
     assert_grep 'PASS: Installation, upgrade and purging tests' "$KD_WORK/deb.piuparts.log"
     # It really went from N-1 to N.
-    assert_grep "Setting up kubelet ($(version_of "$KD_DIST_PREV" kubelet))" "$KD_WORK/deb.piuparts.log"
-    assert_grep "Unpacking kubelet ($(version_of "$KD_DIST" kubelet)) over ($(version_of "$KD_DIST_PREV" kubelet))" "$KD_WORK/deb.piuparts.log"
+    assert_grep "Setting up kubelet ($(version_of "$PREV_DIST" kubelet))" "$KD_WORK/deb.piuparts.log"
+    assert_grep "Unpacking kubelet ($(version_of "$KD_DIST" kubelet)) over ($(version_of "$PREV_DIST" kubelet))" "$KD_WORK/deb.piuparts.log"
 }
 
 kd_test piuparts_install_purge

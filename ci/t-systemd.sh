@@ -51,7 +51,7 @@ TARBALL=$(ls "$KD_DIST"/kubedist-*-linux-amd64.tar.gz)
 family_vars() { # FAMILY
     case $1 in
     deb)
-        UNITDIR=/lib/systemd/system ENV_FILE=/etc/default/kubelet OTHER_ENV=/etc/sysconfig/kubelet
+        UNITDIR=/usr/lib/systemd/system ENV_FILE=/etc/default/kubelet OTHER_ENV=/etc/sysconfig/kubelet
         # A deb ships the default as a seed that postinst puts in place.
         ENV_SHIPPED=/usr/share/kubedist/seed/etc/default/kubelet
         KUBELET_PKG=$DEB_KUBELET KUBEADM_PKG=$DEB_KUBEADM

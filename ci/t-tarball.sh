@@ -46,13 +46,16 @@ kd_require_dist
 # whatever happens, they vanish with it.
 kd_own_mount_namespace "$0" "$@"
 
-TARBALL_PREV=$(kd_one "$KD_DIST_PREV"/kubedist-*-linux-amd64.tar.gz)
 TARBALL_CUR=$(kd_one "$KD_DIST"/kubedist-*-linux-amd64.tar.gz)
 DEB_KUBELET=$(kd_one "$KD_DIST"/kubelet_*_amd64.deb)
 
 TB=$KD_WORK/t-tarball
 rm -rf "$TB"
 mkdir -p "$TB"
+# N-1's tarball as releases before the move of the deb family's units to
+# /usr/lib/systemd/system shipped it, so that the upgrades here move them.
+TARBALL_PREV=$TB/$(basename "$(kd_one "$KD_DIST_PREV"/kubedist-*-linux-amd64.tar.gz)")
+kd_tarball_units_under_lib "$(kd_one "$KD_DIST_PREV"/kubedist-*-linux-amd64.tar.gz)" "$TARBALL_PREV"
 tb_mounts=
 tb_cleanup() {
 	for m in $tb_mounts; do
@@ -301,13 +304,18 @@ test_systemd_upgrade_unedited_follows() {
 	kd_in_root_offline "$ROOT_S" "$PRELUDE" <<'EOF'
 cmp -s "$(payload_of "$PREV" /etc/default/kubelet deb)" "$(payload_of "$CUR" /etc/default/kubelet deb)" &&
 	fail "N-1 and N ship the same /etc/default/kubelet: this test needs them to differ"
+grep -q "$TAB/lib/systemd/system/kubelet.service\$" $M ||
+	fail "N-1 recorded no unit under /lib: the move to /usr/lib would go untested"
 run_install "$CUR"
 ok
 said "update /etc/default/kubelet"
 cmp /etc/default/kubelet "$(payload_of "$CUR" /etc/default/kubelet deb)" ||
 	fail "the unedited /etc/default/kubelet did not follow the release"
 [ ! -e /etc/default/kubelet.new ] || fail "a .new beside an unedited config"
+# N's units are under /usr/lib: on this merged-/usr root the same files as
+# N-1's under /lib, which must not go with their old names.
 check_landed "$CUR" deb systemd
+! grep "$TAB/lib/systemd/" $M || fail "the records still name /lib (above)"
 run_install "$CUR"
 ok
 said "nothing to do"

@@ -563,11 +563,20 @@ check_state() {
 # path. Side-by-side kubelets (/opt/kubernetes/vX.Y.Z) are matched by set.
 known_paths() {
 	{
+		# Each path by its other name on a merged-/usr root too (usr_alias):
+		# an earlier release's records name the deb family's units under
+		# /lib, this one's under /usr/lib.
 		awk -F "$tab" '
-			function parents(p) { while (sub(/\/[^\/]*$/, "", p) && p != "") print "dir\t" p }
-			$3 == "dir" { print "dir\t" $6 }
-			$3 != "dir" { print "file\t" $6 }
-			$3 == "config" { print "new\t" $6 ".new" }
+			function alias(p) {
+				if (p ~ /^\/usr\/(bin|sbin|lib|lib32|lib64|libx32)(\/|$)/) return substr(p, 5)
+				if (p ~ /^\/(bin|sbin|lib|lib32|lib64|libx32)(\/|$)/) return "/usr" p
+				return ""
+			}
+			function known(kind, p) { print kind "\t" p; if (alias(p) != "") print kind "\t" alias(p) }
+			function parents(p) { while (sub(/\/[^\/]*$/, "", p) && p != "") known("dir", p) }
+			$3 == "dir" { known("dir", $6) }
+			$3 != "dir" { known("file", $6) }
+			$3 == "config" { known("new", $6 ".new") }
 			{ parents($6) }
 		' "$work/entries"
 		d=${state_dir%/*}
@@ -825,16 +834,32 @@ package_manager_installs() { # PACKAGE...
 	return 0
 }
 
+# The other name of host path PATH on a merged-/usr root, where /lib/x and
+# /usr/lib/x are the same file (likewise bin, sbin, lib32, lib64, libx32);
+# PATH itself where it has none.
+usr_alias() { # PATH
+	case $1 in
+	/bin/* | /sbin/* | /lib/* | /lib32/* | /lib64/* | /libx32/*) echo "/usr$1" ;;
+	/usr/bin/* | /usr/sbin/* | /usr/lib/* | /usr/lib32/* | /usr/lib64/* | /usr/libx32/*) echo "${1#/usr}" ;;
+	*) echo "$1" ;;
+	esac
+}
+
+# Whether host paths A and B, two names, are one file: the same name in one
+# directory reached through a linked one (a merged-/usr root's /lib/x and
+# /usr/lib/x).
+same_file() { # A B
+	[ "$1" != "$2" ] && [ "${1##*/}" = "${2##*/}" ] && [ -e "$root$1" ] || return 1
+	sf_a=$(cd -P "$root${1%/*}" 2>/dev/null && pwd) || return 1
+	sf_b=$(cd -P "$root${2%/*}" 2>/dev/null && pwd) || return 1
+	[ "$sf_a" = "$sf_b" ]
+}
+
 # The package that owns host path PATH, as "the Debian package NAME" or
 # "the RPM package NAME"; nothing if none does (or none can tell).
 package_owner() { # PATH
-	# dpkg lists a file under the name its package ships: on a merged-/usr
-	# root /lib/x and /usr/lib/x are the same file.
-	case $1 in
-	/bin/* | /sbin/* | /lib/* | /lib32/* | /lib64/* | /libx32/*) po_alias=/usr$1 ;;
-	/usr/bin/* | /usr/sbin/* | /usr/lib/* | /usr/lib32/* | /usr/lib64/* | /usr/libx32/*) po_alias=${1#/usr} ;;
-	*) po_alias=$1 ;;
-	esac
+	# dpkg lists a file under the name its package ships.
+	po_alias=$(usr_alias "$1")
 	if [ -d "$root/var/lib/dpkg/info" ]; then
 		po_list=$(grep -lxF -e "$1" -e "$po_alias" "$root"/var/lib/dpkg/info/*.list 2>/dev/null | head -n 1) || po_list=
 		if [ -n "$po_list" ]; then
@@ -966,12 +991,15 @@ put_file() { # SRC MODE DEST
 	fi
 }
 
-# Whether the file at host path PATH is ours: recorded by an earlier run,
-# or, while completing an interrupted run, a plain file no package owns
-# with exactly the content we install (the kill came after its rename,
-# before its journal line).
+# Whether the file at host path PATH is ours: recorded by an earlier run
+# (under its other name, when that is the same file: a release moved it
+# from /lib to /usr/lib), or, while completing an interrupted run, a plain
+# file no package owns with exactly the content we install (the kill came
+# after its rename, before its journal line).
 is_ours() { # PATH SHA
-	if awk -F "$tab" -v p="$1" '$5 == p && $2 != "dir" && $2 != "link" { f = 1 } END { exit !f }' "$work/old"; then
+	io_other=$(usr_alias "$1")
+	same_file "$1" "$io_other" || io_other=$1
+	if awk -F "$tab" -v p="$1" -v q="$io_other" '($5 == p || $5 == q) && $2 != "dir" && $2 != "link" { f = 1 } END { exit !f }' "$work/old"; then
 		return 0
 	fi
 	[ -n "$had_journal" ] && [ -f "$root$1" ] && [ ! -L "$root$1" ] &&
@@ -1752,6 +1780,14 @@ do_install() {
 			;;
 		esac
 		awk -F "$tab" -v p="$path" '$5 == p { found = 1 } END { exit !found }' "$work/new" && continue
+		# A file the new release installs under its other name (a release
+		# moved it from /lib to /usr/lib) is the same file on a merged-/usr
+		# root: removing the old name would remove what was just installed.
+		other=$(usr_alias "$path")
+		if same_file "$path" "$other" &&
+			awk -F "$tab" -v p="$other" '$5 == p { found = 1 } END { exit !found }' "$work/new"; then
+			continue
+		fi
 		if [ "$kind" = dir ]; then
 			# A directory we created that still holds what we install stays ours.
 			if [ -d "$root$path" ] &&

@@ -235,7 +235,10 @@ fn the_kubelet_deb_holds_what_dpkg_needs() {
     assert_eq!(data["usr/bin/kubelet"].0.mode().unwrap(), 0o755);
     assert_eq!(data["usr/bin/kubelet"].1, b"binary kubernetes/kubelet\n");
     assert_eq!(
-        data["lib/systemd/system/kubelet.service"].0.mode().unwrap(),
+        data["usr/lib/systemd/system/kubelet.service"]
+            .0
+            .mode()
+            .unwrap(),
         0o644
     );
     assert!(data.contains_key("usr/share/kubedist/seed/etc/default/kubelet"));
