@@ -6,10 +6,12 @@
 ctd_pids=
 ctd_dirs=
 
-# ctd_start DIR SANDBOX_IMAGE [CNI_DIR] : containerd with its state under
-# DIR, its sandbox image SANDBOX_IMAGE and, with CNI_DIR, the CRI plugin
-# looking for the CNI plugins there; ready when this returns. containerd 2
-# gets its own layout (version 3, docs/air-gapped.md's), 1.x version 2.
+# ctd_start DIR SANDBOX_IMAGE [CNI_DIR [HOSTS_DIR]] : containerd with its
+# state under DIR, its sandbox image SANDBOX_IMAGE, with CNI_DIR the CRI
+# plugin looking for the CNI plugins there (none when empty) and with
+# HOSTS_DIR its registries' hosts.toml files there (config_path); ready
+# when this returns. containerd 2 gets its own layout (version 3,
+# docs/air-gapped.md's), 1.x version 2.
 ctd_start() {
 	mkdir -p "$1"
 	# (Debian's 1.x says "1.6.20~ds1", the Go module's 2.x "v2.4.2".)
@@ -25,6 +27,7 @@ state = "$1/state"
   sandbox = '$2'
 TOML
 		[ -z "${3:-}" ] || printf "[plugins.'io.containerd.cri.v1.runtime'.cni]\n  bin_dirs = ['%s']\n" "$3" >>"$1/config.toml"
+		[ -z "${4:-}" ] || printf "[plugins.'io.containerd.cri.v1.images'.registry]\n  config_path = '%s'\n" "$4" >>"$1/config.toml"
 		;;
 	*)
 		cat >"$1/config.toml" <<TOML
@@ -37,6 +40,7 @@ state = "$1/state"
   sandbox_image = "$2"
 TOML
 		[ -z "${3:-}" ] || printf '[plugins."io.containerd.grpc.v1.cri".cni]\n  bin_dir = "%s"\n' "$3" >>"$1/config.toml"
+		[ -z "${4:-}" ] || printf '[plugins."io.containerd.grpc.v1.cri".registry]\n  config_path = "%s"\n' "$4" >>"$1/config.toml"
 		;;
 	esac
 	containerd --config "$1/config.toml" >"$1/log" 2>&1 &

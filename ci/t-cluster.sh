@@ -91,14 +91,22 @@ DAEMONSET=$(kd_one "$@")
 version_of() { basename "$1" | sed 's/^kubedist-\(.*\)-linux-amd64.tar.gz$/\1/'; }
 OLD_K8S=$(version_of "$OLD_TARBALL")
 K8S=$(version_of "$TARBALL")
-# The references of each bundle's images, and of both.
-refs() { tar -xOf "$1" index.json | jq -r '.manifests[].annotations["io.containerd.image.name"]' | sort; }
+# The cluster's imageRepository, a site's own as docs/air-gapped.md shows
+# it: no registry answers this name, and the nodes' images are named under
+# it by kubedist-images (install.sh --image-repository, images.conf).
+REPO=registry.example.internal/k8s
+# The references of each bundle's images, and of both: each under its own
+# name and under REPO's as kubeadm names it there (CoreDNS: REPO/coredns).
+refs() {
+    tar -xOf "$1" index.json | jq -r '.manifests[].annotations["io.containerd.image.name"]' |
+        sed -e p -e "s|^registry.k8s.io/coredns/coredns:|$REPO/coredns:|" -e t -e "s|^registry.k8s.io/|$REPO/|" | sort
+}
 refs "$OLD_BUNDLE" >"$TMP/old.refs"
 refs "$BUNDLE" >"$TMP/bundle.refs"
 sort -u "$TMP/old.refs" "$TMP/bundle.refs" >"$TMP/all.refs"
 # The sandbox image: the same pause in both releases (an upgrade whose pause
 # changes also changes the runtime's setting, docs/air-gapped.md).
-PAUSE=$(grep '/pause:' "$TMP/old.refs")
+PAUSE=$(grep '^registry.k8s.io/pause:' "$TMP/old.refs")
 grep -qx "$PAUSE" "$TMP/bundle.refs" || {
     echo "t-cluster: FAIL: $OLD_K8S and $K8S want other pause images; this suite knows one" >&2
     echo "0 passed, 1 failed"
@@ -497,7 +505,7 @@ nodeRegistration:
 apiVersion: kubeadm.k8s.io/v1beta4
 kind: ClusterConfiguration
 kubernetesVersion: v$OLD_K8S
-imageRepository: registry.k8s.io
+imageRepository: $REPO
 networking:
   serviceSubnet: 10.95.0.0/16
   podSubnet: 10.244.0.0/16
@@ -707,7 +715,7 @@ test_the_control_plane_kube_proxy_and_coredns_run() {
 
 
 # (N-1's etcd: on every node before and after the upgrade.)
-ETCD=$(grep '/etcd:' "$TMP/old.refs")
+ETCD=$(grep "^$REPO/etcd:" "$TMP/old.refs")
 
 # A pod on NODE running the bundle's etcd image as a plain server on port
 # 2379, and a ClusterIP Service in front of it alone.
@@ -902,8 +910,8 @@ test_the_cluster_upgrades_to_the_next_minor_offline_through_the_channels() {
         image=$(kc -n kube-system get pod "$p-kd-cp" -o jsonpath='{.spec.containers[0].image}')
         assert_grep "^$image\$" "$TMP/bundle.refs"
     done
-    assert_eq "$(grep /kube-proxy: "$TMP/bundle.refs")" "$(image_of daemonset/kube-proxy)" "kube-proxy's image after the upgrade"
-    assert_eq "$(grep /coredns: "$TMP/bundle.refs")" "$(image_of deployment/coredns)" "CoreDNS's image after the upgrade"
+    assert_eq "$(grep "^$REPO/kube-proxy:" "$TMP/bundle.refs")" "$(image_of daemonset/kube-proxy)" "kube-proxy's image after the upgrade"
+    assert_eq "$(grep "^$REPO/coredns:" "$TMP/bundle.refs")" "$(image_of deployment/coredns)" "CoreDNS's image after the upgrade"
     wait_for 120 "kube-proxy runs on every node" kube_proxies_running
     wait_for 120 "CoreDNS is available" kc -n kube-system wait --for=condition=Available deployment/coredns --timeout=5s
     for n in $NODES; do
@@ -1209,7 +1217,8 @@ kd_listing / /var/tmp /var/log /var/cache /var/backups /var/lib/apt /var/lib/dpk
 # manifests, the kubelet's configuration), which reset leaves too; the emptied etcd
 # directory, the hostPath directories the kubelet creates for the static
 # pods and kube-proxy, its volume plugin directory; and the admin's own
-# files: the bundle copied into /var/lib/kubedist/images, the edited family
+# files: the bundle copied into /var/lib/kubedist/images and
+# /etc/kubedist/images.conf, the edited family
 # env file (kept by install.sh, saved as .rpmsave by rpm, never touched on
 # a sysext host), the repository's key and snippet, and on the sysext host the
 # transfer file, the key, the extension directories and the enabled
@@ -1218,8 +1227,9 @@ not_kubedists() {
     printf '%s\n' '^/etc/cni/net\.d/10-kubedist\.conflist$' '^/etc/kubernetes(/pki|/tmp(/.*)?)?$' '^/var/lib/etcd$' \
         '^/var/lib/cni(/.*)?$' '^/etc/ssl(/certs)?$' '^/usr/lib/modules$' \
         '^/usr/libexec/kubernetes(/kubelet-plugins(/volume(/exec)?)?)?$'
-    # (The bundle: install.sh --images keeps no copy of its own.)
-    [ "$(node_way "$1")" = tarball ] || echo '^/var/lib/kubedist(/images(/.*)?)?$'
+    # (The bundle and kubedist-images' settings: install.sh --images keeps
+    # no copy of its own, and removes the settings it wrote.)
+    [ "$(node_way "$1")" = tarball ] || printf '%s\n' '^/var/lib/kubedist(/images(/.*)?)?$' '^/etc/kubedist(/images\.conf)?$'
     case $(node_way "$1") in
     apt) printf '%s\n' '^/etc/apt/keyrings(/kubedist\.gpg)?$' '^/etc/apt/sources\.list\.d/kubedist\.list$' ;;
     tarball | installer) echo '^/etc/default/kubelet$' ;;

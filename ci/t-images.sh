@@ -242,6 +242,71 @@ TOML
 	assert_eq 0 "$(grep -c ': imported ' "$OT/crio2" || true)" "images imported again"
 }
 
+# A site's own repository, as kubeadm's imageRepository names it: no
+# registry answers this name.
+REPO=registry.example.internal/k8s
+
+# "<digest> <reference>" of every image of bundle $1 under its own name and
+# under REPO's as kubeadm names images there (GetGenericImage, GetDNSImage:
+# CoreDNS is REPO/coredns), sorted by reference.
+bundle_images_with_repo() {
+	bundle_images "$1" | sed -e 'p' -e "s| registry.k8s.io/coredns/coredns:| $REPO/coredns:|" -e 't' \
+		-e "s| registry.k8s.io/| $REPO/|" | sort -k2
+}
+
+test_an_image_repository_names_every_image_as_kubeadm_does() {
+	images_dir "$OT/img4"
+	printf '# the site registry\nimage-repository = %s\n' "$REPO" >"$OT/images.conf"
+	unshare --net sh -eu -c '
+		. "$1"
+		ctd_start "$OT/ctd4" registry.k8s.io/pause:3.6
+		"$IMPORT" --dir "$OT/img4" --config "$OT/images.conf" --containerd-address "$OT/ctd4/containerd.sock" \
+			--containerd-config "$OT/ctd4/config.toml" >"$OT/repo1"
+		containerd_images "$OT/ctd4" >"$OT/held4"
+		ctr_in "$OT/ctd4" images ls | awk "NR > 1 && \$1 !~ /^sha256:/ && \$NF !~ /io.cri-containerd.pinned=pinned/" >"$OT/unpinned4"
+		"$IMPORT" --dir "$OT/img4" --config "$OT/images.conf" --containerd-address "$OT/ctd4/containerd.sock" \
+			--containerd-config "$OT/ctd4/config.toml" >"$OT/repo2"
+		ctd_stop_all
+	' sh "$OT/functions"
+	cat "$OT/repo1"
+	echo "== containerd holds every image under both names, at the bundle's digest, pinned"
+	bundle_images_with_repo "$BUNDLE" | diff -u - "$OT/held4"
+	assert_empty "$OT/unpinned4" "images without the pinned label (above)"
+	assert_eq "$(expected_refs | wc -l)" "$(grep -c "^kubedist-images: $REPO/.*: named (sha256:" "$OT/repo1")" "images named under $REPO"
+	echo "== the sandbox note names the repository's pause"
+	assert_grep "sandbox image is registry.k8s.io/pause:3.6, the bundle.s is $REPO/pause:" "$OT/repo1"
+	echo "== a second run names nothing again"
+	assert_eq 0 "$(grep -c ': named \|: imported ' "$OT/repo2" || true)" "images imported or named again"
+
+	echo "== CRI-O: containers-storage holds both names at the bundle's digest"
+	cat >"$OT/storage5.conf" <<TOML
+[storage]
+driver = "vfs"
+graphroot = "$OT/storage5"
+runroot = "$OT/storage5-run"
+TOML
+	CONTAINERS_STORAGE_CONF="$OT/storage5.conf" unshare --net "$IMPORT" --dir "$OT/img4" --runtime cri-o \
+		--image-repository "$REPO" >"$OT/crio5"
+	CONTAINERS_STORAGE_CONF="$OT/storage5.conf" podman images --format '{{.Digest}} {{.Repository}}:{{.Tag}}' |
+		sort -k2 >"$OT/podman5"
+	bundle_images_with_repo "$BUNDLE" | diff -u - "$OT/podman5"
+
+	echo "== a repository kubeadm could not be given, or a line the file may not have: one line, nothing imported"
+	for conf in "image-repository = Registry.example/k8s:v1" "image-repository = $REPO
+imageRepository: $REPO"; do
+		printf '%s\n' "$conf" >"$OT/bad.conf"
+		if "$IMPORT" --dir "$OT/img4" --config "$OT/bad.conf" --runtime containerd \
+			--containerd-address "$OT/none.sock" >"$OT/bad.out" 2>"$OT/bad.err"; then
+			echo "assertion failed: a bad $OT/bad.conf was taken" >&2
+			return 1
+		fi
+		cat "$OT/bad.err"
+		assert_eq 1 "$(wc -l <"$OT/bad.err")" "lines of the error"
+		assert_grep "^kubedist-images: $OT/bad.conf: .*nothing was imported\$" "$OT/bad.err"
+		assert_empty "$OT/bad.out" "output before the refusal"
+	done
+}
+
 test_air_gapped_host_installs_the_node_and_its_images() {
 	root=$(kd_new_root "$(kd_base_tarball images containerd)")
 	mkdir -p "$root/srv/kd" "$root/srv/dist"
@@ -275,8 +340,21 @@ if /srv/kd/kubedist-*/install.sh --images /srv/arm64/kubedist-images-*-arm64.oci
 cat /tmp/arm.out /tmp/arm
 [ "$(wc -l </tmp/arm)" = 1 ] && grep -q 'its images are for arm64, this tarball.s programs for amd64; nothing was installed' /tmp/arm
 [ "$(cd /var/lib/kubedist/images && sha256sum ./*)" = "$before" ]
+# The site's repository: kept in kubedist-images' settings, which a later
+# --images run keeps and uninstall removes.
+/srv/kd/kubedist-*/install.sh --images "$bundle" --image-repository registry.example.internal/k8s | tee /tmp/repo
+grep -qx 'image-repository = registry.example.internal/k8s' /etc/kubedist/images.conf
+ctr -n k8s.io images ls | awk 'NR > 1 && $1 !~ /^sha256:/ { print $3 " " $1 }' | sort -k2 >/tmp/held-repo
+/srv/kd/kubedist-*/install.sh --images "$bundle" >/tmp/again
+grep -qx 'image-repository = registry.example.internal/k8s' /etc/kubedist/images.conf
+/srv/kd/kubedist-*/install.sh uninstall >/tmp/uninstall
+[ ! -e /etc/kubedist ]
 kill "$ctd"
 SCRIPT
+	echo "== --image-repository: every image under the repository's name too"
+	cat "$root/tmp/repo"
+	bundle_images_with_repo "$BUNDLE" | diff -u - "$root/tmp/held-repo"
+	assert_grep "install /etc/kubedist/images.conf" "$root/tmp/repo"
 	cat "$root/tmp/held"
 	bundle_images "$BUNDLE" | diff -u - "$root/tmp/held"
 	grep -q 'install /var/lib/kubedist/images/kubedist-images-' "$root/tmp/install"
@@ -572,6 +650,7 @@ kd_test test_containerd_imports_every_image_offline_and_the_pause_image_runs
 kd_test test_a_matching_sandbox_image_gets_no_note
 kd_test test_a_changed_or_unlisted_bundle_imports_nothing
 kd_test test_cri_o_storage_holds_every_image_at_its_digest
+kd_test test_an_image_repository_names_every_image_as_kubeadm_does
 kd_test test_air_gapped_host_installs_the_node_and_its_images
 kd_test test_a_tarball_carrying_the_bundle_installs_and_imports_it_offline
 kd_test test_an_image_list_kubeadm_disagrees_with_is_refused

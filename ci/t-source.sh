@@ -43,7 +43,7 @@
 # shellcheck source=ci/lib.sh
 . "$(dirname "$0")/lib.sh"
 
-kd_require go jq dpkg-deb mmdebstrap dig curl skopeo unshare file
+kd_require go jq dpkg-deb mmdebstrap dig curl skopeo unshare file docker-registry
 XTASK=${KD_XTASK:?run through cargo xtask test}
 
 # The containers' mounts stay in the suite's own mount namespace.
@@ -360,6 +360,93 @@ test_kubedist_images_notes_are_true_on_containerd_2() {
     done
 }
 
+# A site's own repository, as kubeadm's imageRepository names it: no
+# registry answers this name.
+REPO=registry.example.internal/k8s
+
+# kubedist-images --image-repository on the containerd 2 built from source:
+# every image under the names the kubeadm built from source lists for that
+# repository, at the bundle's digests; a sandbox image naming the
+# repository's pause gets no note.
+test_kubedist_images_names_the_images_as_kubeadm_lists_them_under_a_repository() {
+    "$BIN/kubeadm" config images list --kubernetes-version "v$K8S" --image-repository "$REPO" | sort >"$TMP/kubeadm.repo"
+    cat "$TMP/kubeadm.repo"
+    bundle=$(kd_one "$KD_DIST"/kubedist-images-*-amd64.oci.tar)
+    kd_bundle_dir "$TMP/kdi-repo" "$bundle"
+    PATH=$IN/runtime/amd64:$PATH TMP=$TMP KD_REPO=$KD_REPO unshare --net sh -eu -c '
+        . "$KD_REPO/ci/containerd.sh"
+        trap ctd_stop_all EXIT
+        d=$TMP/ctd-repo
+        ctd_start "$d" "$1"
+        "$KD_REPO/installer/images/kubedist-images" --dir "$TMP/kdi-repo" --image-repository "$2" \
+            --containerd-address "$d/containerd.sock" --containerd-config "$d/config.toml" >"$TMP/repo.out"
+        containerd_images "$d" >"$TMP/repo.held"
+    ' sh "$(grep "^$REPO/pause:" "$TMP/kubeadm.repo")" "$REPO" || { cat "$TMP/repo.out"; return 1; }
+    cat "$TMP/repo.out"
+    grep " $REPO/" "$TMP/repo.held" | cut -d ' ' -f 2 | diff -u "$TMP/kubeadm.repo" -
+    # Each at the digest of the bundle's image it names.
+    sed -n 's/^kubedist-images: \([^ ]*\): named (\(sha256:[0-9a-f]*\), as \([^ )]*\))$/\2 \1 \3/p' "$TMP/repo.out" |
+        while read -r digest name ref; do
+            assert_grep "^$digest $ref\$" "$TMP/repo.held"
+            assert_grep "^$digest $name\$" "$TMP/repo.held"
+        done
+    assert_eq "$(grep -c . "$TMP/kubeadm.repo")" "$(grep -c ': named (sha256:' "$TMP/repo.out")" "images named"
+    assert_eq 0 "$(grep -c 'note:' "$TMP/repo.out" || true)" "notes with the repository's pause as the sandbox image"
+}
+
+# What docs/air-gapped.md says of a site that runs a registry instead: the
+# containerd 2 built from source, its CRI plugin's config_path at a hosts.toml
+# for registry.example.internal whose host is Debian's docker-registry on
+# 127.0.0.1, pulls the repository's pause through CRI (crictl) at the
+# bundle's digest; without the hosts.toml the same pull fails (no network).
+test_a_mirror_in_containerd_2_s_hosts_toml_serves_the_site_s_repository() {
+    bundle=$(kd_one "$KD_DIST"/kubedist-images-*-amd64.oci.tar)
+    tar -xzf "$IN/cri-tools/v$CRI/crictl-v$CRI-linux-amd64.tar.gz" -C "$TMP" crictl
+    pause=$(grep '/pause:' "$TMP/refs")
+    want=$(tar -xOf "$bundle" index.json |
+        jq -r --arg r "$pause" '.manifests[] | select(.annotations["io.containerd.image.name"] == $r) | .digest')
+    mkdir -p "$TMP/hosts/registry.example.internal"
+    cat >"$TMP/hosts/registry.example.internal/hosts.toml" <<TOML
+server = "https://registry.example.internal"
+[host."http://127.0.0.1:5123"]
+  capabilities = ["pull", "resolve"]
+TOML
+    PATH=$IN/runtime/amd64:$PATH TMP=$TMP KD_REPO=$KD_REPO unshare --net sh -eu -c '
+        . "$KD_REPO/ci/containerd.sh"
+        trap ctd_stop_all EXIT
+        ip link set lo up
+        mkdir -p "$TMP/registry"
+        printf "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: %s\nhttp:\n  addr: 127.0.0.1:5123\n" \
+            "$TMP/registry/data" >"$TMP/registry/config.yml"
+        docker-registry serve "$TMP/registry/config.yml" >"$TMP/registry/log" 2>&1 &
+        ctd_pids="$ctd_pids $!"
+        i=0
+        until curl -fs http://127.0.0.1:5123/v2/ >/dev/null; do i=$((i + 1)); [ "$i" -lt 100 ]; sleep 0.1; done
+        skopeo copy --quiet --all --preserve-digests --dest-tls-verify=false \
+            "oci-archive:$2:$1" "docker://127.0.0.1:5123/k8s/${1#registry.k8s.io/}"
+        for how in with without; do
+            d=$TMP/ctd-mirror-$how
+            hosts=
+            [ "$how" = without ] || hosts=$TMP/hosts
+            ctd_start "$d" "$1" "" "$hosts"
+            if "$TMP/crictl" --runtime-endpoint "unix://$d/containerd.sock" pull "$3" >"$TMP/pull-$how" 2>&1; then
+                echo "pulled" >>"$TMP/pull-$how"
+            fi
+            containerd_images "$d" >"$TMP/held-$how"
+        done
+    ' sh "$pause" "$bundle" "$REPO/${pause#registry.k8s.io/}" || { cat "$TMP/registry/log"; return 1; }
+    cat "$TMP/pull-with" "$TMP/held-with"
+    assert_grep '^pulled$' "$TMP/pull-with"
+    # (CRI also records the image by its digest.)
+    assert_grep "^$want $REPO/${pause#registry.k8s.io/}\$" "$TMP/held-with"
+    assert_eq 0 "$(grep -vc "^$want " "$TMP/held-with")" "images held at another digest"
+    # Through the mirror, which containerd asked for the repository's name.
+    assert_grep 'GET /v2/k8s/pause/manifests/.*ns=registry.example.internal' "$TMP/registry/log"
+    cat "$TMP/pull-without"
+    assert_no_grep '^pulled$' "$TMP/pull-without"
+    assert_empty "$TMP/held-without" "images held without the mirror"
+}
+
 # kubedist-images with the kubelet built from source on PATH (v$K8S): the
 # bundle of the minor before is left out, said in a note; alone it is
 # refused in one line naming both releases, nothing imported; --downgrade
@@ -399,6 +486,8 @@ kd_test test_the_runtime_from_source_is_containerd_2_and_runc_with_seccomp
 kd_test test_every_image_from_source_runs_in_containerd
 kd_test test_kubedist_images_notes_are_true_on_containerd_2
 kd_test test_kubedist_images_leaves_out_a_bundle_older_than_the_kubelet
+kd_test test_kubedist_images_names_the_images_as_kubeadm_lists_them_under_a_repository
+kd_test test_a_mirror_in_containerd_2_s_hosts_toml_serves_the_site_s_repository
 kd_test test_two_builds_are_byte_identical
 kd_test test_dist_source_builds_every_artifact_and_says_what_built_them
 kd_test test_the_minor_before_builds_from_source_too

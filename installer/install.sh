@@ -61,6 +61,13 @@ Options:
                       of `cargo xtask dist --carry-images` carries its
                       bundle in images/: install installs and imports it
                       after the node software, with no --images
+  --image-repository REPO
+                      with --images: the repository kubeadm's
+                      imageRepository names (registry.example.internal/k8s);
+                      kubedist-images names every image under it too, as
+                      kubeadm does, now and at every boot: install.sh keeps
+                      it in /etc/kubedist/images.conf (later --images runs
+                      keep it; uninstall removes it)
   --downgrade         install this tarball (or with --images a bundle) although
                       the release recorded here is newer (refused otherwise:
                       a node's kubelet and kubeadm must not go back behind
@@ -191,10 +198,19 @@ no_enable=
 no_start=
 kubelet_only=
 opt_images=
+opt_image_repository=
 replace_foreign=
 downgrade=
 ignore_package_db=
 verify_key=
+
+# image_repository_ok REPO : whether REPO is a repository kubeadm could be
+# given as imageRepository: a registry host (with a port, maybe) and path
+# components, lower case, no tag or digest.
+# (kubedist-images has the same function; a tidy test keeps them one text.)
+image_repository_ok() {
+	printf '%s\n' "$1" | LC_ALL=C grep -Eqx '[a-z0-9]([a-z0-9.-]*[a-z0-9])?(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*'
+}
 
 need_value() {
 	if [ $# -lt 2 ] || [ -z "$2" ]; then usage_error "$1 needs a value"; fi
@@ -248,6 +264,11 @@ while [ $# -gt 0 ]; do
 		opt_images=$2
 		shift
 		;;
+	--image-repository)
+		need_value "$@"
+		opt_image_repository=$2
+		shift
+		;;
 	--dry-run) dry_run=1 ;;
 	--no-enable) no_enable=1 ;;
 	--no-start) no_start=1 ;;
@@ -267,6 +288,13 @@ action=${action:-install}
 if [ -n "$opt_images" ]; then
 	[ "$action" = install ] || usage_error "--images is for install; uninstall removes the bundle with everything else"
 	[ -z "$kubelet_only" ] || usage_error "--images and --kubelet-only install different things: one at a time"
+fi
+if [ -n "$opt_image_repository" ]; then
+	if [ "$action" != install ] || [ -n "$kubelet_only" ]; then
+		usage_error "--image-repository goes with --images (or a tarball that carries its bundle)"
+	fi
+	image_repository_ok "$opt_image_repository" ||
+		usage_error "--image-repository $opt_image_repository: not an image repository (registry.example.internal/k8s: a host, maybe a port, a path; no tag)"
 fi
 
 case $opt_init in
@@ -303,6 +331,8 @@ here=$(cd "$here" && pwd) || die "cannot enter the directory of $0"
 # State, as host paths (without the root) and as paths on this system.
 state_dir=/var/lib/kubedist
 images_dir=$state_dir/images
+# kubedist-images' settings (--image-repository), kept with the bundles.
+images_conf=/etc/kubedist/images.conf
 state=$root$state_dir
 manifest=$state/install.manifest
 journal=$state/install.journal
@@ -591,7 +621,7 @@ known_paths() {
 # anything but a known path (or a malformed one) stops install.sh before it
 # removes or writes anything.
 check_records() { # FILE
-	awk -F "$tab" -v q="'" -v im="$images_dir" '
+	awk -F "$tab" -v q="'" -v im="$images_dir" -v conf="$images_conf" -v confdir="${images_conf%/*}" '
 		NR == FNR { known[$1 SUBSEP $2] = 1; next }
 		function bad(why) { printf "line %d: %s\n", FNR, why; exit }
 		function octal(m) { return m ~ /^[0-7][0-7][0-7][0-7]$/ }
@@ -616,10 +646,11 @@ check_records() { # FILE
 			own = ""
 			if (set ~ /^kubelet-/) own = "/opt/kubernetes/" substr(set, 9) "/bin/kubelet"
 		}
-		# The images bundle and its SHA256SUMS, in their directory.
+		# The images bundle and its SHA256SUMS, in their directory, and the
+		# settings file of kubedist-images.
 		set == "images" {
-			if (kind == "file" && (p == im "/SHA256SUMS" || p ~ ("^" im "/kubedist-images-[A-Za-z0-9._+-]+[.]oci[.]tar$")) && octal(mode) && sha(sum)) next
-			if (kind == "dir" && p == im && octal(mode) && sum == "-") next
+			if (kind == "file" && (p == im "/SHA256SUMS" || p ~ ("^" im "/kubedist-images-[A-Za-z0-9._+-]+[.]oci[.]tar$") || p == conf) && octal(mode) && sha(sum)) next
+			if (kind == "dir" && (p == im || p == confdir) && octal(mode) && sum == "-") next
 			bad(q p q " is not a file or directory of the images bundle")
 		}
 		kind == "file" || kind == "config" || kind == "displaced" {
@@ -1634,10 +1665,24 @@ plan_images() {
 		done <"$work/images.before"
 	fi
 	LC_ALL=C sort -t "$tab" -k2,2 "$work/images.keep" | awk -F "$tab" '{ print $1 "  " $2 }' >"$work/images.sums"
+	# kubedist-images' settings: --image-repository's, else the ones an
+	# earlier run installed (intact, as recorded), which stay.
+	if [ -n "$opt_image_repository" ]; then
+		printf '# Written by install.sh --images --image-repository; read by kubedist-images.\nimage-repository = %s\n' \
+			"$opt_image_repository" >"$work/images.conf"
+	else
+		ic_sha=$(awk -F "$tab" -v p="$images_conf" '$1 == "images" && $2 == "file" && $5 == p { print $4; exit }' "$work/old")
+		if [ -n "$ic_sha" ] && [ -f "$root$images_conf" ] && [ ! -L "$root$images_conf" ] &&
+			[ "$(sha256_of "$root$images_conf")" = "$ic_sha" ]; then
+			cp "$root$images_conf" "$work/images.conf"
+		fi
+	fi
 	{
 		printf 'dir\t0755\t-\t-\t%s\n' "$images_dir"
 		cat "$work/images.plan"
 		printf 'file\t0644\t%s\t%s\t%s\n' "$(sha256_of "$work/images.sums")" "$work/images.sums" "$images_dir/SHA256SUMS"
+		[ ! -f "$work/images.conf" ] ||
+			printf 'file\t0644\t%s\t%s\t%s\n' "$(sha256_of "$work/images.conf")" "$work/images.conf" "$images_conf"
 	} >"$work/plan"
 }
 
@@ -1898,6 +1943,7 @@ install_carried() {
 	[ -z "$verify_key" ] || set -- "$@" --verify-key "$verify_key"
 	[ -z "$dry_run" ] || set -- "$@" --dry-run
 	[ -z "$replace_foreign" ] || set -- "$@" --replace-foreign
+	[ -z "$opt_image_repository" ] || set -- "$@" --image-repository "$opt_image_repository"
 	cleanup
 	trap - EXIT
 	exec sh "$here/${0##*/}" "$@"

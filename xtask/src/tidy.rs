@@ -961,7 +961,7 @@ fn the_installer_and_kubedist_images_order_releases_alike() {
     // text, and the order the one Kubernetes and kubedist use.
     let installer = read("installer/install.sh");
     let images = read("installer/images/kubedist-images");
-    for name in ["version_older", "bundle_version"] {
+    for name in ["version_older", "bundle_version", "image_repository_ok"] {
         assert_eq!(
             shell_function(&installer, name),
             shell_function(&images, name),
@@ -992,6 +992,33 @@ fn the_installer_and_kubedist_images_order_releases_alike() {
                 .expect("running sh");
             assert_eq!(out.success(), i < j, "version_older {a} {b}");
         }
+    }
+}
+
+#[test]
+fn an_image_repository_is_what_kubeadm_takes_as_imagerepository() {
+    let installer = read("installer/install.sh");
+    let ok = shell_function(&installer, "image_repository_ok");
+    for (repo, expected) in [
+        ("registry.example.internal/k8s", true),
+        ("registry.k8s.io", true),
+        ("localhost:5000/mirror/k8s", true),
+        ("10.0.0.1:5000", true),
+        ("registry.example.internal/k8s/", false),
+        ("registry.example.internal/k8s:v1", false),
+        ("Registry.example/k8s", false),
+        ("registry.example/k8s@sha256:00", false),
+        ("", false),
+        ("-x/k8s", false),
+        ("a b/k8s", false),
+    ] {
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!("{ok}\n}}\nimage_repository_ok \"$1\""))
+            .args(["sh", repo])
+            .status()
+            .expect("running sh");
+        assert_eq!(out.success(), expected, "image_repository_ok {repo:?}");
     }
 }
 
