@@ -603,6 +603,8 @@ kd_debs_units_under_lib() {
     mkdir -p "$2"
     cp -p "$1"/*.deb "$1"/*.deb.spdx.json "$2/"
     for kdu_deb in "$2"/*.deb; do
+        # (Only kubelet and kubeadm have units: the others stay as they are.)
+        dpkg-deb --fsys-tarfile "$kdu_deb" | tar -t | grep '^\./usr/lib/systemd/' >/dev/null || continue
         kdu=$(mktemp -d)
         mkdir "$kdu/data" "$kdu/control"
         dpkg-deb --fsys-tarfile "$kdu_deb" >"$kdu/data.tar"
