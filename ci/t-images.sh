@@ -292,7 +292,7 @@ TOML
 	bundle_images_with_repo "$BUNDLE" | diff -u - "$OT/podman5"
 
 	echo "== a repository kubeadm could not be given, or a line the file may not have: one line, nothing imported"
-	for conf in "image-repository = Registry.example/k8s:v1" "image-repository = $REPO
+	for conf in "image-repository = Registry.example/k8s:v1" "image-repository =" "image-repository = $REPO
 imageRepository: $REPO"; do
 		printf '%s\n' "$conf" >"$OT/bad.conf"
 		if "$IMPORT" --dir "$OT/img4" --config "$OT/bad.conf" --runtime containerd \
