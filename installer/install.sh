@@ -587,22 +587,34 @@ check_state() {
 	if [ -f "$journal" ]; then had_journal=1; fi
 }
 
+# The other name of a host path on a merged-/usr root, where /lib/x and
+# /usr/lib/x are the same file (likewise bin, sbin, lib32, lib64, libx32),
+# as the awk function usr_alias(p): "" where it has none. One rule for
+# known_paths and the shell's usr_alias.
+usr_alias_awk='
+	function usr_alias(p) {
+		if (p ~ /^\/usr\/(bin|sbin|lib|lib32|lib64|libx32)(\/|$)/) return substr(p, 5)
+		if (p ~ /^\/(bin|sbin|lib|lib32|lib64|libx32)(\/|$)/) return "/usr" p
+		return ""
+	}'
+
+# The other name of host path PATH on a merged-/usr root; PATH itself where
+# it has none.
+usr_alias() { # PATH
+	awk "$usr_alias_awk"' BEGIN { a = usr_alias(ARGV[1]); print (a == "" ? ARGV[1] : a) }' "$1"
+}
+
 # The paths a record may name: those of this release's MANIFEST (for any
 # family and init system), FILE.new of its configs, every directory above
 # them and the state directory's parents. Lines: kind (file, new, dir) and
 # path. Side-by-side kubelets (/opt/kubernetes/vX.Y.Z) are matched by set.
 known_paths() {
 	{
-		# Each path by its other name on a merged-/usr root too (usr_alias):
-		# an earlier release's records name the deb family's units under
-		# /lib, this one's under /usr/lib.
-		awk -F "$tab" '
-			function alias(p) {
-				if (p ~ /^\/usr\/(bin|sbin|lib|lib32|lib64|libx32)(\/|$)/) return substr(p, 5)
-				if (p ~ /^\/(bin|sbin|lib|lib32|lib64|libx32)(\/|$)/) return "/usr" p
-				return ""
-			}
-			function known(kind, p) { print kind "\t" p; if (alias(p) != "") print kind "\t" alias(p) }
+		# Each path by its other name on a merged-/usr root too: an earlier
+		# release's records name the deb family's units under /lib, this
+		# one's under /usr/lib.
+		awk -F "$tab" "$usr_alias_awk"'
+			function known(kind, p) { print kind "\t" p; if (usr_alias(p) != "") print kind "\t" usr_alias(p) }
 			function parents(p) { while (sub(/\/[^\/]*$/, "", p) && p != "") known("dir", p) }
 			$3 == "dir" { known("dir", $6) }
 			$3 != "dir" { known("file", $6) }
@@ -863,17 +875,6 @@ package_manager_installs() { # PACKAGE...
 		done
 	fi
 	return 0
-}
-
-# The other name of host path PATH on a merged-/usr root, where /lib/x and
-# /usr/lib/x are the same file (likewise bin, sbin, lib32, lib64, libx32);
-# PATH itself where it has none.
-usr_alias() { # PATH
-	case $1 in
-	/bin/* | /sbin/* | /lib/* | /lib32/* | /lib64/* | /libx32/*) echo "/usr$1" ;;
-	/usr/bin/* | /usr/sbin/* | /usr/lib/* | /usr/lib32/* | /usr/lib64/* | /usr/libx32/*) echo "${1#/usr}" ;;
-	*) echo "$1" ;;
-	esac
 }
 
 # Whether host paths A and B, two names, are one file: the same name in one
