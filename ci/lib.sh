@@ -603,13 +603,16 @@ kd_debs_units_under_lib() {
     mkdir -p "$2"
     cp -p "$1"/*.deb "$1"/*.deb.spdx.json "$2/"
     for kdu_deb in "$2"/*.deb; do
-        # (Only kubelet and kubeadm have units: the others stay as they are.)
-        dpkg-deb --fsys-tarfile "$kdu_deb" | tar -t | grep '^\./usr/lib/systemd/' >/dev/null || continue
         kdu=$(mktemp -d)
-        mkdir "$kdu/data" "$kdu/control"
         dpkg-deb --fsys-tarfile "$kdu_deb" >"$kdu/data.tar"
-        dpkg-deb --ctrl-tarfile "$kdu_deb" >"$kdu/control.tar"
         tar -tf "$kdu/data.tar" >"$kdu/data.list"
+        # (Only kubelet and kubeadm have units: the others stay as they are.)
+        if ! grep -q '^\./usr/lib/systemd/' "$kdu/data.list"; then
+            rm -rf "$kdu"
+            continue
+        fi
+        mkdir "$kdu/data" "$kdu/control"
+        dpkg-deb --ctrl-tarfile "$kdu_deb" >"$kdu/control.tar"
         tar -tf "$kdu/control.tar" >"$kdu/control.list"
         tar -xpf "$kdu/data.tar" -C "$kdu/data"
         tar -xpf "$kdu/control.tar" -C "$kdu/control"
@@ -661,6 +664,16 @@ kd_tarball_units_under_lib() {
     ) || return 1
     tar -C "$kdt" -czf "$2" --numeric-owner --owner=0 --group=0 "$kdt_top"
     rm -rf "$kdt"
+}
+
+# kd_with_repository_names REPO : each line of stdin ("[DIGEST ]REFERENCE")
+# and, after one of registry.k8s.io, the same line with the reference as
+# kubeadm names it under imageRepository REPO (GetGenericImage, GetDNSImage):
+# registry.k8s.io/coredns/coredns is REPO/coredns, registry.k8s.io/NAME is
+# REPO/NAME.
+kd_with_repository_names() {
+    sed -n -e p -e "s#\(^\| \)registry\.k8s\.io/coredns/coredns:#\1$1/coredns:#p" -e t \
+        -e "s#\(^\| \)registry\.k8s\.io/#\1$1/#p"
 }
 
 # kd_function NAME : the text of lib.sh's function NAME, for a script that

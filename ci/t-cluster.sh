@@ -99,7 +99,7 @@ REPO=registry.example.internal/k8s
 # name and under REPO's as kubeadm names it there (CoreDNS: REPO/coredns).
 refs() {
     tar -xOf "$1" index.json | jq -r '.manifests[].annotations["io.containerd.image.name"]' |
-        sed -e p -e "s|^registry.k8s.io/coredns/coredns:|$REPO/coredns:|" -e t -e "s|^registry.k8s.io/|$REPO/|" | sort
+        kd_with_repository_names "$REPO" | sort
 }
 refs "$OLD_BUNDLE" >"$TMP/old.refs"
 refs "$BUNDLE" >"$TMP/bundle.refs"

@@ -247,12 +247,8 @@ TOML
 REPO=registry.example.internal/k8s
 
 # "<digest> <reference>" of every image of bundle $1 under its own name and
-# under REPO's as kubeadm names images there (GetGenericImage, GetDNSImage:
-# CoreDNS is REPO/coredns), sorted by reference.
-bundle_images_with_repo() {
-	bundle_images "$1" | sed -e 'p' -e "s| registry.k8s.io/coredns/coredns:| $REPO/coredns:|" -e 't' \
-		-e "s| registry.k8s.io/| $REPO/|" | sort -k2
-}
+# under REPO's as kubeadm names images there, sorted by reference.
+bundle_images_with_repo() { bundle_images "$1" | kd_with_repository_names "$REPO" | sort -k2; }
 
 test_an_image_repository_names_every_image_as_kubeadm_does() {
 	images_dir "$OT/img4"
@@ -321,6 +317,8 @@ test_air_gapped_host_installs_the_node_and_its_images() {
 	grep "  ${arm##*/}\$" "$OT/a/SHA256SUMS" >"$root/srv/arm64/SHA256SUMS"
 	kd_script_offline "$root" <<'SCRIPT'
 bundle=$(ls /srv/dist/*.oci.tar)
+# "<digest> <reference>" of every image containerd holds, sorted.
+held() { ctr -n k8s.io images ls | awk 'NR > 1 && $1 !~ /^sha256:/ { print $3 " " $1 }' | sort -k2; }
 containerd >/var/log/containerd.log 2>&1 &
 ctd=$!
 i=0
@@ -332,7 +330,7 @@ cat /tmp/bad
 grep -q 'does not match' /tmp/bad
 [ ! -e /var/lib/kubedist/images ]
 /srv/kd/kubedist-*/install.sh --images "$bundle" | tee /tmp/install
-ctr -n k8s.io images ls | awk 'NR > 1 && $1 !~ /^sha256:/ { print $3 " " $1 }' | sort -k2 >/tmp/held
+held >/tmp/held
 # The arm64 bundle, vouched for by its own SHA256SUMS, on this amd64 node:
 # refused in one line before any write; the amd64 bundle stays.
 before=$(cd /var/lib/kubedist/images && sha256sum ./*)
@@ -344,7 +342,7 @@ cat /tmp/arm.out /tmp/arm
 # --images run keeps and uninstall removes.
 /srv/kd/kubedist-*/install.sh --images "$bundle" --image-repository registry.example.internal/k8s | tee /tmp/repo
 grep -qx 'image-repository = registry.example.internal/k8s' /etc/kubedist/images.conf
-ctr -n k8s.io images ls | awk 'NR > 1 && $1 !~ /^sha256:/ { print $3 " " $1 }' | sort -k2 >/tmp/held-repo
+held >/tmp/held-repo
 /srv/kd/kubedist-*/install.sh --images "$bundle" >/tmp/again
 grep -qx 'image-repository = registry.example.internal/k8s' /etc/kubedist/images.conf
 /srv/kd/kubedist-*/install.sh uninstall >/tmp/uninstall
