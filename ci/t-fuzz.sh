@@ -32,9 +32,26 @@ SECONDS_EACH=${KD_FUZZ_SECONDS:-10}
 TARGET_DIR=${XDG_CACHE_HOME:-$HOME/.cache}/kubedist/fuzz-target
 TARGETS="envfile split sha256sums deb rpm images_layout"
 
-# fuzz ARGS... : cargo fuzz on this checkout's fuzz/ crate.
+# fuzz ARGS... : cargo fuzz on this checkout's fuzz/ crate. No incremental
+# state: it only grows, and the dev profile builds these crates fast enough.
 fuzz() {
-    (cd "$KD_REPO" && RUSTC_BOOTSTRAP=1 cargo fuzz "$@" --fuzz-dir fuzz --target-dir "$TARGET_DIR")
+    (cd "$KD_REPO" && CARGO_INCREMENTAL=0 RUSTC_BOOTSTRAP=1 \
+        cargo fuzz "$@" --fuzz-dir fuzz --target-dir "$TARGET_DIR")
+}
+
+# prune_older_builds : the project's own crates carry the checkout's path in
+# their hashes, so each clone leaves about 1.5 GiB of them behind; only the
+# newest build of each is kept (the dependencies are shared and stay).
+prune_older_builds() {
+    deps=$TARGET_DIR/x86_64-unknown-linux-gnu/debug/deps
+    for crate in libxtask xtask libkubelet_wrapper kubelet_wrapper $TARGETS; do
+        # shellcheck disable=SC2012 # names are [a-z0-9_.-]
+        newest=$(ls -t "$deps" | grep -E "^$crate-[0-9a-f]{16}" | head -n 1 | cut -c "$((${#crate} + 2))-$((${#crate} + 17))")
+        [ -n "$newest" ] || continue
+        ls "$deps" | grep -E "^$crate-[0-9a-f]{16}" | grep -v "^$crate-$newest" |
+            while IFS= read -r f; do rm -f "$deps/$f"; done
+    done
+    rm -rf "$TARGET_DIR/x86_64-unknown-linux-gnu/debug/incremental"
 }
 
 # The dev profile: overflow checks and debug assertions on, and a clean
@@ -46,6 +63,7 @@ if ! fuzz build --dev >"$TMP/build.log" 2>&1; then
     echo "0 passed, 1 failed"
     exit 1
 fi
+prune_older_builds
 
 # runs_clean TARGET : TARGET for SECONDS_EACH from its committed corpus;
 # what it finds goes to a scratch corpus, never into fuzz/corpus.
