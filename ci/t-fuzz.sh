@@ -45,11 +45,16 @@ fuzz() {
 prune_older_builds() {
     deps=$TARGET_DIR/x86_64-unknown-linux-gnu/debug/deps
     for crate in libxtask xtask libkubelet_wrapper kubelet_wrapper $TARGETS; do
-        # shellcheck disable=SC2012 # names are [a-z0-9_.-]
-        newest=$(ls -t "$deps" | grep -E "^$crate-[0-9a-f]{16}" | head -n 1 | cut -c "$((${#crate} + 2))-$((${#crate} + 17))")
+        newest=
+        for f in "$deps/$crate"-????????????????*; do
+            [ -e "$f" ] || continue
+            if [ -z "$newest" ] || [ -n "$(find "$f" -prune -newer "$newest")" ]; then newest=$f; fi
+        done
         [ -n "$newest" ] || continue
-        ls "$deps" | grep -E "^$crate-[0-9a-f]{16}" | grep -v "^$crate-$newest" |
-            while IFS= read -r f; do rm -f "$deps/$f"; done
+        hash=$(printf '%.16s' "${newest#"$deps/$crate-"}")
+        for f in "$deps/$crate"-????????????????*; do
+            case $f in "$deps/$crate-$hash"*) ;; *) rm -f "$f" ;; esac
+        done
     done
     rm -rf "$TARGET_DIR/x86_64-unknown-linux-gnu/debug/incremental"
 }
