@@ -26,9 +26,10 @@
 #       podman on the host as docs/installer-image.md says, and upgraded by N's installer
 #       image in the DaemonSet dist ships, imported into the node's
 #       containerd.
-# The container runtime is containerd 2 and runc built from source (cargo
-# xtask source --runtime), configured as docs/air-gapped.md ("A node, offline")
-# tells an operator; pods are networked by kubedist's own CNI plugins.
+# The container runtime is containerd 2 and runc of the release's
+# kubedist-containerd package (built from source), configured as
+# docs/air-gapped.md ("A node, offline") tells an operator; pods are
+# networked by kubedist's own CNI plugins.
 # The nodes install, import their images and upgrade with the commands of
 # that guide's blocks, read from it (`guide` below), not with a copy; only
 # w5's first install runs from the host, with podman (kd_installer_run).
@@ -60,7 +61,7 @@
 # shellcheck source=ci/lib.sh
 . "$(dirname "$0")/lib.sh"
 
-kd_require systemd-nspawn nsenter ip unshare tar jq sha256sum
+kd_require systemd-nspawn nsenter ip unshare tar jq sha256sum dpkg-deb
 kd_require_dist
 XTASK=${KD_XTASK:?run through cargo xtask test}
 
@@ -226,13 +227,10 @@ trap 'exit 1' INT TERM
 
 # --- inputs ----------------------------------------------------------------
 
-(cd "$KD_REPO" && "$XTASK" source --runtime --arch amd64 --out "$TMP/in") >"$TMP/runtime.log" 2>&1 || {
-    tail -n 20 "$TMP/runtime.log" >&2
-    echo "t-cluster: FAIL: cargo xtask source --runtime failed (above)" >&2
-    echo "0 passed, 1 failed"
-    exit 1
-}
-RUNTIME=$TMP/in/runtime/amd64
+# containerd and runc of the release's runtime package, kubedist-containerd.
+set -- "$KD_DIST"/kubedist-containerd_*_amd64.deb
+dpkg-deb -x "$(kd_one "$@")" "$TMP/in"
+RUNTIME=$TMP/in/usr/bin
 
 # One channel per minor: v$OLD_MINOR/ holds N-1, v$MINOR/ holds N.
 OLD_MINOR=${OLD_K8S%.*}

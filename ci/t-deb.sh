@@ -97,9 +97,14 @@ seed_of "$KD_DIST"/kubelet_*.deb "$SEED_CUR"
 # /srv/cur.
 new_root() {
     r=$(kd_new_root "$BASE")
-    mkdir -p "$r/srv/prev" "$r/srv/cur"
-    cp "$PREV_DIST"/*.deb "$PREV_DIST"/*.deb.spdx.json "$r/srv/prev/"
-    cp "$KD_DIST"/*.deb "$r/srv/cur/"
+    mkdir -p "$r/srv/prev" "$r/srv/cur" "$r/srv/runtime/prev" "$r/srv/runtime/cur"
+    for p in $PACKAGES; do
+        cp "$(deb_of "$PREV_DIST" "$p")" "$(deb_of "$PREV_DIST" "$p").spdx.json" "$r/srv/prev/"
+        cp "$(deb_of "$KD_DIST" "$p")" "$r/srv/cur/"
+    done
+    # The container runtime, installed only when asked.
+    cp "$(deb_of "$PREV_DIST" kubedist-containerd)" "$r/srv/runtime/prev/"
+    cp "$(deb_of "$KD_DIST" kubedist-containerd)" "$r/srv/runtime/cur/"
     printf '%s\n' "$r"
 }
 
@@ -719,6 +724,90 @@ kd_test kernel_prerequisites_applied_on_a_running_host
 kd_test kernel_prerequisites_skipped_in_a_container
 kd_test completions_of_real_kubectl_load
 
+# --- root R: the container runtime, kubedist-containerd --------------------
+
+RUNTIME_CUR=$(deb_of "$KD_DIST" kubedist-containerd)
+ROOT_R=$(new_root)
+RUNTIME_CONFIG=/etc/containerd/config.toml
+
+# A distribution's containerd and runc, as dpkg records them: packages of
+# those names owning the programs' paths (Debian's own are 1.6 and 1.1).
+for p in containerd:/usr/bin/containerd runc:/usr/sbin/runc; do
+    d=$KD_WORK/deb.fake-${p%%:*}
+    rm -rf "$d"
+    mkdir -p "$d/DEBIAN" "$d$(dirname "${p#*:}")"
+    printf 'Package: %s\nVersion: 1.6.20~ds1-1\nArchitecture: all\nMaintainer: t <t@example.org>\nDescription: a distribution'"'"'s %s\n' \
+        "${p%%:*}" "${p%%:*}" >"$d/DEBIAN/control"
+    printf '#!/bin/sh\n' >"$d${p#*:}"
+    chmod 0755 "$d${p#*:}"
+    dpkg-deb -b "$d" "$ROOT_R/srv/runtime/${p%%:*}.deb" >/dev/null
+done
+
+runtime_beside_a_distribution_s_containerd_apt_shows_the_swap_first() {
+    kd_run "$ROOT_R" dpkg -i /srv/runtime/containerd.deb /srv/runtime/runc.deb >/dev/null
+    kd_listing "$ROOT_R" >"$KD_WORK/deb.R.before"
+    # What apt says it would do, before doing anything.
+    kd_run "$ROOT_R" sh -c "cd /srv/runtime/prev && apt-get install -s ./kubedist-containerd_*.deb" </dev/null >"$KD_WORK/deb.R.apt-s"
+    cat "$KD_WORK/deb.R.apt-s"
+    sed -n '/^The following packages will be REMOVED:/,/^[^ ]/p' "$KD_WORK/deb.R.apt-s" >"$KD_WORK/deb.R.removed"
+    assert_grep "^  containerd runc\$" "$KD_WORK/deb.R.removed"
+    # Asked without -y and no terminal to answer, apt does nothing.
+    if kd_run "$ROOT_R" sh -c "cd /srv/runtime/prev && apt-get install ./kubedist-containerd_*.deb" </dev/null >"$KD_WORK/deb.R.apt-n" 2>&1; then
+        cat "$KD_WORK/deb.R.apt-n"
+        echo "assertion failed: apt swapped the runtimes without being told to" >&2
+        return 1
+    fi
+    kd_listing "$ROOT_R" >"$KD_WORK/deb.R.after"
+    if diff "$KD_WORK/deb.R.before" "$KD_WORK/deb.R.after" | grep '^[<>]' | grep -Ev "^[<>] $BOOKKEEPING"; then
+        echo "assertion failed: what apt did not do changed the root (above)" >&2
+        return 1
+    fi
+}
+
+runtime_installs_with_the_guide_s_command_and_replaces_them() {
+    {
+        echo 'cd /srv/runtime/prev'
+        kd_guide_block docs/packages.md apt-install-runtime
+    } | kd_keep_output kd_script "$ROOT_R" >"$KD_WORK/deb.R.install"
+    kd_run "$ROOT_R" dpkg-query -W -f '${Package} ${db:Status-Abbrev}\n' containerd runc kubedist-containerd \
+        >"$KD_WORK/deb.R.states" 2>/dev/null || true
+    cat "$KD_WORK/deb.R.states"
+    assert_eq "ii " "$(awk '$1 == "kubedist-containerd" { print $2 " " }' "$KD_WORK/deb.R.states")" "kubedist-containerd's state"
+    for p in containerd runc; do
+        if awk -v p="$p" '$1 == p && $2 ~ /^.i/' "$KD_WORK/deb.R.states" | grep .; then
+            echo "assertion failed: $p is still installed beside kubedist-containerd" >&2
+            return 1
+        fi
+    done
+    # One step, nothing half-done.
+    assert_eq "" "$(kd_run "$ROOT_R" dpkg --audit)" "dpkg --audit"
+    kd_run "$ROOT_R" dpkg -S /usr/bin/containerd /usr/bin/runc >"$KD_WORK/deb.R.owners"
+    assert_eq 2 "$(grep -c '^kubedist-containerd: ' "$KD_WORK/deb.R.owners")" "owner of containerd and runc"
+    assert_grep '^  SystemdCgroup = true$' "$ROOT_R$RUNTIME_CONFIG"
+    assert_grep "^  bin_dirs = \['/opt/cni/bin'\]\$" "$ROOT_R$RUNTIME_CONFIG"
+    [ -d "$ROOT_R/etc/containerd/conf.d" ] || { echo "assertion failed: no /etc/containerd/conf.d" >&2; return 1; }
+    # Enabled (nothing runs here to start it).
+    assert_file "$ROOT_R/etc/systemd/system/multi-user.target.wants/containerd.service"
+    kd_run "$ROOT_R" systemd-analyze verify --man=no containerd.service
+}
+
+runtime_upgrade_keeps_the_admin_s_config() {
+    echo '# the admin'"'"'s' >>"$ROOT_R$RUNTIME_CONFIG"
+    kd_run "$ROOT_R" sh -c "cd /srv/runtime/cur && DEBIAN_FRONTEND=noninteractive apt-get install -y ./kubedist-containerd_*.deb" </dev/null
+    assert_eq "$(dpkg-deb -f "$RUNTIME_CUR" Version)" \
+        "$(kd_run "$ROOT_R" dpkg-query -W -f '${Version}' kubedist-containerd)" "kubedist-containerd's version"
+    assert_grep "^# the admin's\$" "$ROOT_R$RUNTIME_CONFIG"
+    echo '[plugins]' >"$ROOT_R/etc/containerd/conf.d/50-admin.toml"
+    kd_run "$ROOT_R" apt-get purge -y kubedist-containerd </dev/null
+    # The admin's own file of conf.d/ stays (and so does the directory).
+    assert_file "$ROOT_R/etc/containerd/conf.d/50-admin.toml"
+    assert_no_file "$ROOT_R/usr/bin/containerd"
+}
+
+kd_test runtime_beside_a_distribution_s_containerd_apt_shows_the_swap_first
+kd_test runtime_installs_with_the_guide_s_command_and_replaces_them
+kd_test runtime_upgrade_keeps_the_admin_s_config
+
 # --- piuparts ----------------------------------------------------------------
 
 # piuparts' base chroot, saved by its first run (-s) and unpacked by every
@@ -726,9 +815,9 @@ kd_test completions_of_real_kubectl_load
 # itself.
 PIUPARTS_BASE=$KD_CACHE/piuparts-$KD_SUITE_CODENAME.tar.gz
 
-# debs_of DIST : the paths of our five debs in DIST.
+# debs_of DIST : the paths of our debs in DIST, the runtime's too.
 debs_of() {
-    for p in $PACKAGES; do deb_of "$1" "$p"; done
+    for p in $PACKAGES kubedist-containerd; do deb_of "$1" "$p"; done
 }
 
 # piuparts_run ARGS... : piuparts on bookworm from KD_MIRROR with the cached

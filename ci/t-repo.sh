@@ -116,7 +116,10 @@ deb_version() { dpkg-deb -f "$1/$2"_*.deb Version; }
 rpm_version() { rpm_ -qp --qf '%{VERSION}-%{RELEASE}' "$1/$2"-[0-9]*.rpm; }
 
 CLIENT_PACKAGES="kubelet kubeadm kubectl"
-ALL_PACKAGES="kubelet kubeadm kubectl kubernetes-cni cri-tools"
+ALL_PACKAGES="kubelet kubeadm kubectl kubernetes-cni cri-tools kubedist-containerd"
+# Packages of one release, and of the two (N-1 and N).
+ONE=$(echo "$ALL_PACKAGES" | wc -w)
+TWO=$((2 * ONE))
 # Each package must differ between the releases, or pins and the
 # incremental repository prove nothing.
 for p in $ALL_PACKAGES; do
@@ -304,13 +307,13 @@ repo_built_from_both_releases_with_test_key() {
         echo "assertion failed: a secret key is inside the repository" >&2
         return 1
     fi
-    assert_eq 10 "$(find "$REPO/pool" -name '*.deb' | wc -l)" ".debs in the pool"
+    assert_eq "$TWO" "$(find "$REPO/pool" -name '*.deb' | wc -l)" ".debs in the pool"
     # Each package's SBOM beside it, naming the package as served (the
     # rpms signed by the repository).
-    assert_eq 10 "$(find "$REPO/pool" -name '*.deb.spdx.json' | wc -l)" "SBOMs in the pool"
-    assert_eq 10 "$(find "$REPO/x86_64" -name '*.rpm.spdx.json' | wc -l)" "SBOMs in x86_64/"
+    assert_eq "$TWO" "$(find "$REPO/pool" -name '*.deb.spdx.json' | wc -l)" "SBOMs in the pool"
+    assert_eq "$TWO" "$(find "$REPO/x86_64" -name '*.rpm.spdx.json' | wc -l)" "SBOMs in x86_64/"
     sboms_name_what_is_served "$REPO"
-    assert_eq 10 "$(find "$REPO/x86_64" -name '*.rpm' | wc -l)" "rpms in x86_64/"
+    assert_eq "$TWO" "$(find "$REPO/x86_64" -name '*.rpm' | wc -l)" "rpms in x86_64/"
     # The client snippets point at the repository and at the key, and
     # trust nothing unsigned.
     assert_grep '^URIs: file:///srv/kubedist$' "$REPO/kubedist.sources"
@@ -509,7 +512,7 @@ rpm_checksig_reports_our_signatures() {
     short_lc=$(echo "$FPR" | cut -c25-40 | tr 'A-F' 'a-f')
     rpm_ --root "$ROOT_D" -K "$REPO"/x86_64/*.rpm >"$TMP/D.checksig"
     cat "$TMP/D.checksig"
-    assert_eq 10 "$(grep -c ': digests signatures OK$' "$TMP/D.checksig")" "rpms with good signatures"
+    assert_eq "$TWO" "$(grep -c ': digests signatures OK$' "$TMP/D.checksig")" "rpms with good signatures"
     # What was installed carries our key's signature.
     for p in $CLIENT_PACKAGES; do
         # EdDSA and ECDSA header signatures are in DSAHEADER, RSA ones in RSAHEADER.
@@ -930,10 +933,10 @@ minor_channels_hold_relative_paths_only() {
     deb_version "$NEXT_DIST" kubelet >"$TMP/next.kubelet"
     rm -rf "$NEXT_DIST"
     # Releases N-1 and N are one minor; the next minor has its own channel.
-    assert_grep "^apt: 10 package(s) in $CUR_CHANNEL/deb/dists/stable for amd64\$" "$TMP/minor.out"
-    assert_grep "^dnf: 10 package(s) in $CUR_CHANNEL/rpm/x86_64/\$" "$TMP/minor.out"
-    assert_grep "^apt: 5 package(s) in $NEXT_CHANNEL/deb/dists/stable for amd64\$" "$TMP/minor.out"
-    assert_grep "^dnf: 5 package(s) in $NEXT_CHANNEL/rpm/x86_64/\$" "$TMP/minor.out"
+    assert_grep "^apt: $TWO package(s) in $CUR_CHANNEL/deb/dists/stable for amd64\$" "$TMP/minor.out"
+    assert_grep "^dnf: $TWO package(s) in $CUR_CHANNEL/rpm/x86_64/\$" "$TMP/minor.out"
+    assert_grep "^apt: $ONE package(s) in $NEXT_CHANNEL/deb/dists/stable for amd64\$" "$TMP/minor.out"
+    assert_grep "^dnf: $ONE package(s) in $NEXT_CHANNEL/rpm/x86_64/\$" "$TMP/minor.out"
     for gone in pool dists x86_64 kubedist.sources kubedist.repo; do
         assert_no_file "$MINOR/$gone"
     done
@@ -1034,8 +1037,8 @@ EOF
     # Release N added, with the same key.
     repo --from "$KD_DIST" --out "$INC" --key "$TEST_KEY" >"$TMP/inc2.out" 2>"$TMP/inc2.err"
     cat "$TMP/inc2.out" "$TMP/inc2.err"
-    assert_grep '^apt: 10 package(s) in dists/stable for amd64$' "$TMP/inc2.out"
-    assert_grep '^dnf: 10 package(s) in x86_64/$' "$TMP/inc2.out"
+    assert_grep "^apt: $TWO package(s) in dists/stable for amd64\$" "$TMP/inc2.out"
+    assert_grep "^dnf: $TWO package(s) in x86_64/\$" "$TMP/inc2.out"
     for p in $ALL_PACKAGES; do
         assert_file "$INC/pool/main/${p%"${p#?}"}/$p/${p}_$(deb_version "$KD_DIST_PREV" "$p")_amd64.deb"
         assert_file "$INC/x86_64/$p-$(rpm_version "$KD_DIST_PREV" "$p").x86_64.rpm"

@@ -16,8 +16,9 @@
 # - the images kubeadm pulls, built from source (`source --images`): an
 #   index under each reference, pinned in images.toml, labelled,
 #   byte-identical when built again, bundled by `dist --source`;
-# - the container runtime built from source (`source --runtime`):
-#   containerd 2.x and runc with seccomp, which run every image offline:
+# - the container runtime built from source (containerd's and runc's files
+#   of the release): containerd 2.x and runc with seccomp, static, which
+#   run every image offline:
 #   pause stays up as 65535 under the default seccomp profile, etcd serves
 #   /health, CoreDNS answers, the control plane's programs print the
 #   release, kube-proxy finds iptables and nft and cleans up with them;
@@ -27,11 +28,11 @@
 #   holds those images.
 #
 # amd64 only, the architecture of the cluster's nodes: every build here is
-# one the releases of cargo xtask test made already (the runtime the
-# cluster's), so the suite compiles nothing on a machine whose caches are
-# empty. The same builds for arm64 cost 12 minutes of a cold CI run and
-# started no node; `cargo xtask bench --payload source` builds and packages
-# them (docs/performance.md), t-dist runs every arm64 artifact's programs
+# one the releases of cargo xtask test made already, so the suite compiles
+# nothing on a machine whose caches are empty. The same builds for arm64
+# cost 12 minutes of a cold CI run and started no node; `cargo xtask bench
+# --payload source` builds and packages them (docs/performance.md), t-dist
+# runs every arm64 artifact's programs
 # under qemu-user, and the Go recipe is one for every architecture
 # (GOARCH and its baseline, xtask/src/source.rs).
 #
@@ -60,6 +61,8 @@ pin() { # SOURCE : pkg/release.toml's version of SOURCE
 K8S=$(pin kubernetes)
 CRI=$(pin cri-tools)
 CNI=$(pin cni-plugins)
+CTD=$(pin containerd)
+RUNC=$(pin runc)
 IN=$TMP/inputs
 BIN=$IN/kubernetes/v$K8S/bin/linux/amd64
 
@@ -71,12 +74,18 @@ trap 'ctd_stop_all; kd_cleanup' EXIT
 sed -n 's/^reference = "\(.*\)"$/\1/p' "$KD_REPO/pkg/images.toml" | sort >"$TMP/refs"
 
 # One build for the suite, from the caches the release builds filled.
-(cd "$KD_REPO" && "$XTASK" source --images --runtime --arch amd64 --out "$IN") >"$TMP/source.log" 2>&1 || {
+(cd "$KD_REPO" && "$XTASK" source --images --arch amd64 --out "$IN") >"$TMP/source.log" 2>&1 || {
     tail -n 30 "$TMP/source.log" >&2
-    echo "t-source: FAIL: cargo xtask source --images --runtime --arch amd64 failed (above)" >&2
+    echo "t-source: FAIL: cargo xtask source --images --arch amd64 failed (above)" >&2
     echo "0 passed, 1 failed"
     exit 1
 }
+# containerd's and runc's programs as their release files hold them, in one
+# directory for the runtime's tests.
+RT=$TMP/runtime
+mkdir -p "$RT"
+tar -xzf "$IN/containerd/v$CTD/containerd-static-$CTD-linux-amd64.tar.gz" -C "$RT" --strip-components=1
+install -m 0755 "$IN/runc/v$RUNC/runc.amd64" "$RT/runc"
 
 test_programs_print_the_pinned_versions() {
     assert_eq "Kubernetes v$K8S" "$("$BIN/kubelet" --version)" "kubelet --version"
@@ -127,14 +136,15 @@ test_two_builds_are_byte_identical() {
     # The program cache emptied: everything is linked again (Go's compile
     # cache is shared; its entries are checked by content), the images
     # compared by their manifests.
-    (cd "$KD_REPO" && KUBEDIST_SOURCE_CACHE="$TMP/cache2" "$XTASK" source --images --runtime --arch amd64 --out "$TMP/inputs2")
-    for dir in "kubernetes/v$K8S/bin/linux/amd64" runtime/amd64; do
+    (cd "$KD_REPO" && KUBEDIST_SOURCE_CACHE="$TMP/cache2" "$XTASK" source --images --arch amd64 --out "$TMP/inputs2")
+    for dir in "kubernetes/v$K8S/bin/linux/amd64" "runc/v$RUNC"; do
         diff -r "$IN/$dir" "$TMP/inputs2/$dir" || {
             echo "assertion failed: a second build from the same inputs differs in $dir (above)" >&2
             return 1
         }
     done
-    for f in "cri-tools/v$CRI/crictl-v$CRI-linux-amd64.tar.gz" "cni-plugins/v$CNI/cni-plugins-linux-amd64-v$CNI.tgz"; do
+    for f in "cri-tools/v$CRI/crictl-v$CRI-linux-amd64.tar.gz" "cni-plugins/v$CNI/cni-plugins-linux-amd64-v$CNI.tgz" \
+        "containerd/v$CTD/containerd-static-$CTD-linux-amd64.tar.gz"; do
         cmp "$IN/$f" "$TMP/inputs2/$f" || {
             echo "assertion failed: a second build from the same inputs differs: $f" >&2
             return 1
@@ -268,11 +278,11 @@ test_images_from_source_are_indexes_pinned_and_labelled() {
 }
 
 test_the_runtime_from_source_is_containerd_2_and_runc_with_seccomp() {
-    rt=$IN/runtime/amd64
+    rt=$RT
     "$rt/containerd" --version | tee "$TMP/containerd.version"
-    assert_grep "^containerd github.com/containerd/containerd/v2 v$(awk -F'"' '/^containerd =/ { print $2 }' "$KD_REPO/pkg/runtime.toml") " "$TMP/containerd.version"
+    assert_grep "^containerd github.com/containerd/containerd/v2 v$CTD " "$TMP/containerd.version"
     "$rt/runc" --version | tee "$TMP/runc.version"
-    assert_grep "^runc version $(awk -F'"' '/^runc =/ { print $2 }' "$KD_REPO/pkg/runtime.toml")\$" "$TMP/runc.version"
+    assert_grep "^runc version $RUNC\$" "$TMP/runc.version"
     assert_grep "^libseccomp: 2\." "$TMP/runc.version"
     "$rt/runc" features | jq -r .linux.seccomp.enabled >"$TMP/seccomp"
     assert_eq true "$(cat "$TMP/seccomp")" "runc's seccomp"
@@ -289,7 +299,7 @@ test_every_image_from_source_runs_in_containerd() {
     printf '.:1053 {\n    hosts {\n        10.1.2.3 kubedist.test\n    }\n}\n' >"$TMP/coredns/Corefile"
     # Offline, in a network namespace of its own with only lo, with the
     # containerd and runc built from source.
-    PATH=$IN/runtime/amd64:$PATH TMP=$TMP KD_REPO=$KD_REPO unshare --net sh -eu -c '
+    PATH=$RT:$PATH TMP=$TMP KD_REPO=$KD_REPO unshare --net sh -eu -c '
         . "$KD_REPO/ci/containerd.sh"
         trap ctd_stop_all EXIT
         ip link set lo up
@@ -320,7 +330,7 @@ test_every_image_from_source_runs_in_containerd() {
         ps -o uid= -p "$pid" >"$TMP/pause.uid"
     ' sh "$(ref pause)" "$(ref etcd)" "$(ref coredns)" "$(ref kube-proxy)"
     cat "$TMP/ctr.version" "$TMP/versions" "$TMP/health" "$TMP/dig" "$TMP/iptables" "$TMP/nft" "$TMP/tasks"
-    assert_eq 2 "$(grep -c "Version: *v$(awk -F'"' '/^containerd =/ { print $2 }' "$KD_REPO/pkg/runtime.toml")" "$TMP/ctr.version")" \
+    assert_eq 2 "$(grep -c "Version: *v$CTD" "$TMP/ctr.version")" \
         "client and server of the containerd built from source"
     assert_eq 3 "$(grep -c "^Kubernetes v$K8S\$" "$TMP/versions")" "control plane versions"
     assert_eq true "$(jq -r .health "$TMP/health")" "etcd /health"
@@ -343,7 +353,7 @@ test_every_image_from_source_runs_in_containerd() {
 test_kubedist_images_notes_are_true_on_containerd_2() {
     kd_bundle_dir "$TMP/kdi" "$(kd_one "$KD_DIST"/kubedist-images-*-amd64.oci.tar)"
     for cni in /opt/cni/bin /usr/lib/cni; do
-        PATH=$IN/runtime/amd64:$PATH TMP=$TMP KD_REPO=$KD_REPO unshare --net sh -eu -c '
+        PATH=$RT:$PATH TMP=$TMP KD_REPO=$KD_REPO unshare --net sh -eu -c '
             . "$KD_REPO/ci/containerd.sh"
             trap ctd_stop_all EXIT
             d=$TMP/ctd-notes$(echo "$2" | tr / -)
@@ -373,7 +383,7 @@ test_kubedist_images_names_the_images_as_kubeadm_lists_them_under_a_repository()
     cat "$TMP/kubeadm.repo"
     bundle=$(kd_one "$KD_DIST"/kubedist-images-*-amd64.oci.tar)
     kd_bundle_dir "$TMP/kdi-repo" "$bundle"
-    PATH=$IN/runtime/amd64:$PATH TMP=$TMP KD_REPO=$KD_REPO unshare --net sh -eu -c '
+    PATH=$RT:$PATH TMP=$TMP KD_REPO=$KD_REPO unshare --net sh -eu -c '
         . "$KD_REPO/ci/containerd.sh"
         trap ctd_stop_all EXIT
         d=$TMP/ctd-repo
@@ -411,7 +421,7 @@ server = "https://registry.example.internal"
 [host."http://127.0.0.1:5123"]
   capabilities = ["pull", "resolve"]
 TOML
-    PATH=$IN/runtime/amd64:$PATH TMP=$TMP KD_REPO=$KD_REPO unshare --net sh -eu -c '
+    PATH=$RT:$PATH TMP=$TMP KD_REPO=$KD_REPO unshare --net sh -eu -c '
         . "$KD_REPO/ci/containerd.sh"
         trap ctd_stop_all EXIT
         ip link set lo up
@@ -456,7 +466,7 @@ test_kubedist_images_leaves_out_a_bundle_older_than_the_kubelet() {
     old_v=$(basename "$old" | sed 's/^kubedist-images-\(.*\)-amd64\.oci\.tar$/\1/')
     kd_bundle_dir "$TMP/kdi-both" "$old" "$(kd_one "$KD_DIST"/kubedist-images-*-amd64.oci.tar)"
     kd_bundle_dir "$TMP/kdi-old" "$old"
-    PATH=$BIN:$IN/runtime/amd64:$PATH TMP=$TMP KD_REPO=$KD_REPO unshare --net sh -eu -c '
+    PATH=$BIN:$RT:$PATH TMP=$TMP KD_REPO=$KD_REPO unshare --net sh -eu -c '
         . "$KD_REPO/ci/containerd.sh"
         trap ctd_stop_all EXIT
         d=$TMP/ctd-older

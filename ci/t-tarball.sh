@@ -100,8 +100,14 @@ PREV=$(echo /srv/kd/prev/kubedist-*-linux-amd64)
 CUR=$(echo /srv/kd/cur/kubedist-*-linux-amd64)
 M=/var/lib/kubedist/install.manifest
 sha() { sha256sum <"$1" | cut -c1-64; }
-# payload_sum DIR FAMILY PATH : the sha256 SHA256SUMS gives the payload file.
-payload_sum() { awk -v p="payload/$2$3" '$2 == p { print $1 }' "$1/SHA256SUMS"; }
+# payload_sum DIR FAMILY PATH [INIT] : the sha256 SHA256SUMS gives the
+# payload file (payload/FAMILY.INIT/PATH where the MANIFEST has PATH for
+# FAMILY under several init systems).
+payload_sum() {
+	n=$(awk -F "$TAB" -v f="$2" -v p="$3" '$1 == f && $6 == p && $3 != "dir"' "$1/MANIFEST" | wc -l)
+	if [ "$n" -gt 1 ]; then set -- "$1" "$2.$4" "$3"; fi
+	awk -v p="payload/$2$3" '$2 == p { print $1 }' "$1/SHA256SUMS"
+}
 # payload_of DIR PATH FAMILY : the payload file installed at PATH for FAMILY.
 payload_of() {
 	f=$(awk -F "$TAB" -v p="$2" -v f="$3" '$6 == p && ($1 == f || $1 == "any") { print $1; exit }' "$1/MANIFEST")
@@ -165,21 +171,24 @@ same_snapshot() { # A B WHAT
 # FAMILY and INIT is installed with the tarball's content and MANIFEST's mode
 # and (unless it is a directory that was there before) in the install
 # manifest; no entry of another family or init system is installed. With
-# KEPT="PATH...", those paths may hold other content (edited configs).
+# KEPT="PATH...", those paths may hold other content (edited configs). The
+# entries of the node's packages; with RUNTIME=1, the container runtime's
+# (install.sh --runtime), and then the node's may be there too.
 check_landed() {
 	d=$1 fam=$2 ini=$3 pre=${4:-}
-	sel='($1 == "any" || $1 == f) && ($2 == "any" || $2 == i)'
-	awk -F "$TAB" -v f="$fam" -v i="$ini" "$sel" "$d/MANIFEST" >/tmp/sel
-	awk -F "$TAB" -v f="$fam" -v i="$ini" "!($sel)" "$d/MANIFEST" >/tmp/unsel
+	sel='($1 == "any" || $1 == f) && ($2 == "any" || $2 == i) && (($5 == "kubedist-containerd") == rt)'
+	awk -F "$TAB" -v f="$fam" -v i="$ini" -v rt="${RUNTIME:-0}" "$sel" "$d/MANIFEST" >/tmp/sel
+	awk -F "$TAB" -v f="$fam" -v i="$ini" -v rt="${RUNTIME:-0}" \
+		"!(($sel) || (\$5 == \"kubedist-containerd\") != rt)" "$d/MANIFEST" >/tmp/unsel
 	[ -s /tmp/sel ] || fail "MANIFEST has nothing for $fam/$ini"
-	while IFS=$TAB read -r f _ kind mode _ path; do
+	while IFS=$TAB read -r f i kind mode _ path; do
 		t=$pre$path
 		if [ "$kind" = dir ]; then
 			[ -d "$t" ] || fail "directory $t is missing"
 		else
 			[ -f "$t" ] || fail "$t is missing"
 			case " ${KEPT:-} " in *" $path "*) ;; *)
-				[ "$(sha "$t")" = "$(payload_sum "$d" "$f" "$path")" ] || fail "$t is not the tarball's payload/$f$path" ;;
+				[ "$(sha "$t")" = "$(payload_sum "$d" "$f" "$path" "$i")" ] || fail "$t is not the tarball's payload for $f/$i $path" ;;
 			esac
 		fi
 		[ "$(stat -c %a "$t")" = "${mode#0}" ] || fail "$t has mode $(stat -c %a "$t"), MANIFEST says $mode"
@@ -223,11 +232,19 @@ test_shellcheck_and_shells() {
 	fact() { sed -n "/^\[$1\]/,/^\[/s/^$2 = \"\(.*\)\"/\1/p" "$KD_REPO/pkg/families.toml"; }
 	# The release, as the kubelet package of the same dist output names it.
 	release=$(basename "$DEB_KUBELET" | sed 's/^kubelet_\(.*\)_amd64\.deb$/\1/; s/~/-/')
+	# The container runtime's packages (`runtime = true`) and their conflicts.
+	runtime_tables=$(grep -lx 'runtime = true' "$KD_REPO"/pkg/*.toml)
+	# shellcheck disable=SC2086 # one word per file
+	runtime_packages=$(sed -n 's/^name = "\(.*\)"$/\1/p' $runtime_tables | sort -u | tr '\n' ' ' | sed 's/ $//')
+	# shellcheck disable=SC2086 # one word per file
+	runtime_conflicts=$(sed -n 's/^conflicts = \[\(.*\)\]$/\1/p' $runtime_tables | tr -d '" ' | tr ',' '\n' |
+		sort -u | tr '\n' ' ' | sed 's/ $//')
 	awk -v fragment="$KD_REPO/pkg/scripts/kernel-apply" '
 		$0 == "@KERNEL_APPLY@" { while ((getline line < fragment) > 0) print line; next }
 		{ print }' "$KD_REPO/installer/install.sh" |
 		sed -e "s|@RELEASE@|$release|g" -e "s|@DEB_ENV_FILE@|$(fact deb env_file)|g" -e "s|@RPM_ENV_FILE@|$(fact rpm env_file)|g" \
-			-e "s|@DEB_MARKER@|$(fact detect deb_marker)|g" -e "s|@RPM_MARKER_DIR@|$(fact detect rpm_marker_dir)|g" |
+			-e "s|@DEB_MARKER@|$(fact detect deb_marker)|g" -e "s|@RPM_MARKER_DIR@|$(fact detect rpm_marker_dir)|g" \
+			-e "s|@RUNTIME_PACKAGES@|$runtime_packages|g" -e "s|@RUNTIME_CONFLICTS@|$runtime_conflicts|g" |
 		cmp - "$TB/shipped-install.sh" ||
 		{ echo "the tarball's install.sh is not installer/install.sh (rebuild the dist output)"; return 1; }
 	! grep -n '@[A-Z_]*@' "$TB/shipped-install.sh" || { echo "a placeholder left in the shipped install.sh"; return 1; }
@@ -721,6 +738,110 @@ echo "== a side-by-side kubelet is fine beside the package"
 run_install "$CUR" --kubelet-only
 ok
 [ -x /opt/kubernetes/v1.37.2/bin/kubelet ] || fail "no side-by-side kubelet"
+EOF
+}
+
+# --- R: the container runtime (install.sh --runtime) ---------------------
+
+new_root "$LOWER_OPENRC"
+ROOT_R=$NEW_ROOT
+new_root "$LOWER_SYSTEMD"
+ROOT_RS=$NEW_ROOT
+new_root "$LOWER_OPENRC"
+ROOT_RD=$NEW_ROOT
+
+test_runtime_only_when_asked_then_upgraded_with_the_node() {
+	kd_in_root_offline "$ROOT_R" "$PRELUDE" <<'EOF'
+openrc_boot
+run_install "$PREV"
+ok
+for p in /usr/bin/containerd /usr/bin/runc /etc/containerd /etc/init.d/containerd; do
+	[ ! -e "$p" ] || fail "$p was installed without --runtime"
+done
+run_install "$PREV" --runtime
+ok
+said "installing the container runtime for openrc (recorded by the earlier install)"
+RUNTIME=1 check_landed "$PREV" deb openrc
+grep -qx '  SystemdCgroup = false' /etc/containerd/config.toml || fail "not the cgroupfs driver on an OpenRC host"
+grep -qx 'imports = \["/etc/containerd/conf.d/\*.toml"\]' /etc/containerd/config.toml || fail "conf.d/ is not imported"
+[ -d /etc/containerd/conf.d ] || fail "no /etc/containerd/conf.d"
+said "running: rc-update add containerd default"
+said "running: rc-service containerd start"
+[ -L /etc/runlevels/default/containerd ] || fail "containerd is not in the default runlevel"
+wait_until 10 test -f $REC/containerd.json || fail "containerd was not started"
+[ "$(jq -r '.argv[0]' $REC/containerd.json)" = /usr/bin/containerd ] || fail "not /usr/bin/containerd"
+# The kubelet's service orders itself after it.
+grep -q 'want net cgroups containerd' /etc/init.d/kubelet || fail "the kubelet does not want containerd"
+echo "== the admin edits the configuration; the node is upgraded"
+echo "# the admin's" >>/etc/containerd/config.toml
+run_install "$CUR"
+ok
+said "upgrading the container runtime installed here (--runtime)"
+KEPT=/etc/containerd/config.toml RUNTIME=1 check_landed "$CUR" deb openrc
+check_landed "$CUR" deb openrc
+grep -qx "# the admin's" /etc/containerd/config.toml || fail "the edited configuration was not kept"
+echo "== uninstall --runtime: the runtime alone goes"
+run_install "$CUR" uninstall --runtime
+ok
+said "rc-update del containerd default"
+for p in /usr/bin/containerd /usr/bin/containerd-shim-runc-v2 /usr/bin/ctr /usr/bin/runc /etc/init.d/containerd; do
+	[ ! -e "$p" ] || fail "$p is still there"
+done
+grep -qx "# the admin's" /etc/containerd/config.toml || fail "the edited configuration was not kept"
+[ -x /usr/bin/kubelet ] || fail "the kubelet went with the runtime"
+if awk -F "$TAB" '$1 == "runtime"' $M | grep .; then fail "runtime records are left"; fi
+echo "== and an upgrade no longer brings it back"
+run_install "$CUR"
+ok
+not_said "container runtime"
+[ ! -e /usr/bin/containerd ] || fail "the runtime came back"
+EOF
+}
+
+test_runtime_on_systemd_has_the_systemd_cgroup_driver() {
+	kd_in_root_offline "$ROOT_RS" "$PRELUDE" <<'EOF'
+run_install "$CUR" --runtime
+ok
+said "installing the container runtime for systemd (installed)"
+RUNTIME=1 check_landed "$CUR" deb systemd
+grep -qx '  SystemdCgroup = true' /etc/containerd/config.toml || fail "not the systemd driver on a systemd host"
+said "systemctl enable containerd"
+echo "== its unit, as this root's systemd sees it"
+systemd-analyze verify --man=no containerd.service >/tmp/verify 2>&1 || { cat /tmp/verify; fail "systemd-analyze verify failed"; }
+[ ! -s /tmp/verify ] || { cat /tmp/verify; fail "systemd-analyze verify complained"; }
+grep -qx 'KillMode=process' /usr/lib/systemd/system/containerd.service || fail "containerd's unit would kill the containers"
+grep -qx 'Delegate=yes' /usr/lib/systemd/system/containerd.service || fail "no Delegate=yes"
+echo "== uninstall takes it with everything else"
+run_install "$CUR"
+ok
+run_install "$CUR" uninstall
+ok
+for p in /usr/bin/containerd /usr/lib/systemd/system/containerd.service /etc/containerd /usr/bin/kubelet $M; do
+	[ ! -e "$p" ] || fail "$p is still there"
+done
+EOF
+}
+
+test_runtime_refused_beside_a_package_managers_containerd() {
+	kd_in_root_offline "$ROOT_RD" "$PRELUDE" <<'EOF'
+# A containerd of dpkg's, as Debian's or Docker's package puts it.
+mkdir -p /tmp/pkg/DEBIAN /tmp/pkg/usr/bin
+printf 'Package: containerd\nVersion: 1.6.20~ds1-1\nArchitecture: all\nMaintainer: t <t@example.org>\nDescription: t\n' >/tmp/pkg/DEBIAN/control
+printf '#!/bin/sh\n' >/tmp/pkg/usr/bin/containerd
+chmod 0755 /tmp/pkg/usr/bin/containerd
+dpkg-deb -b /tmp/pkg /tmp/containerd.deb >/dev/null
+dpkg -i /tmp/containerd.deb >/dev/null
+snapshot /tmp/s0 mtime
+for extra in "" --replace-foreign; do
+	run_install "$CUR" --runtime $extra
+	one_line_error "already installed by a package manager: containerd (dpkg: installed); remove those packages first"
+	snapshot /tmp/s1 mtime
+	same_snapshot /tmp/s0 /tmp/s1 "a refused install changed the root"
+done
+echo "== the node's own programs install beside it"
+run_install "$CUR"
+ok
+[ "$(sha /usr/bin/containerd)" = "$(sha /tmp/pkg/usr/bin/containerd)" ] || fail "dpkg's containerd was touched"
 EOF
 }
 
@@ -1394,6 +1515,9 @@ kd_test test_refuses_over_dpkg_install
 kd_test test_detection_rules
 kd_test test_prefix_and_destdir
 kd_test test_refuses_when_dpkg_database_unreadable
+kd_test test_runtime_only_when_asked_then_upgraded_with_the_node
+kd_test test_runtime_on_systemd_has_the_systemd_cgroup_driver
+kd_test test_runtime_refused_beside_a_package_managers_containerd
 kd_test test_state_file_symlinks_not_followed
 kd_test test_directory_symlinks_outside_root_refused
 kd_test test_uninstall_through_symlink_refused

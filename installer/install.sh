@@ -14,6 +14,10 @@ prog=install.sh
 tab=$(printf '\t')
 # This tarball's release, X.Y.Z[-PRE]-REVISION (filled in by `cargo xtask dist`).
 release=@RELEASE@
+# The container runtime's packages (--runtime) and the packages of others
+# it cannot be installed beside (pkg/*.toml, filled in by `cargo xtask dist`).
+runtime_packages='@RUNTIME_PACKAGES@'
+runtime_conflicts='@RUNTIME_CONFLICTS@'
 
 usage() {
 	cat <<'EOF'
@@ -61,6 +65,16 @@ Options:
                       of `cargo xtask dist --carry-images` carries its
                       bundle in images/: install installs and imports it
                       after the node software, with no --images
+  --runtime           install or upgrade only the container runtime this
+                      tarball carries (@RUNTIME_PACKAGES@: containerd 2,
+                      its runc shim, ctr and runc), configured for the init
+                      system (the systemd cgroup driver under systemd,
+                      cgroupfs under OpenRC and runit) in
+                      /etc/containerd/config.toml, and its service, enabled
+                      and started. Refused where a package manager installed
+                      @RUNTIME_CONFLICTS@ (remove them first). Once
+                      installed, later installs upgrade it too; uninstall
+                      removes it (with --runtime: only it)
   --image-repository REPO
                       with --images: the repository kubeadm's
                       imageRepository names (registry.example.internal/k8s);
@@ -197,6 +211,8 @@ dry_run=
 no_enable=
 no_start=
 kubelet_only=
+opt_runtime=
+then_carried=
 opt_images=
 opt_image_repository=
 replace_foreign=
@@ -273,6 +289,8 @@ while [ $# -gt 0 ]; do
 	--no-enable) no_enable=1 ;;
 	--no-start) no_start=1 ;;
 	--kubelet-only) kubelet_only=1 ;;
+	--runtime) opt_runtime=1 ;;
+	--then-carried) then_carried=1 ;;
 	--replace-foreign) replace_foreign=1 ;;
 	--downgrade) downgrade=1 ;;
 	--ignore-package-db) ignore_package_db=1 ;;
@@ -289,8 +307,11 @@ if [ -n "$opt_images" ]; then
 	[ "$action" = install ] || usage_error "--images is for install; uninstall removes the bundle with everything else"
 	[ -z "$kubelet_only" ] || usage_error "--images and --kubelet-only install different things: one at a time"
 fi
+if [ -n "$opt_runtime" ]; then
+	[ -z "$kubelet_only$opt_images" ] || usage_error "--runtime, --images and --kubelet-only install different things: one at a time"
+fi
 if [ -n "$opt_image_repository" ]; then
-	if [ "$action" != install ] || [ -n "$kubelet_only" ]; then
+	if [ "$action" != install ] || [ -n "$kubelet_only" ] || { [ -n "$opt_runtime" ] && [ -z "$then_carried" ]; }; then
 		usage_error "--image-repository goes with --images (or a tarball that carries its bundle)"
 	fi
 	image_repository_ok "$opt_image_repository" ||
@@ -544,18 +565,36 @@ verify_tarball() {
 	[ ! -s "$work/bad" ] || die "$here/$(cat "$work/bad")"
 	grep -v -e '^#' -e '^$' "$here/MANIFEST" >"$work/entries" || true
 	[ -s "$work/entries" ] || die "$here/MANIFEST: no entries"
-	while IFS=$tab read -r fam _ kind _ _ path; do
+	# Where each file entry's content is (lines: family init path payload):
+	# payload/FAMILY/PATH, or payload/FAMILY.INIT/PATH where the MANIFEST
+	# has the path for the family under several init systems (the tarball's
+	# writer follows the same rule).
+	awk -F "$tab" -v OFS="$tab" '
+		$3 == "dir" { next }
+		{ n++; fam[n] = $1; ini[n] = $2; p[n] = $6; if (!seen[$1, $6, $2]++) inits[$1, $6]++ }
+		END {
+			for (i = 1; i <= n; i++) {
+				d = inits[fam[i], p[i]] > 1 ? fam[i] "." ini[i] : fam[i]
+				print fam[i], ini[i], p[i], "payload/" d p[i]
+			}
+		}' "$work/entries" >"$work/payload-of"
+	while IFS=$tab read -r _ _ _ _ _ path; do
 		safe_path "$path" || die "$here/MANIFEST: refusing the path '$path'"
-		if [ "$kind" != dir ]; then
-			grep -qx "payload/$fam$path" "$work/listed" ||
-				die "$here/MANIFEST: payload/$fam$path is missing from the tarball"
-		fi
 	done <"$work/entries"
+	while IFS=$tab read -r _ _ _ file; do
+		grep -qxF -- "$file" "$work/listed" ||
+			die "$here/MANIFEST: $file is missing from the tarball"
+	done <"$work/payload-of"
 	# ... and every payload file belongs to an entry.
-	awk -F "$tab" '$3 != "dir" { print "payload/" $1 $6 }' "$work/entries" | sort >"$work/payload"
+	cut -f4 "$work/payload-of" | sort >"$work/payload"
 	stray=$(grep '^payload/' "$work/listed" |
 		awk 'NR == FNR { known[$0] = 1; next } !($0 in known)' "$work/payload" - | head -n 1)
 	[ -z "$stray" ] || die "$here/$stray: no MANIFEST entry installs it; refusing"
+}
+
+# The tarball's file that holds the content of the entry FAMILY INIT PATH.
+payload_of() { # FAMILY INIT PATH
+	awk -F "$tab" -v f="$1" -v i="$2" -v p="$3" '$1 == f && $2 == i && $3 == p { print $4; exit }' "$work/payload-of"
 }
 
 # The sha256 of a tarball file (relative path), from the verified list.
@@ -568,8 +607,9 @@ sum_of() { awk -F "$tab" -v p="$1" '$1 == p { print $2; exit }' "$work/sums"; }
 #    link (runit's service link; sha256 holds its target), displaced (a file
 #    that was there before, kept in $state_dir/displaced; mode and sha256
 #    are "-"). "@key value" lines carry the family and init system.
-#    Sets: main, kubelet-vX.Y.Z (--kubelet-only), images (--images), state
-#    (the state directory's parents that install.sh created).
+#    Sets: main, kubelet-vX.Y.Z (--kubelet-only), images (--images),
+#    runtime (--runtime), state (the state directory's parents that
+#    install.sh created).
 
 # The state directory and its files obey the path rule, and the manifest and
 # journal are plain files: install.sh never makes a symlink there, so one
@@ -647,8 +687,8 @@ check_records() { # FILE
 		}
 		NF != 5 { bad("expected 5 tab-separated fields, found " NF) }
 		{ set = $1; kind = $2; mode = $3; sum = $4; p = $5 }
-		set != "main" && set != "state" && set != "images" && set !~ /^kubelet-v[0-9]+\.[0-9]+\.[0-9]+[A-Za-z0-9.+-]*$/ {
-			bad("set " q set q " is not main, state, images or kubelet-vX.Y.Z")
+		set != "main" && set != "state" && set != "images" && set != "runtime" && set !~ /^kubelet-v[0-9]+\.[0-9]+\.[0-9]+[A-Za-z0-9.+-]*$/ {
+			bad("set " q set q " is not main, state, images, runtime or kubelet-vX.Y.Z")
 		}
 		p !~ /^\/[A-Za-z0-9._+@\/-]+$/ || p ~ /\/\// || p ~ /\/\.\.?\// || p ~ /\/\.\.?$/ {
 			bad(q p q " is not a plain absolute path")
@@ -1436,18 +1476,20 @@ apply_kernel() {
 	say "$(kernel_apply "${root:-/}" "$k_mod" "$k_sysctl")"
 }
 
-# Enables/starts the kubelet after a change. SVDIR_LINK is recorded as ours.
-service_after_install() {
-	config_written=
-	[ -f "$root/var/lib/kubelet/config.yaml" ] && config_written=1
+# Enables and starts SERVICE after a change: the kubelet for the set main,
+# containerd for the set runtime. Under systemd the kubelet starts only once
+# kubeadm has configured it; containerd at once, and install.sh waits for
+# it to be ready. runit's service link is recorded in the set.
+service_after_install() { # SERVICE
+	svc=$1
 	if [ -n "$root" ] || ! init_running "$init"; then
 		where=${root:+ in $root}
 		case $init in
-		systemd) say "systemd is not running here$where; to enable the kubelet: systemctl enable kubelet" ;;
-		openrc) say "OpenRC is not running here$where; to enable and start the kubelet: rc-update add kubelet default && rc-service kubelet start" ;;
+		systemd) say "systemd is not running here$where; to enable $svc: systemctl enable $svc" ;;
+		openrc) say "OpenRC is not running here$where; to enable and start $svc: rc-update add $svc default && rc-service $svc start" ;;
 		runit)
 			d=$(runit_service_dir)
-			say "runit is not running here$where; to enable and start the kubelet: ln -s /etc/sv/kubelet ${d:-<your runsvdir service directory>}/"
+			say "runit is not running here$where; to enable and start $svc: ln -s /etc/sv/$svc ${d:-<your runsvdir service directory>}/"
 			;;
 		esac
 		return 0
@@ -1455,79 +1497,82 @@ service_after_install() {
 	case $init in
 	systemd)
 		run_cmd systemctl daemon-reload || die "systemctl daemon-reload failed"
-		[ -n "$no_enable" ] || run_cmd systemctl enable kubelet || die "systemctl enable kubelet failed"
-		if [ -z "$no_start" ]; then
-			if [ -n "$config_written" ] || systemctl -q is-active kubelet; then
-				# Queued, not waited for: an installer that runs in a pod
-				# (the installer image) must not wait on the kubelet
-				# that runs it.
-				run_cmd systemctl --no-block restart kubelet || die "systemctl restart kubelet failed"
-			else
-				say "the kubelet starts once kubeadm init or join has configured it"
-			fi
+		[ -n "$no_enable" ] || run_cmd systemctl enable "$svc" || die "systemctl enable $svc failed"
+		[ -z "$no_start" ] || return 0
+		if [ "$svc" != kubelet ]; then
+			run_cmd systemctl restart "$svc" || die "systemctl restart $svc failed (systemctl status $svc says why)"
+		elif [ -f "$root/var/lib/kubelet/config.yaml" ] || systemctl -q is-active kubelet; then
+			# Queued, not waited for: an installer that runs in a pod
+			# (the installer image) must not wait on the kubelet
+			# that runs it.
+			run_cmd systemctl --no-block restart kubelet || die "systemctl restart kubelet failed"
+		else
+			say "the kubelet starts once kubeadm init or join has configured it"
 		fi
 		;;
 	openrc)
-		if [ -z "$no_enable" ] && [ ! -e /etc/runlevels/default/kubelet ]; then
-			run_cmd rc-update add kubelet default || die "rc-update add kubelet default failed"
+		if [ -z "$no_enable" ] && [ ! -e "/etc/runlevels/default/$svc" ]; then
+			run_cmd rc-update add "$svc" default || die "rc-update add $svc default failed"
 		fi
 		if [ -z "$no_start" ]; then
-			if rc-service kubelet status >/dev/null 2>&1; then
-				run_cmd rc-service kubelet restart || die "rc-service kubelet restart failed"
+			if rc-service "$svc" status >/dev/null 2>&1; then
+				run_cmd rc-service "$svc" restart || die "rc-service $svc restart failed"
 			else
-				run_cmd rc-service kubelet start || die "rc-service kubelet start failed"
+				run_cmd rc-service "$svc" start || die "rc-service $svc start failed"
 			fi
 		fi
 		;;
 	runit)
 		d=$(runit_service_dir)
 		[ -n "$d" ] || die "cannot find runit's service directory; pass --service-dir"
-		if [ -L "$d/kubelet" ] || [ -e "$d/kubelet" ]; then
+		if [ -L "$d/$svc" ] || [ -e "$d/$svc" ]; then
 			if [ -z "$no_start" ]; then
-				run_cmd sv restart "$d/kubelet" || die "sv restart $d/kubelet failed"
+				run_cmd sv restart "$d/$svc" || die "sv restart $d/$svc failed"
 			fi
 		elif [ -n "$no_enable" ] || [ -n "$no_start" ]; then
-			say "not linked (--no-enable/--no-start); to enable and start: ln -s /etc/sv/kubelet $d/"
+			say "not linked (--no-enable/--no-start); to enable and start: ln -s /etc/sv/$svc $d/"
 		else
-			act "enable and start the kubelet: link $d/kubelet -> /etc/sv/kubelet"
+			act "enable and start $svc: link $d/$svc -> /etc/sv/$svc"
 			if [ -z "$dry_run" ]; then
-				ln -s /etc/sv/kubelet "$d/kubelet" || die "$d/kubelet: cannot create the link"
-				journal main link - /etc/sv/kubelet "$d/kubelet"
+				ln -s "/etc/sv/$svc" "$d/$svc" || die "$d/$svc: cannot create the link"
+				journal "$set_name" link - "/etc/sv/$svc" "$d/$svc"
 			fi
-			record main link - /etc/sv/kubelet "$d/kubelet"
+			record "$set_name" link - "/etc/sv/$svc" "$d/$svc"
 		fi
 		;;
 	esac
 }
 
-service_before_uninstall() {
+# Stops and disables SERVICE before the files of SET go.
+service_before_uninstall() { # SERVICE SET
+	svc=$1
 	if [ -n "$root" ] || ! init_running "$init"; then
 		return 0
 	fi
 	case $init in
 	systemd)
-		run_cmd systemctl disable --now kubelet || say "note: systemctl disable --now kubelet failed"
+		run_cmd systemctl disable --now "$svc" || say "note: systemctl disable --now $svc failed"
 		;;
 	openrc)
-		if rc-service kubelet status >/dev/null 2>&1; then
-			run_cmd rc-service kubelet stop || say "note: rc-service kubelet stop failed"
+		if rc-service "$svc" status >/dev/null 2>&1; then
+			run_cmd rc-service "$svc" stop || say "note: rc-service $svc stop failed"
 		fi
-		if [ -e /etc/runlevels/default/kubelet ]; then
-			run_cmd rc-update del kubelet default || say "note: rc-update del kubelet default failed"
+		if [ -e "/etc/runlevels/default/$svc" ]; then
+			run_cmd rc-update del "$svc" default || say "note: rc-update del $svc default failed"
 		fi
 		;;
 	runit)
-		link=$(awk -F "$tab" '$2 == "link" { print $5; exit }' "$work/old")
+		link=$(awk -F "$tab" -v s="$2" '$1 == s && $2 == "link" { print $5; exit }' "$work/old")
 		if [ -n "$link" ] && [ -L "$link" ]; then
 			run_cmd sv force-stop "$link" || say "note: sv force-stop $link failed"
 			act "remove the link $link"
 			[ -n "$dry_run" ] || rm -f "$link"
 		fi
 		# Let its runsv (and the log's) exit, so its state can go too.
-		if runsv_running /etc/sv/kubelet; then
-			run_cmd sv exit /etc/sv/kubelet || true
+		if runsv_running "/etc/sv/$svc"; then
+			run_cmd sv exit "/etc/sv/$svc" || true
 			n=0
-			while [ -z "$dry_run" ] && runsv_running /etc/sv/kubelet && [ $n -lt 50 ]; do
+			while [ -z "$dry_run" ] && runsv_running "/etc/sv/$svc" && [ $n -lt 50 ]; do
 				sleep 0.2
 				n=$((n + 1))
 			done
@@ -1546,10 +1591,11 @@ make_plan() {
 	awk -F "$tab" -v OFS="$tab" '$3 == "dir" { print "dir", $4, "-", "-", $6 }' "$work/selected" |
 		LC_ALL=C sort -t "$tab" -k5,5 >"$work/plan"
 	for k in file config; do
-		while IFS=$tab read -r fam _ kind mode _ path; do
+		while IFS=$tab read -r fam ini kind mode _ path; do
 			[ "$kind" = "$k" ] || continue
-			src=$here/payload/$fam$path
-			sha=$(sum_of "payload/$fam$path")
+			file=$(payload_of "$fam" "$ini" "$path")
+			src=$here/$file
+			sha=$(sum_of "$file")
 			if [ -n "$kubelet_only" ]; then
 				path=/opt/kubernetes/${set_name#kubelet-}/bin/kubelet
 			fi
@@ -1740,6 +1786,23 @@ merged_extensions() {
 	done
 }
 
+# The MANIFEST entries for the family and init system into
+# $work/selected: the container runtime's packages (runtime) or the others
+# (main).
+select_entries() { # main|runtime
+	awk -F "$tab" -v f="$family" -v i="$init" -v want="$1" -v rt=" $runtime_packages " '
+		($1 == "any" || $1 == f) && ($2 == "any" || $2 == i) &&
+			(index(rt, " " $5 " ") > 0) == (want == "runtime")' \
+		"$work/entries" >"$work/selected"
+	dup=$(cut -f6 "$work/selected" | sort | uniq -d | head -n 1)
+	[ -z "$dup" ] || die "$here/MANIFEST: two entries install $dup for $family/$init"
+}
+
+# Whether the container runtime was installed here (--runtime).
+runtime_installed() {
+	awk -F "$tab" '$1 == "runtime" { found = 1 } END { exit !found }' "$work/old"
+}
+
 do_install() {
 	check_state
 	load_installed
@@ -1761,6 +1824,20 @@ do_install() {
 		plan_images
 		check_destinations
 		say "installing the images bundle $im_name into ${root}$images_dir"
+	elif [ -n "$opt_runtime" ]; then
+		set_name=runtime
+		detect_init
+		select_entries runtime
+		[ -s "$work/selected" ] || die "$here/MANIFEST: this tarball carries no container runtime"
+		# Theirs or ours, never both: the same programs at the same paths,
+		# or a runc on containerd's PATH ahead of ours.
+		# shellcheck disable=SC2086 # package names are checked words
+		package_manager_installs $runtime_packages $runtime_conflicts >"$work/clash"
+		clash=$(cat "$work/clash")
+		[ -z "$clash" ] || die "already installed by a package manager:$clash; remove those packages first (or keep using them): a host has one containerd"
+		make_plan
+		check_destinations
+		say "installing the container runtime for $init ($how)${root:+, into $root}"
 	else
 		set_name=main
 		if [ -n "$node_release" ] && release_older "$release" "$node_release"; then
@@ -1769,11 +1846,7 @@ do_install() {
 		fi
 		node_release=$release
 		detect_init
-		awk -F "$tab" -v f="$family" -v i="$init" \
-			'($1 == "any" || $1 == f) && ($2 == "any" || $2 == i)' \
-			"$work/entries" >"$work/selected"
-		dup=$(cut -f6 "$work/selected" | sort | uniq -d | head -n 1)
-		[ -z "$dup" ] || die "$here/MANIFEST: two entries install $dup for $family/$init"
+		select_entries main
 		# (into a file, not $(...): its refusal must stop install.sh itself)
 		# shellcheck disable=SC2046 # package names are checked words
 		package_manager_installs $(cut -f5 "$work/selected" | sort -u) >"$work/clash"
@@ -1861,7 +1934,11 @@ do_install() {
 	if [ "$set_name" = main ]; then
 		[ -n "$dry_run" ] || write_manifest "$set_name"
 		apply_kernel
-		service_after_install
+		service_after_install kubelet
+	fi
+	if [ "$set_name" = runtime ]; then
+		[ -n "$dry_run" ] || write_manifest "$set_name"
+		service_after_install containerd
 	fi
 	if [ "$set_name" = images ]; then
 		[ -n "$dry_run" ] || write_manifest "$set_name"
@@ -1890,6 +1967,10 @@ do_uninstall() {
 		set_name=kubelet-$(kubelet_version)
 		awk -F "$tab" -v s="$set_name" '$1 == s' "$work/old" >"$work/remove"
 		[ -s "$work/remove" ] || die "no side-by-side kubelet ${set_name#kubelet-} is recorded in $manifest"
+	elif [ -n "$opt_runtime" ]; then
+		set_name=runtime
+		awk -F "$tab" -v s="$set_name" '$1 == s' "$work/old" >"$work/remove"
+		[ -s "$work/remove" ] || die "no container runtime installed by install.sh --runtime is recorded in $manifest"
 	else
 		set_name=
 		awk -F "$tab" '$1 != "state"' "$work/old" >"$work/remove"
@@ -1898,7 +1979,11 @@ do_uninstall() {
 	take_lock
 	written_paths >"$work/written"
 	remove_leftovers "$work/written"
-	[ -n "$set_name" ] || service_before_uninstall
+	# The kubelet first: it talks to the runtime.
+	[ -n "$set_name" ] || service_before_uninstall kubelet main
+	if [ -z "$set_name" ] && runtime_installed || [ "$set_name" = runtime ]; then
+		service_before_uninstall containerd runtime
+	fi
 	: >"$work/dirs"
 	: >"$work/restore"
 	: >"$work/new"
@@ -1933,18 +2018,38 @@ do_uninstall() {
 	if [ -n "$dry_run" ]; then say "dry run: nothing was changed"; else say "uninstalled"; fi
 }
 
-# The bundle a tarball carries is installed after the node software, as
-# its own set, by a run of its own (--images): a kill between the two is
-# completed by the next install.
-install_carried() {
-	[ -n "$carried" ] && [ -z "$opt_images" ] && [ -z "$kubelet_only" ] || return 0
+# After the node software, each by a run of its own, so that a kill
+# between them is completed by the next install: the container runtime,
+# when --runtime installed it here, is upgraded too; then the bundle a
+# tarball carries is installed (--images). The runtime's run is told to go
+# on with the bundle by --then-carried, an option of these runs only.
+install_follow_ups() {
+	[ -z "$opt_images$kubelet_only" ] || return 0
+	if [ -z "$opt_runtime" ] && runtime_installed; then
+		say "upgrading the container runtime installed here (--runtime)"
+		set -- --runtime
+		[ -z "$no_enable" ] || set -- "$@" --no-enable
+		[ -z "$no_start" ] || set -- "$@" --no-start
+		[ -z "$ignore_package_db" ] || set -- "$@" --ignore-package-db
+		[ -z "$opt_service_dir" ] || set -- "$@" --service-dir "$opt_service_dir"
+		[ -z "$opt_image_repository" ] || set -- "$@" --image-repository "$opt_image_repository"
+		rerun "$@" --then-carried
+	fi
+	[ -n "$carried" ] && { [ -z "$opt_runtime" ] || [ -n "$then_carried" ]; } || return 0
 	say "this tarball carries the images bundle ${carried#images/}"
-	set -- install --images "$here/$carried"
+	set -- --images "$here/$carried"
+	[ -z "$opt_image_repository" ] || set -- "$@" --image-repository "$opt_image_repository"
+	rerun "$@"
+}
+
+# Runs this installer again, in this process, for ARGS and the options
+# every run shares.
+rerun() { # ARGS...
+	set -- install "$@"
 	[ -z "$root" ] || set -- "$@" --prefix "$root"
 	[ -z "$verify_key" ] || set -- "$@" --verify-key "$verify_key"
 	[ -z "$dry_run" ] || set -- "$@" --dry-run
 	[ -z "$replace_foreign" ] || set -- "$@" --replace-foreign
-	[ -z "$opt_image_repository" ] || set -- "$@" --image-repository "$opt_image_repository"
 	cleanup
 	trap - EXIT
 	exec sh "$here/${0##*/}" "$@"
@@ -1955,7 +2060,8 @@ known_paths
 case $action in
 install)
 	do_install
-	install_carried
+	load_installed
+	install_follow_ups
 	;;
 uninstall) do_uninstall ;;
 esac

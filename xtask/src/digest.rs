@@ -65,6 +65,21 @@ impl Published {
         Ok(Published { algo, hex })
     }
 
+    /// The line of a checksum list (`hex  name` lines, as sha256sum
+    /// writes) that names `name`.
+    pub fn from_list(text: &str, algo: Algo, name: &str) -> Result<Published> {
+        let line = text
+            .lines()
+            .find(|l| {
+                l.split_whitespace().nth(1).is_some_and(|n| {
+                    let n = n.trim_start_matches('*');
+                    n.rsplit('/').next() == Some(name)
+                })
+            })
+            .with_context(|| format!("no checksum of {name:?} in the list"))?;
+        Published::parse(line, algo, name)
+    }
+
     pub fn matches(&self, digests: &Digests) -> bool {
         match self.algo {
             Algo::Sha256 => digests.sha256 == self.hex,

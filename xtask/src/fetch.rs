@@ -372,8 +372,10 @@ impl Upstream {
     /// The content for `upstream = "<source>/<member>"`: `(file name, path of
     /// the verified content)`. A member is a file's base name or a regular
     /// file inside one of the source's archives; `*` is every member of the
-    /// source's archives, sorted by name.
+    /// source's archives, sorted by name. `{arch}` in `member` is the
+    /// architecture's Go name (runc's `runc.{arch}`).
     pub fn resolve(&self, source: &str, member: &str) -> Result<Vec<(String, PathBuf)>> {
+        let member = &member.replace("{arch}", self.arch.go_name());
         let files: Vec<&Verified> = self.files.iter().filter(|f| f.source == source).collect();
         if files.is_empty() {
             let known: Vec<&str> = self.files.iter().map(|f| f.source.as_str()).collect();
@@ -673,20 +675,41 @@ impl Remote<'_> {
         Ok(None)
     }
 
-    /// The checksum published beside the file: `.sha256`, or `.sha512` when
-    /// there is no `.sha256`. Returns it parsed and as a line to cache.
+    /// The checksum upstream publishes for the file: its line of the
+    /// source's `sums` list, else the file beside it (`.sha256`,
+    /// `.sha256sum` as containerd names it, or `.sha512` when there is no
+    /// sha256). Returns it parsed and as a line to cache.
     fn published_checksum(&self) -> Result<(Published, String)> {
-        for algo in [Algo::Sha256, Algo::Sha512] {
-            let url = format!("{}.{}", self.url, algo.ext());
+        let with_line = |published: Published| {
+            let line = format!("{}  {}\n", published.hex, self.file_name());
+            (published, line)
+        };
+        if let Some(list) = &self.source.sums {
+            let url = format!("{}/{}", self.source.base, self.source.fill(list, self.arch));
+            let text = self.client.get_text(&url)?.with_context(|| {
+                format!(
+                    "{url}: not found (the checksum list of [sources.{}] sums)",
+                    self.name
+                )
+            })?;
+            let published = Published::from_list(&text, Algo::Sha256, self.file_name())
+                .with_context(|| url.clone())?;
+            return Ok(with_line(published));
+        }
+        for (ext, algo) in [
+            ("sha256", Algo::Sha256),
+            ("sha256sum", Algo::Sha256),
+            ("sha512", Algo::Sha512),
+        ] {
+            let url = format!("{}.{ext}", self.url);
             if let Some(text) = self.client.get_text(&url)? {
                 let published =
                     Published::parse(&text, algo, self.file_name()).with_context(|| url.clone())?;
-                let line = format!("{}  {}\n", published.hex, self.file_name());
-                return Ok((published, line));
+                return Ok(with_line(published));
             }
         }
         bail!(
-            "{}: no checksum published beside it (neither .sha256 nor .sha512)",
+            "{}: no checksum published beside it (neither .sha256, .sha256sum nor .sha512)",
             self.url
         )
     }

@@ -51,10 +51,13 @@ pub struct Args {
 }
 
 /// The inputs that are recorder stand-ins, one `<source>/<member>` a line.
-pub const STANDINS: [&str; 3] = [
+pub const STANDINS: [&str; 6] = [
     "kubernetes/kubelet",
     "kubernetes/kubeadm",
     "cri-tools/crictl",
+    "containerd/bin/containerd",
+    "containerd/bin/containerd-shim-runc-v2",
+    "containerd/bin/ctr",
 ];
 
 pub fn run(spec: &Spec, args: &Args) -> Result<()> {
@@ -100,7 +103,10 @@ pub fn ensure(spec: &Spec, dir: &Path, arches: &[Arch]) -> Result<PathBuf> {
         for (name, source) in &spec.release.sources {
             for path in source.paths(*arch) {
                 let file_name = path.rsplit('/').next().unwrap_or(&path);
-                if !matches!(fixture_for(name, file_name), Some(Fixture::Standin)) {
+                if !matches!(
+                    fixture_for(name, file_name),
+                    Some(Fixture::Standin | Fixture::RuncStandin)
+                ) {
                     continue;
                 }
                 let file = dir.join(name).join(&path);
@@ -240,6 +246,33 @@ fn write_arch(spec: &Spec, top: &Path, arch: Arch, debs: &Path, epoch: u64) -> R
                     0o755,
                     "STAND-IN: kubedist-standin".to_string(),
                 ),
+                Some(Fixture::RuncStandin) => {
+                    // Named by its architecture: a stand-in of this one only.
+                    standins.push(format!("{source_name}/{file_name}"));
+                    (
+                        standin.clone(),
+                        0o755,
+                        "STAND-IN: kubedist-standin".to_string(),
+                    )
+                }
+                Some(Fixture::ContainerdTarball) => {
+                    let members: Vec<(String, &[u8])> =
+                        ["containerd", "containerd-shim-runc-v2", "ctr"]
+                            .iter()
+                            .map(|p| (source.member_path(p), standin.as_slice()))
+                            .collect();
+                    let note = "STAND-IN: every member is kubedist-standin".to_string();
+                    (
+                        crate::archive::release_tgz(
+                            &members,
+                            false,
+                            epoch,
+                            flate2::Compression::default(),
+                        )?,
+                        0o644,
+                        note,
+                    )
+                }
                 Some(Fixture::CniTarball) => {
                     let files = debian::files_in(&plugins.path, "usr/lib/cni")?;
                     if files.is_empty() {
@@ -299,6 +332,8 @@ enum Fixture {
     Standin,
     CniTarball,
     CrictlTarball,
+    ContainerdTarball,
+    RuncStandin,
 }
 
 fn fixture_for(source: &str, file_name: &str) -> Option<Fixture> {
@@ -307,6 +342,8 @@ fn fixture_for(source: &str, file_name: &str) -> Option<Fixture> {
         ("kubernetes", "kubelet" | "kubeadm") => Fixture::Standin,
         ("cni-plugins", f) if is_archive(f) => Fixture::CniTarball,
         ("cri-tools", f) if f.starts_with("crictl-") && is_archive(f) => Fixture::CrictlTarball,
+        ("containerd", f) if is_archive(f) => Fixture::ContainerdTarball,
+        ("runc", f) if f.starts_with("runc.") => Fixture::RuncStandin,
         _ => return None,
     })
 }

@@ -241,10 +241,7 @@ impl Inputs {
                     "==> the upstream programs{}, built from their Go modules",
                     if images.is_some() { " and images" } else { "" }
                 );
-                let extras = crate::source::Extras {
-                    images,
-                    runtime: false,
-                };
+                let extras = crate::source::Extras { images };
                 crate::source::write_inputs(spec, go, arches, extras, dir)?;
                 if images.is_some() {
                     image_pins = Images::load(&dir.join(from_dir::IMAGE_PINS), &spec.release)?;

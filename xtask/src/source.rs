@@ -53,10 +53,6 @@ pub struct Args {
     /// (for dist's --image-pins).
     #[arg(long, conflicts_with = "lock")]
     pub images: bool,
-    /// Also build the container runtime of pkg/runtime.toml (containerd
-    /// and runc, which kubedist does not package) into DIR/runtime/ARCH/.
-    #[arg(long, conflicts_with = "lock")]
-    pub runtime: bool,
     /// Write pkg/source/NAME/vVERSION/{go.mod,go.sum} for every source of
     /// the release and of its images (asks the Go module proxy and the
     /// checksum database), instead of building.
@@ -96,16 +92,7 @@ pub fn run(spec: &Spec, args: &Args) -> Result<()> {
         true => Some(&spec.images),
         false => None,
     };
-    write_inputs(
-        &spec,
-        &go,
-        &arches,
-        Extras {
-            images,
-            runtime: args.runtime,
-        },
-        &out,
-    )?;
+    write_inputs(&spec, &go, &arches, Extras { images }, &out)?;
     println!("{}", out.display());
     Ok(())
 }
@@ -551,8 +538,6 @@ fn local_replacements(go_mod: &str) -> Vec<String> {
 pub struct Extras<'a> {
     /// These images, built from source (`image_builds::write`).
     pub images: Option<&'a crate::spec::Images>,
-    /// The container runtime of the test nodes (`runtime::write`).
-    pub runtime: bool,
 }
 
 /// The `--from` directory `out` (replaced whole), holding every file of
@@ -586,7 +571,7 @@ pub fn write_inputs(
                 let bytes = if crate::fetch::is_archive(file_name) {
                     let members: Vec<(String, Vec<u8>)> = programs
                         .iter()
-                        .map(|(n, p)| Ok((n.clone(), std::fs::read(p)?)))
+                        .map(|(n, p)| Ok((source.member_path(n), std::fs::read(p)?)))
                         .collect::<Result<_>>()?;
                     let members: Vec<(String, &[u8])> = members
                         .iter()
@@ -594,7 +579,11 @@ pub fn write_inputs(
                         .collect();
                     crate::archive::release_tgz(&members, false, 0, flate2::Compression::default())?
                 } else {
-                    let program = programs.get(file_name).with_context(|| {
+                    // runc publishes `runc.<arch>`.
+                    let program_name = file_name
+                        .strip_suffix(&format!(".{}", arch.go_name()))
+                        .unwrap_or(file_name);
+                    let program = programs.get(program_name).with_context(|| {
                         format!(
                             "pkg/release.toml lists {name}/{path}, but pkg/source.toml's \
                              [{name}] builds no program {file_name}"
@@ -624,9 +613,6 @@ pub fn write_inputs(
     )?;
     if let Some(images) = extras.images {
         image_builds::write(spec, go, images, arches, &staged)?;
-    }
-    if extras.runtime {
-        runtime::write(&spec.root, go, arches, &staged)?;
     }
     crate::util::replace_dir(&staged, out)
 }
@@ -798,7 +784,6 @@ fn build(
 }
 
 pub mod image_builds;
-pub mod runtime;
 
 #[cfg(test)]
 mod tests;

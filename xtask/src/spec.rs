@@ -278,18 +278,36 @@ pub struct Source {
     pub files: Vec<String>,
     /// Upstream's copyright notice, for the packages' copyright files.
     pub copyright: String,
+    /// A list of checksums (`hex  name` lines) under `base` that upstream
+    /// publishes instead of a checksum file beside each file
+    /// (`v{version}/runc.sha256sum`).
+    #[serde(default)]
+    pub sums: Option<String>,
+    /// The directory of the release archive the programs are in (`bin` in
+    /// containerd's), for the archives fixtures and source builds make.
+    #[serde(default)]
+    pub archive_dir: Option<String>,
 }
 
 impl Source {
+    /// `template` (a path of `files` or `sums`) for one build.
+    pub fn fill(&self, template: &str, arch: Arch) -> String {
+        template
+            .replace("{version}", &self.version)
+            .replace("{arch}", arch.go_name())
+    }
+
+    /// The path of `program` inside the source's release archive.
+    pub fn member_path(&self, program: &str) -> String {
+        match &self.archive_dir {
+            Some(dir) => format!("{dir}/{program}"),
+            None => program.to_string(),
+        }
+    }
+
     /// The relative paths of this source's files for one build.
     pub fn paths(&self, arch: Arch) -> Vec<String> {
-        self.files
-            .iter()
-            .map(|f| {
-                f.replace("{version}", &self.version)
-                    .replace("{arch}", arch.go_name())
-            })
-            .collect()
+        self.files.iter().map(|f| self.fill(f, arch)).collect()
     }
 }
 
@@ -597,6 +615,17 @@ pub struct Package {
     /// pays (docs/performance.md, "Branch filters").
     #[serde(default)]
     pub xz_branch_filter: Vec<String>,
+    /// Part of the container runtime: never a dependency of the node's
+    /// packages; the tarball's install.sh installs it only when asked
+    /// (`--runtime`), and the Kubernetes sysext image leaves it out.
+    #[serde(default)]
+    pub runtime: bool,
+    /// Virtual packages it provides, in both families.
+    #[serde(default)]
+    pub provides: Vec<Dep>,
+    /// Packages it cannot be installed beside, in both families.
+    #[serde(default)]
+    pub conflicts: Vec<Dep>,
 }
 
 /// xz's branch/call/jump filter: it rewrites the relative addresses of one
@@ -647,6 +676,11 @@ pub struct FamilyOverride {
     pub depends: Vec<Dep>,
     #[serde(default)]
     pub recommends: Vec<Dep>,
+    /// deb only: the packages whose files it may overwrite (with
+    /// `conflicts`, what lets apt swap them on an explicit install). rpm has
+    /// none: its Obsoletes would replace them on a plain upgrade.
+    #[serde(default)]
+    pub replaces: Vec<Dep>,
 }
 
 /// A file of a package. Exactly one of `upstream`, `src`, `build` says where
@@ -999,7 +1033,6 @@ const NOT_PACKAGES: &[&str] = &[
     "images.toml",
     "source.toml",
     "source-images.toml",
-    "runtime.toml",
 ];
 
 fn rel(root: &Path, path: &Path) -> String {
@@ -1029,6 +1062,9 @@ fn validate_package(
             "version_from = {:?} names no [sources.*] entry of pkg/release.toml",
             p.version_from
         );
+    }
+    if !p.rpm.replaces.is_empty() {
+        bail!("[rpm] replaces: rpm has no Replaces (its Obsoletes would replace the package on a plain upgrade); use conflicts");
     }
     let mut dests = std::collections::BTreeSet::new();
     for (i, f) in p.files.iter().enumerate() {
@@ -1383,10 +1419,33 @@ mod tests {
                 "cri-tools",
                 "kubeadm",
                 "kubectl",
+                "kubedist-containerd",
                 "kubelet",
                 "kubernetes-cni"
             ]
         );
+        let runtime: Vec<_> = spec
+            .packages
+            .iter()
+            .filter(|p| p.runtime)
+            .map(|p| p.name.as_str())
+            .collect();
+        assert_eq!(runtime, ["kubedist-containerd"]);
+    }
+
+    #[test]
+    fn replaces_is_for_debs_only() {
+        let text = |table: &str| {
+            format!(
+                "name = \"x\"\nversion_from = \"kubernetes\"\nsummary = \"s\"\ndescription = \"d\"\n[{table}]\nreplaces = [\"y\"]\n"
+            )
+        };
+        let spec = Spec::load(&repo_root()).unwrap();
+        for (table, ok) in [("deb", true), ("rpm", false)] {
+            let p: Package = toml::from_str(&text(table)).unwrap();
+            let r = validate_package(&p, &spec.release, &spec.families, &repo_root());
+            assert_eq!(r.is_ok(), ok, "{table}: {r:?}");
+        }
     }
 
     #[test]

@@ -81,12 +81,21 @@ pub struct Staged {
     pub version_from: String,
     pub upstream_url: String,
     pub copyright: String,
+    /// `(dest, copyright)` of the files from other sources (runc beside
+    /// containerd).
+    pub other_copyrights: Vec<(String, String)>,
     pub summary: String,
     /// The package's description, plus the stand-in paragraph of test builds.
     pub description: String,
     /// Both families' dependencies plus this family's own.
     pub depends: Vec<Dep>,
     pub recommends: Vec<Dep>,
+    /// Part of the container runtime (spec's `runtime`).
+    pub runtime: bool,
+    pub provides: Vec<Dep>,
+    pub conflicts: Vec<Dep>,
+    /// deb only (spec's `[deb] replaces`).
+    pub replaces: Vec<Dep>,
     pub systemd_units: Vec<String>,
     /// Sorted by (dest, init).
     pub files: Vec<StagedFile>,
@@ -384,19 +393,37 @@ pub fn stage_oci_base(
 }
 
 /// installer/install.sh with its placeholders filled in: the family facts
-/// of pkg/families.toml (env files, the `[detect]` markers) and
+/// of pkg/families.toml (env files, the `[detect]` markers), the container
+/// runtime's packages and what they conflict with, and
 /// pkg/scripts/kernel-apply, which the kubelet package's scripts take too.
 pub fn installer(spec: &Spec) -> Result<Vec<u8>> {
     let path = spec.root.join("installer/install.sh");
     let kernel_apply = read_text(&spec.root.join("pkg/scripts/kernel-apply"))?;
     let families = &spec.families;
     let release = format!("{}-{}", spec.kubernetes_version(), spec.release.revision);
+    let runtime: Vec<&crate::spec::Package> = spec.packages.iter().filter(|p| p.runtime).collect();
+    let words = |names: Vec<&str>| {
+        let mut names = names;
+        names.sort();
+        names.dedup();
+        names.join(" ")
+    };
+    let runtime_packages = words(runtime.iter().map(|p| p.name.as_str()).collect());
+    let runtime_conflicts = words(
+        runtime
+            .iter()
+            .flat_map(|p| &p.conflicts)
+            .map(|d| d.name.as_str())
+            .collect(),
+    );
     let values = [
         ("RELEASE", release.as_str()),
         ("DEB_ENV_FILE", families.deb.env_file.as_str()),
         ("RPM_ENV_FILE", &families.rpm.env_file),
         ("DEB_MARKER", &families.detect.deb_marker),
         ("RPM_MARKER_DIR", &families.detect.rpm_marker_dir),
+        ("RUNTIME_PACKAGES", &runtime_packages),
+        ("RUNTIME_CONFLICTS", &runtime_conflicts),
         // On a line of its own: the function's closing line ends it.
         ("KERNEL_APPLY", kernel_apply.trim_end_matches('\n')),
     ];
@@ -495,9 +522,17 @@ fn stage_one(
     let mut files = Vec::new();
     let mut standins = Vec::new();
     let mut completed = Completed::default();
+    let mut other_copyrights = Vec::new();
     for entry in &package.files {
         let init_dir = root.join(entry.init.map_or("any", Init::name));
+        let other_source = match entry.content() {
+            Content::Upstream { source, .. } if source != package.version_from => Some(source),
+            _ => None,
+        };
         for (dest, source, standin) in contents(spec, entry, &entry.dest_for(fam), programs)? {
+            if let Some(other) = other_source {
+                other_copyrights.push((dest.clone(), spec.source(other).copyright.clone()));
+            }
             check_path(&dest).with_context(|| format!("file {dest}"))?;
             let staged = init_dir.join(dest.trim_start_matches('/'));
             let (sha256, size) = if entry.template {
@@ -553,6 +588,7 @@ fn stage_one(
         version_from: package.version_from.clone(),
         upstream_url: spec.source(&package.version_from).base.clone(),
         copyright: spec.source(&package.version_from).copyright.clone(),
+        other_copyrights,
         summary: package.summary.clone(),
         description: describe(
             package,
@@ -572,6 +608,10 @@ fn stage_one(
             .chain(&over.recommends)
             .cloned()
             .collect(),
+        runtime: package.runtime,
+        provides: package.provides.clone(),
+        conflicts: package.conflicts.clone(),
+        replaces: over.replaces.clone(),
         systemd_units: package.systemd_units.clone(),
         files,
         dirs,
@@ -703,6 +743,12 @@ fn scripts(spec: &Spec, pkg: &Staged) -> Result<Vec<Script>> {
         .collect::<Vec<_>>()
         .join(" ");
     let units = pkg.systemd_units.join(" ");
+    // The runtime's units start on install (the kubelet's wait for kubeadm).
+    let start = if pkg.runtime {
+        units.clone()
+    } else {
+        String::new()
+    };
     let reload = if under_unitdir { "yes" } else { "no" };
     // The kernel prerequisites the package ships, applied at once on a
     // running host by pkg/scripts/kernel-apply (included only then).
@@ -723,6 +769,7 @@ fn scripts(spec: &Spec, pkg: &Staged) -> Result<Vec<Script>> {
         ("DIRS", &dirs),
         ("SEEDS", &seeds),
         ("UNITS", &units),
+        ("START", &start),
         ("RELOAD", reload),
         ("KERNEL_MODULES", &modules),
         ("KERNEL_SYSCTL", &sysctl),

@@ -169,6 +169,9 @@ fn build(
     };
     deb.resolved_depends = list(&pkg.depends);
     deb.recommends = list(&pkg.recommends);
+    deb.provides = list(&pkg.provides);
+    deb.conflicts = list(&pkg.conflicts);
+    deb.replaces = list(&pkg.replaces);
     deb.extended_description = ExtendedDescription::String(pkg.description.clone());
     deb.resolve_assets(listener)?;
     deb.sort_assets_by_type();
@@ -261,7 +264,7 @@ Comment: Upstream release binaries, packaged by kubedist ({home}).
 Files: *
 Copyright: {copyright}
 License: {license}
-
+{others}
 License: {license}
  Licensed under the Apache License, Version 2.0 (the \"License\");
  you may not use this file except in compliance with the License.
@@ -281,6 +284,15 @@ License: {license}
         up = pkg.version_from,
         source = pkg.upstream_url,
         copyright = pkg.copyright,
+        others = pkg
+            .other_copyrights
+            .iter()
+            .map(|(dest, copyright)| format!(
+                "\nFiles: {}\nCopyright: {copyright}\nLicense: {}\n",
+                dest.trim_start_matches('/'),
+                meta.license
+            ))
+            .collect::<String>(),
         home = meta.homepage,
         license = meta.license,
     ))

@@ -152,6 +152,12 @@ pub fn write(pkg: &Staged, meta: &Options, out_dir: &Path) -> Result<PathBuf> {
     for dep in &pkg.recommends {
         b.recommends(dependency(dep)?);
     }
+    for dep in &pkg.provides {
+        b.provides(dependency(dep)?);
+    }
+    for dep in &pkg.conflicts {
+        b.conflicts(dependency(dep)?);
+    }
 
     for script in &pkg.scripts {
         let scriptlet = Scriptlet::new(script.text.as_str());

@@ -202,6 +202,10 @@ fn items(staged: &StagedArch, sysext: &StagedSysext) -> Result<BTreeMap<String, 
             Family::Rpm => package.rpm.as_ref(),
         }
         .with_context(|| format!("sysext: the packages were not staged for {}", sysext.family))?;
+        // The container runtime is an image of its own.
+        if pkg.runtime {
+            continue;
+        }
         for file in pkg.package_files() {
             // An extension never merges /etc: what stays there is left out.
             let path = sysext.image_path(&file.dest);

@@ -7,7 +7,9 @@
 //!   MANIFEST                    family init kind mode package path, tab-separated, sorted
 //!   SHA256SUMS                  `sha256  relative/path` of every other file
 //!   SHA256SUMS.asc              with `dist --sign`: its detached signature
-//!   payload/<family>/<path>     the content of each file entry
+//!   payload/<family>/<path>     the content of each file entry (of a path
+//!                               with one file per init system, each at
+//!                               payload/<family>.<init>/<path>)
 //!   images/kubedist-images-<ver>-<arch>.oci.tar
 //!                               with `dist --carry-images`: the images
 //!                               bundle, installed and imported after the rest
@@ -23,7 +25,7 @@
 //! member, as pigz writes). Root-owned with numeric ids only, no xattrs, every mtime
 //! SOURCE_DATE_EPOCH, entries sorted: the same inputs give the same bytes.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
@@ -106,12 +108,16 @@ impl Line {
         )
     }
 
-    fn payload(&self) -> String {
-        format!(
-            "payload/{}/{}",
-            self.family,
-            self.path.trim_start_matches('/')
-        )
+    /// Where the line's content is: `payload/<family>/<path>`, or, when
+    /// the MANIFEST has the path for the family under several init systems
+    /// (`shared`), each one's at `payload/<family>.<init>/<path>`.
+    /// install.sh's `payload_of` follows the same rule.
+    fn payload(&self, shared: &BTreeSet<(&str, &str)>) -> String {
+        let dir = match shared.contains(&(self.family, self.path.as_str())) {
+            true => format!("{}.{}", self.family, self.init),
+            false => self.family.to_string(),
+        };
+        format!("payload/{dir}/{}", self.path.trim_start_matches('/'))
     }
 }
 
@@ -179,7 +185,7 @@ pub(super) fn contents(
     meta: &Options,
 ) -> Result<Vec<Entry>> {
     let mut lines = Vec::new();
-    let mut payload: BTreeMap<String, (PathBuf, String, u64, String)> = BTreeMap::new();
+    let mut files: Vec<(Line, &StagedFile)> = Vec::new();
     for package in &staged.packages {
         let (Some(deb), Some(rpm)) = (&package.deb, &package.rpm) else {
             bail!("tarball: every package must be staged for both families");
@@ -193,22 +199,8 @@ pub(super) fn contents(
                 package: deb.name.clone(),
                 path: file.dest.clone(),
             };
-            let key = line.payload();
-            if let Some((_, sha, _, _)) = payload.get(&key) {
-                if *sha != file.sha256 {
-                    bail!("tarball: two different files would be {key}");
-                }
-            }
-            payload.insert(
-                key,
-                (
-                    file.path.clone(),
-                    file.sha256.clone(),
-                    file.size,
-                    deb.name.clone(),
-                ),
-            );
-            lines.push(line);
+            lines.push(line.clone());
+            files.push((line, file));
         }
         for (family, dir) in merge_dirs(deb, rpm) {
             lines.push(Line {
@@ -221,6 +213,39 @@ pub(super) fn contents(
             });
         }
     }
+    // The (family, path) pairs the MANIFEST has under several init systems.
+    let mut inits: BTreeMap<(&str, &str), BTreeSet<&str>> = BTreeMap::new();
+    for (line, _) in &files {
+        inits
+            .entry((line.family, line.path.as_str()))
+            .or_default()
+            .insert(line.init);
+    }
+    let shared: BTreeSet<(&str, &str)> = inits
+        .into_iter()
+        .filter(|(_, i)| i.len() > 1)
+        .map(|(k, _)| k)
+        .collect();
+    // payload path -> (content, sha256, size, package, mode)
+    let mut payload: BTreeMap<String, (PathBuf, String, u64, String, u32)> = BTreeMap::new();
+    for (line, file) in &files {
+        let key = line.payload(&shared);
+        if let Some((_, sha, _, _, _)) = payload.get(&key) {
+            if *sha != file.sha256 {
+                bail!("tarball: two different files would be {key}");
+            }
+        }
+        payload.insert(
+            key,
+            (
+                file.path.clone(),
+                file.sha256.clone(),
+                file.size,
+                line.package.clone(),
+                line.mode,
+            ),
+        );
+    }
     lines.sort();
     lines.dedup();
     let manifest: String = lines.iter().map(Line::render).collect();
@@ -230,7 +255,7 @@ pub(super) fn contents(
     let mut sums: BTreeMap<String, String> = BTreeMap::new();
     sums.insert("install.sh".into(), hex(&Sha256::digest(&installer)));
     sums.insert("MANIFEST".into(), hex(&Sha256::digest(manifest.as_bytes())));
-    for (key, (_, sha, _, _)) in &payload {
+    for (key, (_, sha, _, _, _)) in &payload {
         sums.insert(key.clone(), sha.clone());
     }
     if let Some(bundle) = carried {
@@ -257,13 +282,9 @@ pub(super) fn contents(
         "SHA256SUMS",
         Item::Bytes(sha256sums.into_bytes(), 0o644),
     ));
-    for (key, (path, _, size, package)) in payload {
+    for (key, (path, _, size, package, mode)) in payload {
         // Payload modes are the MANIFEST's: the installer sets them anyway,
         // and a plain `tar -x` gives the same result.
-        let mode = lines
-            .iter()
-            .find(|l| l.kind != "dir" && l.payload() == key)
-            .map_or(0o644, |l| l.mode);
         entries.push(Entry {
             path: key,
             item: Item::File { path, size, mode },

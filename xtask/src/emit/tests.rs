@@ -43,7 +43,7 @@ impl Programs for FakePrograms {
                 .map(|n| (n.to_string(), self.file(n, &format!("plugin {n}\n"))))
                 .collect()
         } else {
-            let name = format!("{source}-{member}");
+            let name = format!("{source}-{member}").replace('/', "-");
             vec![(
                 member.to_string(),
                 self.file(&name, &format!("binary {source}/{member}\n")),

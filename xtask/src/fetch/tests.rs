@@ -107,6 +107,8 @@ fn spec_with(root: &Path, base: &str, files: &[&str]) -> Spec {
             base: base.to_string(),
             files: files.iter().map(|f| f.to_string()).collect(),
             copyright: "2024 The tool authors".into(),
+            sums: None,
+            archive_dir: None,
         },
     )]);
     spec
@@ -241,6 +243,54 @@ fn a_sha512_is_used_where_no_sha256_is_published() {
     std::fs::remove_dir_all(tmp.path().join("pkg")).unwrap();
     let err = err_of(ensure(&spec, Arch::Amd64, &Origin::Official, &cache));
     assert!(err.contains("checksum mismatch: sha512"), "{err}");
+}
+
+#[test]
+fn containerd_s_sha256sum_and_runc_s_list_are_the_published_checksums() {
+    let server = Server::start();
+    let tmp = tempfile::tempdir().unwrap();
+    // containerd: FILE.sha256sum beside the file.
+    server.put("/t/tool", Reply::Body(TOOL.to_vec()));
+    let line = format!("{}  tool\n", digest::sha256_bytes(TOOL));
+    server.put("/t/tool.sha256sum", Reply::Body(line.into_bytes()));
+    let spec = spec_with(tmp.path(), &format!("{}/t", server.base), &["tool"]);
+    let cache = tmp.path().join("cache");
+    ensure(&spec, Arch::Amd64, &Origin::Official, &cache).unwrap();
+    assert_eq!(std::fs::read(cache.join("tools/tool")).unwrap(), TOOL);
+
+    // runc: one list for every architecture, `*` before binary names.
+    let mut spec = spec_with(
+        tmp.path(),
+        &format!("{}/r", server.base),
+        &["v1.0/tool.{arch}"],
+    );
+    spec.release.sources.get_mut("tools").unwrap().sums = Some("v{version}/tool.sha256sum".into());
+    server.put("/r/v1.0/tool.amd64", Reply::Body(TOOL.to_vec()));
+    let list = format!(
+        "{}  *tool.arm64\n{}  *tool.amd64\n",
+        digest::sha256_bytes(b"arm"),
+        digest::sha256_bytes(TOOL)
+    );
+    server.put("/r/v1.0/tool.sha256sum", Reply::Body(list.into_bytes()));
+    std::fs::remove_dir_all(tmp.path().join("pkg")).unwrap();
+    let up = ensure(&spec, Arch::Amd64, &Origin::Official, &cache).unwrap();
+    assert_eq!(up.files()[0].sha256, digest::sha256_bytes(TOOL));
+
+    // The list's line for another file is no checksum of this one.
+    server.put("/r/v1.0/tool.amd64", Reply::Body(b"arm".to_vec()));
+    std::fs::remove_dir_all(&cache).unwrap();
+    std::fs::remove_dir_all(tmp.path().join("pkg")).unwrap();
+    let err = err_of(ensure(&spec, Arch::Amd64, &Origin::Official, &cache));
+    assert!(err.contains("checksum mismatch"), "{err}");
+    server.put(
+        "/r/v1.0/tool.sha256sum",
+        Reply::Body(b"00  *tool.s390x\n".to_vec()),
+    );
+    let err = err_of(ensure(&spec, Arch::Amd64, &Origin::Official, &cache));
+    assert!(
+        err.contains("/r/v1.0/tool.sha256sum") && err.contains("no checksum of \"tool.amd64\""),
+        "{err}"
+    );
 }
 
 /// A server holding TOOL at /t/tool, the spec of one source served from

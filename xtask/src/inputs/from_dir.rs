@@ -17,5 +17,3 @@ pub const IMAGES: &str = "images";
 /// The pins of the images of `IMAGES` when they were built from source, in
 /// pkg/images.toml's format (`--image-pins`).
 pub const IMAGE_PINS: &str = "images.toml";
-/// containerd and runc built from source, under `runtime/<goarch>/`.
-pub const RUNTIME: &str = "runtime";

@@ -141,7 +141,7 @@ fn recipe_version(spec: &Spec, recipe: &ImageRecipe, image: &Image) -> Result<St
 /// main packages its go.mod must keep. Each source of the release with its
 /// programs and every image program of the same recipe; the image-only
 /// recipes (etcd, CoreDNS) at their tags when pkg/images.toml is the
-/// release's; the runtime of pkg/runtime.toml.
+/// release's.
 pub fn to_lock(spec: &Spec, recipes: &Recipes) -> Result<BTreeMap<(String, String), Vec<String>>> {
     let image_recipes = ImageRecipes::load(&spec.root)?;
     let mut wanted: BTreeMap<(String, String), BTreeSet<String>> = BTreeMap::new();
@@ -164,10 +164,6 @@ pub fn to_lock(spec: &Spec, recipes: &Recipes) -> Result<BTreeMap<(String, Strin
                     .extend(recipe.programs.values().cloned());
             }
         }
-    }
-    for (name, version) in super::runtime::versions(&spec.root)? {
-        let packages = recipes.get(&name)?.packages.iter().cloned();
-        wanted.entry((name, version)).or_default().extend(packages);
     }
     Ok(wanted
         .into_iter()
