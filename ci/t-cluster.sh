@@ -26,10 +26,12 @@
 #       podman on the host as docs/installer-image.md says, and upgraded by N's installer
 #       image in the DaemonSet dist ships, imported into the node's
 #       containerd.
-# The container runtime is containerd 2 and runc of the release's
-# kubedist-containerd package (built from source), configured as
-# docs/air-gapped.md ("A node, offline") tells an operator; pods are
-# networked by kubedist's own CNI plugins.
+# The container runtime is kubedist-containerd (containerd 2 and runc built
+# from source), installed by each node's own path with its software (apt,
+# dnf, install.sh --runtime); the sysext and installer nodes, whose paths
+# bring no runtime, have its deb installed into their roots before they
+# boot. A runtime package upgrade keeps every container. Pods are networked
+# by kubedist's own CNI plugins.
 # The nodes install, import their images and upgrade with the commands of
 # that guide's blocks, read from it (`guide` below), not with a copy; only
 # w5's first install runs from the host, with podman (kd_installer_run).
@@ -227,10 +229,12 @@ trap 'exit 1' INT TERM
 
 # --- inputs ----------------------------------------------------------------
 
-# containerd and runc of the release's runtime package, kubedist-containerd.
-set -- "$KD_DIST"/kubedist-containerd_*_amd64.deb
-dpkg-deb -x "$(kd_one "$@")" "$TMP/in"
-RUNTIME=$TMP/in/usr/bin
+# The runtime's deb, for the two nodes whose own path has no runtime yet
+# (the sysext image and the installer image): installed into their roots
+# as an image build would, before they boot.
+set -- "$OLD"/kubedist-containerd_*_amd64.deb
+RUNTIME_DEB=$(kd_one "$@")
+RUNTIME_VERSION=$(dpkg-deb -f "$RUNTIME_DEB" Version | sed 's/-[0-9]*$//')
 
 # One channel per minor: v$OLD_MINOR/ holds N-1, v$MINOR/ holds N.
 OLD_MINOR=${OLD_K8S%.*}
@@ -259,14 +263,14 @@ fi
 
 # --- the nodes -------------------------------------------------------------
 
-# The containerd configuration docs/air-gapped.md gives an operator: the sandbox image
-# is the bundle's pause, and the cgroup driver is the kubelet's (cgroupfs on
-# every node here, see KUBEADM_CONFIG).
-containerd_config() {
+# This machine's settings for containerd, in a file of the configuration
+# directory kubedist-containerd's config.toml imports: the cgroupfs driver
+# on every node (the kubelets' too, see KUBEADM_CONFIG: this machine's
+# cgroups are v1, and systemd in a container manages none of them), and the
+# restriction below.
+runtime_dropin() {
     cat <<TOML
 version = 3
-[plugins.'io.containerd.cri.v1.images'.pinned_images]
-  sandbox = '$PAUSE'
 [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
   SystemdCgroup = false
 $RESTRICT_OOM
@@ -281,7 +285,7 @@ if ! grep -q '^CapBnd:.*' /proc/self/status || [ $((0x$(awk '/^CapBnd/ { print $
   restrict_oom_score_adj = true"
 fi
 
-# The node's cgroups, made writable before containerd starts at every boot.
+# The node's cgroups, made writable at every boot before containerd starts.
 NODE_CGROUPS='#!/bin/sh
 # Writable v1 controllers, as a host has them: systemd-nspawn mounts them
 # read-only in a container, and sysvinit'\''s boot scripts mount a sysfs of
@@ -338,10 +342,8 @@ node_root() {
     r=$TMP/root-$n
     mkdir -p "$r"
     tar -xf "$base" -C "$r" --numeric-owner
-    install -m 0755 "$RUNTIME/containerd" "$RUNTIME/containerd-shim-runc-v2" "$RUNTIME/ctr" "$r/usr/local/bin/"
-    install -m 0755 "$RUNTIME/runc" "$r/usr/local/sbin/"
-    mkdir -p "$r/etc/containerd"
-    containerd_config >"$r/etc/containerd/config.toml"
+    mkdir -p "$r/etc/containerd/conf.d"
+    runtime_dropin >"$r/etc/containerd/conf.d/99-this-machine.toml"
     printf '%s' "$NODE_CGROUPS" >"$r/usr/local/sbin/node-cgroups"
     node_net "$n" >"$r/usr/local/sbin/node-net"
     chmod 0755 "$r/usr/local/sbin/node-cgroups" "$r/usr/local/sbin/node-net"
@@ -354,51 +356,33 @@ node_root() {
     : >"$r/etc/machine-id"
     echo "kd-$n" >"$r/etc/hostname"
     rm -f "$r/etc/apt/sources.list" "$r"/etc/apt/sources.list.d/*
+    # The node's network and cgroups, set up at boot before containerd.
     case $init in
     systemd)
-        cat >"$r/etc/systemd/system/containerd.service" <<'UNIT'
+        cat >"$r/etc/systemd/system/node-setup.service" <<'UNIT'
 [Unit]
-Description=containerd container runtime
-After=network.target
+Description=The node's end of its wire, and writable cgroups
+Before=containerd.service kubelet.service
+DefaultDependencies=no
+After=local-fs.target
 
 [Service]
-ExecStartPre=/usr/local/sbin/node-net
-ExecStartPre=/usr/local/sbin/node-cgroups
-ExecStart=/usr/local/bin/containerd
-Type=notify
-Delegate=yes
-KillMode=process
-Restart=always
-RestartSec=2
-LimitNOFILE=infinity
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/usr/local/sbin/node-net
+ExecStart=/usr/local/sbin/node-cgroups
 
 [Install]
 WantedBy=multi-user.target
 UNIT
-        ln -s /etc/systemd/system/containerd.service "$r/etc/systemd/system/multi-user.target.wants/containerd.service"
+        ln -s /etc/systemd/system/node-setup.service "$r/etc/systemd/system/multi-user.target.wants/node-setup.service"
         ;;
     openrc)
-        cat >"$r/etc/init.d/containerd" <<'INITD'
-#!/sbin/openrc-run
-description="containerd container runtime"
-supervisor=supervise-daemon
-command=/usr/local/bin/containerd
-output_log=/var/log/containerd.log
-error_log=/var/log/containerd.log
-respawn_delay=2
-depend() { after net; }
-start_pre() {
-    export PATH=/usr/local/sbin:/usr/local/bin:$PATH
-    /usr/local/sbin/node-cgroups
-}
-INITD
-        chmod 0755 "$r/etc/init.d/containerd"
-        ln -s /etc/init.d/containerd "$r/etc/runlevels/default/containerd"
         cat >"$r/etc/init.d/node-net" <<'INITD'
 #!/sbin/openrc-run
-# The node's end of its wire.
+# The node's end of its wire, and writable cgroups (containerd wants net).
 depend() { provide net; }
-start() { /usr/local/sbin/node-net; }
+start() { /usr/local/sbin/node-net && /usr/local/sbin/node-cgroups; }
 INITD
         chmod 0755 "$r/etc/init.d/node-net"
         ln -s /etc/init.d/node-net "$r/etc/runlevels/default/node-net"
@@ -406,18 +390,27 @@ INITD
         echo 'rc_logger="YES"' >>"$r/etc/rc.conf"
         ;;
     runit)
-        mkdir -p "$r/etc/sv/containerd/log" "$r/var/log/containerd"
-        cat >"$r/etc/sv/containerd/run" <<'RUN'
+        # runit's stage 1 runs /etc/rcS.d's scripts, before any service.
+        cat >"$r/etc/init.d/node-setup" <<'INITD'
 #!/bin/sh
-exec 2>&1
-export PATH=/usr/local/sbin:/usr/local/bin:$PATH
+# The node's end of its wire, and writable cgroups.
+[ "${1:-}" = start ] || exit 0
 /usr/local/sbin/node-net
 /usr/local/sbin/node-cgroups
-exec containerd
-RUN
-        printf '#!/bin/sh\nexec svlogd -tt /var/log/containerd\n' >"$r/etc/sv/containerd/log/run"
-        chmod 0755 "$r/etc/sv/containerd/run" "$r/etc/sv/containerd/log/run"
-        ln -s /etc/sv/containerd "$r/etc/runit/runsvdir/default/containerd"
+INITD
+        chmod 0755 "$r/etc/init.d/node-setup"
+        mkdir -p "$r/etc/rcS.d"
+        ln -s ../init.d/node-setup "$r/etc/rcS.d/S99node-setup"
+        ;;
+    esac
+    # The nodes whose own path brings no runtime: kubedist-containerd's
+    # deb, installed as an image build would.
+    case $(node_way "$n") in
+    sysext | installer)
+        cp "$RUNTIME_DEB" "$r/tmp/"
+        kd_run "$r" dpkg -i "/tmp/${RUNTIME_DEB##*/}" >"$TMP/$n.runtime.log" 2>&1 ||
+            { cat "$TMP/$n.runtime.log" >&2; return 1; }
+        rm "$r/tmp/${RUNTIME_DEB##*/}"
         ;;
     esac
     # What the operator carries over, linked (the nodes only read it).
@@ -663,10 +656,22 @@ test_every_node_installs_offline_its_own_way() {
 
 test_kubeadm_init_completes_offline_and_every_node_is_ready() {
     printf '%s' "$KUBEADM_CONFIG" | kd_in_boot cp sh -c 'cat >/root/kubeadm.yaml'
-    in_node cp 'kubeadm init --config /root/kubeadm.yaml'
+    in_node cp 'kubeadm init --config /root/kubeadm.yaml' >"$TMP/cp.kubeadm" 2>&1 ||
+        { cat "$TMP/cp.kubeadm"; return 1; }
+    cat "$TMP/cp.kubeadm"
     join=$(kc -n kube-system get cm >/dev/null; kd_in_boot cp kubeadm token create --print-join-command)
     for n in $WORKERS; do
-        in_node "$n" "$join --ignore-preflight-errors=SystemVerification"
+        in_node "$n" "$join --ignore-preflight-errors=SystemVerification" >"$TMP/$n.kubeadm" 2>&1 ||
+            { cat "$TMP/$n.kubeadm"; return 1; }
+        cat "$TMP/$n.kubeadm"
+    done
+    # The runtime has CRI's RuntimeConfig: kubeadm's preflight does not warn
+    # (from 1.38 on, it refuses a runtime without it).
+    for n in $NODES; do
+        if grep ContainerRuntimeVersion "$TMP/$n.kubeadm"; then
+            echo "assertion failed: kubeadm's preflight on kd-$n warned about the runtime (above)" >&2
+            return 1
+        fi
     done
     for n in $NODES; do
         wait_for 180 "node kd-$n is Ready" kc wait --for=condition=Ready "node/kd-$n" --timeout=5s
@@ -694,6 +699,21 @@ test_every_kubelet_is_its_init_systems_child_with_the_drop_in_chain() {
         jq -r '.env | to_entries[] | "\(.key)=\(.value)"' "$TMP/$n.print" | sort >"$TMP/$n.print.env"
         comm -23 "$TMP/$n.print.env" "$TMP/$n.environ" >"$TMP/$n.missing"
         assert_empty "$TMP/$n.missing" "kd-$n's kubelet lacks the variables above"
+    done
+}
+
+# Every node's runtime is kubedist-containerd's, and its kubelet runs with
+# the cgroup driver the runtime reports through CRI RuntimeConfig.
+test_every_runtime_is_kubedist_containerd_with_the_kubelets_cgroup_driver() {
+    for n in $NODES; do
+        kd_in_boot "$n" containerd --version >"$TMP/$n.containerd.version"
+        assert_grep " v$RUNTIME_VERSION " "$TMP/$n.containerd.version"
+        kd_in_boot "$n" crictl runtime-config >"$TMP/$n.runtime-config"
+        cat "$TMP/$n.runtime-config"
+        driver=$(awk '/^cgroup driver:/ { print tolower($3) }' "$TMP/$n.runtime-config")
+        kc get --raw "/api/v1/nodes/kd-$n/proxy/configz" | jq -r .kubeletconfig.cgroupDriver >"$TMP/$n.kubelet-driver"
+        assert_eq cgroupfs "$driver" "kd-$n's runtime's cgroup driver (this machine's, see runtime_dropin)"
+        assert_eq "$driver" "$(cat "$TMP/$n.kubelet-driver")" "kd-$n's kubelet's cgroup driver"
     done
 }
 
@@ -725,6 +745,8 @@ kind: Pod
 metadata: { name: echo-$1, labels: { app: echo, node: $1 } }
 spec:
   nodeName: kd-$1
+  # runc's seccomp, as kubeadm's static pods have it too.
+  securityContext: { seccompProfile: { type: RuntimeDefault } }
   containers:
   - name: etcd
     image: $ETCD
@@ -974,6 +996,8 @@ test_a_newer_package_in_the_channel_upgrades_only_what_is_not_held() {
     done
     for n in cp w4; do
         old=$(kubelet_pid "$n")
+        old_containerd=$(containerd_pid "$n")
+        kd_in_boot "$n" crictl ps -q | sort >"$TMP/$n.containers-before"
         # The channel offers the newer package (its metadata read afresh).
         case $(node_way "$n") in
         apt) in_node "$n" "
@@ -986,6 +1010,13 @@ test_a_newer_package_in_the_channel_upgrades_only_what_is_not_held() {
             dnf upgrade -y -q" ;;
         esac
         assert_eq "$(each_held "$K8S-$PREV_REV")" "$(pkg_versions "$n" $HELD)" "kd-$n's held packages after a plain upgrade"
+        # The runtime is not held: upgraded, and restarted on its new
+        # binary, every container kept (their shims outlive containerd).
+        assert_eq "$RUNTIME_VERSION-$REV" "$(pkg_versions "$n" kubedist-containerd)" "kd-$n's kubedist-containerd after a plain upgrade"
+        wait_for 60 "kd-$n's containerd runs again after its upgrade" containerd_restarted "$n" "$old_containerd"
+        kd_in_boot "$n" crictl ps -q | sort >"$TMP/$n.containers-after"
+        assert_eq "$(cat "$TMP/$n.containers-before")" "$(cat "$TMP/$n.containers-after")" "kd-$n's container IDs across the runtime's upgrade"
+        [ -s "$TMP/$n.containers-before" ] || { echo "assertion failed: kd-$n ran no container; the test proves nothing" >&2; return 1; }
         assert_eq "$old" "$(kubelet_pid "$n")" "kd-$n's kubelet pid after a plain upgrade that upgraded no kubelet"
         case $(node_way "$n") in
         apt) in_node "$n" "
@@ -1214,7 +1245,9 @@ kd_listing / /var/tmp /var/log /var/cache /var/backups /var/lib/apt /var/lib/dpk
 # upgrade made in /etc/kubernetes/tmp (etcd's data, the static pods'
 # manifests, the kubelet's configuration), which reset leaves too; the emptied etcd
 # directory, the hostPath directories the kubelet creates for the static
-# pods and kube-proxy, its volume plugin directory; and the admin's own
+# pods and kube-proxy, its volume plugin directory; the directories
+# containerd makes at its first start (its opt plugin's, the CNI
+# configuration's, where the conflist reset leaves is); and the admin's own
 # files: the bundle copied into /var/lib/kubedist/images and
 # /etc/kubedist/images.conf, the edited family
 # env file (kept by install.sh, saved as .rpmsave by rpm, never touched on
@@ -1222,6 +1255,9 @@ kd_listing / /var/tmp /var/log /var/cache /var/backups /var/lib/apt /var/lib/dpk
 # transfer file, the key, the extension directories and the enabled
 # systemd-sysext.service.
 not_kubedists() {
+    # (containerd makes /opt/containerd, its opt plugin's, and the CNI
+    # configuration's /etc/cni/net.d at its first start.)
+    printf '%s\n' '^/opt/containerd(/.*)?$' '^/etc/cni(/net\.d)?$'
     printf '%s\n' '^/etc/cni/net\.d/10-kubedist\.conflist$' '^/etc/kubernetes(/pki|/tmp(/.*)?)?$' '^/var/lib/etcd$' \
         '^/var/lib/cni(/.*)?$' '^/etc/ssl(/certs)?$' '^/usr/lib/modules$' \
         '^/usr/libexec/kubernetes(/kubelet-plugins(/volume(/exec)?)?)?$'
@@ -1247,11 +1283,11 @@ not_kubedists() {
 # image unmerged and removed with the CNI plugins it copied (docs/air-gapped.md).
 uninstall() {
     case $(node_way "$1") in
-    apt) in_node "$1" 'apt-get purge -y -q --allow-change-held-packages kubeadm kubelet kubectl kubernetes-cni cri-tools' ;;
+    apt) in_node "$1" 'apt-get purge -y -q --allow-change-held-packages kubeadm kubelet kubectl kubernetes-cni cri-tools kubedist-containerd' ;;
     tarball) in_node "$1" "/srv/kubedist/v$MINOR/kubedist-$K8S-linux-amd64/install.sh uninstall" ;;
     dnf) in_node "$1" '
         dnf versionlock delete '"$HELD"'
-        dnf remove -y -q kubeadm kubelet kubectl kubernetes-cni cri-tools
+        dnf remove -y -q kubeadm kubelet kubectl kubernetes-cni cri-tools kubedist-containerd
         rpm -e kubedist-test-provides' ;;
     installer) kd_installer_run "$1" "$INSTALLER" uninstall ;;
     sysext) in_node "$1" '
@@ -1311,6 +1347,7 @@ test_kubeadm_reset_and_the_uninstalls_leave_nothing_of_kubedist() {
 kd_test test_every_node_installs_offline_its_own_way
 kd_test test_kubeadm_init_completes_offline_and_every_node_is_ready
 kd_test test_every_kubelet_is_its_init_systems_child_with_the_drop_in_chain
+kd_test test_every_runtime_is_kubedist_containerd_with_the_kubelets_cgroup_driver
 kd_test test_the_control_plane_kube_proxy_and_coredns_run
 kd_test test_pods_on_every_node_reach_each_other_through_services_and_coredns
 kd_test test_nothing_was_pulled_and_the_bundles_images_are_pinned

@@ -787,8 +787,8 @@ runtime_installs_with_the_guide_s_command_and_replaces_them() {
     assert_grep "^  bin_dirs = \['/opt/cni/bin'\]\$" "$ROOT_R$RUNTIME_CONFIG"
     [ -d "$ROOT_R/etc/containerd/conf.d" ] || { echo "assertion failed: no /etc/containerd/conf.d" >&2; return 1; }
     # Enabled (nothing runs here to start it).
-    assert_file "$ROOT_R/etc/systemd/system/multi-user.target.wants/containerd.service"
-    kd_run "$ROOT_R" systemd-analyze verify --man=no containerd.service
+    [ -L "$ROOT_R/etc/systemd/system/multi-user.target.wants/containerd.service" ] ||
+        { echo "assertion failed: containerd.service is not enabled" >&2; return 1; }
 }
 
 runtime_upgrade_keeps_the_admin_s_config() {

@@ -416,4 +416,84 @@ kd_test mixed_versions_prev_kubeadm_with_cur_kubelet
 kd_test older_versions_stay_installable
 kd_test upgrade_kubeadm_alone_while_others_excluded
 
+# --- root R: the container runtime, kubedist-containerd --------------------
+
+ROOT_R=$(new_root)
+RUNTIME_CONFIG=/etc/containerd/config.toml
+
+# A distribution's containerd, as rpm records it: a package of that name
+# owning /usr/bin/containerd (Fedora's own is 2.x; RHEL has none).
+distribution_containerd_rpm() {
+    top=$KD_WORK/rpm.fake-containerd
+    rm -rf "$top"
+    mkdir -p "$top"
+    cat >"$top/containerd.spec" <<'SPEC'
+Name: containerd
+Version: 1.7.24
+Release: 1
+Summary: A distribution's containerd (test)
+License: Apache-2.0
+BuildArch: noarch
+%description
+Owns /usr/bin/containerd, as a distribution's package does.
+%install
+mkdir -p %{buildroot}/usr/bin
+printf '#!/bin/sh\n' >%{buildroot}/usr/bin/containerd
+chmod 0755 %{buildroot}/usr/bin/containerd
+%files
+/usr/bin/containerd
+SPEC
+    SOURCE_DATE_EPOCH=1700000000 rpmbuild -bb --quiet --define "_topdir $top" --define "_rpmdir $top/out" \
+        "$top/containerd.spec" >&2
+    printf '%s\n' "$top"/out/noarch/containerd-1.7.24-1.noarch.rpm
+}
+
+runtime_beside_a_distribution_s_containerd_dnf_refuses_until_allowed_to_erase() {
+    rpm --root "$ROOT_R" -i --nodeps "$(distribution_containerd_rpm)"
+    kd_listing "$ROOT_R" >"$KD_WORK/rpm.R.before"
+    # shellcheck disable=SC2015 # the || branch is the expected one
+    (cd "$KD_DIST_PREV" && dnf_in "$ROOT_R" "$REPO_PREV" install ./kubedist-containerd-*.rpm) &&
+        { echo "assertion failed: dnf installed kubedist-containerd beside containerd" >&2; return 1; } || true
+    assert_grep "conflicts with containerd provided by containerd-1.7.24-1.noarch" "$KD_WORK/rpm.dnf.out"
+    assert_grep "allowerasing" "$KD_WORK/rpm.dnf.out"
+    kd_listing "$ROOT_R" >"$KD_WORK/rpm.R.after"
+    if diff "$KD_WORK/rpm.R.before" "$KD_WORK/rpm.R.after" | grep '^[<>]' | grep -Ev "^[<>] $BOOKKEEPING"; then
+        echo "assertion failed: a refused install changed the root (above)" >&2
+        return 1
+    fi
+}
+
+runtime_installs_with_the_guide_s_command() {
+    # The command docs/packages.md shows, with dnf allowed to erase the
+    # distribution's containerd of the test above.
+    kd_guide_block docs/packages.md dnf-install-runtime \
+        'dnf install -y ' "dnf_in $ROOT_R $REPO_PREV install --allowerasing " >"$KD_WORK/rpm.runtime.sh"
+    # shellcheck source=/dev/null # the guide's block, written just above
+    (cd "$KD_DIST_PREV" && . "$KD_WORK/rpm.runtime.sh")
+    rpm --root "$ROOT_R" -q kubedist-containerd
+    if rpm --root "$ROOT_R" -q containerd; then
+        echo "assertion failed: the distribution's containerd is still installed" >&2
+        return 1
+    fi
+    assert_eq "kubedist-containerd" "$(rpm --root "$ROOT_R" -qf /usr/bin/containerd --qf '%{NAME}')" "owner of /usr/bin/containerd"
+    assert_grep '^  SystemdCgroup = true$' "$ROOT_R$RUNTIME_CONFIG"
+    rpm --root "$ROOT_R" -qc kubedist-containerd | grep -qx "$RUNTIME_CONFIG" ||
+        { echo "assertion failed: $RUNTIME_CONFIG is not a %config file" >&2; return 1; }
+    rpm --root "$ROOT_R" -q --provides kubedist-containerd >"$KD_WORK/rpm.R.provides"
+    for p in containerd runc; do assert_grep "^$p\$" "$KD_WORK/rpm.R.provides"; done
+    assert_eq "" "$(rpm --root "$ROOT_R" -V kubedist-containerd)" "rpm -V kubedist-containerd"
+}
+
+runtime_upgrade_keeps_an_edited_config() {
+    echo '# the admin'"'"'s' >>"$ROOT_R$RUNTIME_CONFIG"
+    (cd "$KD_DIST" && dnf_in "$ROOT_R" "$REPO_CUR" upgrade ./kubedist-containerd-*.rpm)
+    assert_eq "kubedist-containerd-$(version_of "$KD_DIST" kubedist-containerd)" \
+        "$(rpm --root "$ROOT_R" -q kubedist-containerd --qf '%{NAME}-%{VERSION}-%{RELEASE}')" "installed version"
+    assert_grep "^# the admin's\$" "$ROOT_R$RUNTIME_CONFIG"
+}
+
+kd_test runtime_beside_a_distribution_s_containerd_dnf_refuses_until_allowed_to_erase
+kd_test runtime_installs_with_the_guide_s_command
+kd_test runtime_upgrade_keeps_an_edited_config
+
 kd_summary

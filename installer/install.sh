@@ -725,8 +725,10 @@ check_records() { # FILE
 			next
 		}
 		kind == "link" {
-			if (set != "main" || p !~ /\/kubelet$/ || mode != "-" || sum != "/etc/sv/kubelet")
-				bad("a link record is main, a path ending in /kubelet, - and /etc/sv/kubelet")
+			# runit service links: the kubelet (main) and containerd (runtime).
+			svc = set == "main" ? "kubelet" : set == "runtime" ? "containerd" : ""
+			if (svc == "" || p !~ ("/" svc "$") || mode != "-" || sum != "/etc/sv/" svc)
+				bad("a link record is main or runtime, a path ending in /kubelet or /containerd, - and /etc/sv/kubelet or /etc/sv/containerd")
 			next
 		}
 		{ bad("kind " q kind q " is not file, config, new, dir, link or displaced") }

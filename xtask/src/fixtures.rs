@@ -255,24 +255,6 @@ fn write_arch(spec: &Spec, top: &Path, arch: Arch, debs: &Path, epoch: u64) -> R
                         "STAND-IN: kubedist-standin".to_string(),
                     )
                 }
-                Some(Fixture::ContainerdTarball) => {
-                    let members: Vec<(String, &[u8])> =
-                        ["containerd", "containerd-shim-runc-v2", "ctr"]
-                            .iter()
-                            .map(|p| (source.member_path(p), standin.as_slice()))
-                            .collect();
-                    let note = "STAND-IN: every member is kubedist-standin".to_string();
-                    (
-                        crate::archive::release_tgz(
-                            &members,
-                            false,
-                            epoch,
-                            flate2::Compression::default(),
-                        )?,
-                        0o644,
-                        note,
-                    )
-                }
                 Some(Fixture::CniTarball) => {
                     let files = debian::files_in(&plugins.path, "usr/lib/cni")?;
                     if files.is_empty() {
@@ -286,30 +268,15 @@ fn write_arch(spec: &Spec, top: &Path, arch: Arch, debs: &Path, epoch: u64) -> R
                         "REAL: /usr/lib/cni/* of Debian's containernetworking-plugins {}, repacked flat",
                         plugins.version
                     );
-                    (
-                        crate::archive::release_tgz(
-                            &members,
-                            true,
-                            epoch,
-                            flate2::Compression::default(),
-                        )?,
-                        0o644,
-                        note,
-                    )
+                    (release_tgz(&members, true, epoch)?, 0o644, note)
                 }
-                Some(Fixture::CrictlTarball) => {
-                    let members = [("crictl".to_string(), standin.as_slice())];
-                    let note = "STAND-IN: member crictl is kubedist-standin".to_string();
-                    (
-                        crate::archive::release_tgz(
-                            &members,
-                            false,
-                            epoch,
-                            flate2::Compression::default(),
-                        )?,
-                        0o644,
-                        note,
-                    )
+                Some(Fixture::StandinTarball(programs)) => {
+                    let members: Vec<(String, &[u8])> = programs
+                        .iter()
+                        .map(|p| (source.member_path(p), standin.as_slice()))
+                        .collect();
+                    let note = format!("STAND-IN: kubedist-standin as {}", programs.join(", "));
+                    (release_tgz(&members, false, epoch)?, 0o644, note)
                 }
                 None => {
                     bail!("pkg/release.toml lists {rel}, which fixtures do not know how to make")
@@ -331,9 +298,14 @@ enum Fixture {
     DebianKubectl,
     Standin,
     CniTarball,
-    CrictlTarball,
-    ContainerdTarball,
+    /// A release archive of these programs, each kubedist-standin.
+    StandinTarball(&'static [&'static str]),
     RuncStandin,
+}
+
+/// A release-style tgz of `members` at the fixtures' epoch.
+fn release_tgz(members: &[(String, &[u8])], dot_dir: bool, epoch: u64) -> Result<Vec<u8>> {
+    crate::archive::release_tgz(members, dot_dir, epoch, flate2::Compression::default())
 }
 
 fn fixture_for(source: &str, file_name: &str) -> Option<Fixture> {
@@ -341,8 +313,12 @@ fn fixture_for(source: &str, file_name: &str) -> Option<Fixture> {
         ("kubernetes", "kubectl") => Fixture::DebianKubectl,
         ("kubernetes", "kubelet" | "kubeadm") => Fixture::Standin,
         ("cni-plugins", f) if is_archive(f) => Fixture::CniTarball,
-        ("cri-tools", f) if f.starts_with("crictl-") && is_archive(f) => Fixture::CrictlTarball,
-        ("containerd", f) if is_archive(f) => Fixture::ContainerdTarball,
+        ("cri-tools", f) if f.starts_with("crictl-") && is_archive(f) => {
+            Fixture::StandinTarball(&["crictl"])
+        }
+        ("containerd", f) if is_archive(f) => {
+            Fixture::StandinTarball(&["containerd", "containerd-shim-runc-v2", "ctr"])
+        }
         ("runc", f) if f.starts_with("runc.") => Fixture::RuncStandin,
         _ => return None,
     })

@@ -860,6 +860,20 @@ fn check_dependencies_declared(packages: &[Package], families: &Families) -> Res
                     );
                 }
             }
+            // The container runtime is installed only on request
+            // (docs/packages.md): nothing pulls it in.
+            let wanted = package.depends.iter().chain(&over.depends);
+            let wanted = wanted.chain(&package.recommends).chain(&over.recommends);
+            for dep in wanted {
+                if packages.iter().any(|p| p.name == dep.name && p.runtime) {
+                    bail!(
+                        "pkg/{}.toml: {} depends on {:?}, the container runtime, which is installed only on request",
+                        package.name,
+                        family.name(),
+                        dep.name
+                    );
+                }
+            }
         }
     }
     Ok(())
@@ -1431,6 +1445,27 @@ mod tests {
             .map(|p| p.name.as_str())
             .collect();
         assert_eq!(runtime, ["kubedist-containerd"]);
+    }
+
+    #[test]
+    fn nothing_depends_on_the_runtime() {
+        let mut spec = Spec::load(&repo_root()).unwrap();
+        let kubelet = spec
+            .packages
+            .iter_mut()
+            .find(|p| p.name == "kubelet")
+            .unwrap();
+        kubelet
+            .rpm
+            .recommends
+            .push("kubedist-containerd".parse().unwrap());
+        let err = check_dependencies_declared(&spec.packages, &spec.families)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("the container runtime, which is installed only on request"),
+            "{err}"
+        );
     }
 
     #[test]
