@@ -103,10 +103,7 @@ pub fn ensure(spec: &Spec, dir: &Path, arches: &[Arch]) -> Result<PathBuf> {
         for (name, source) in &spec.release.sources {
             for path in source.paths(*arch) {
                 let file_name = path.rsplit('/').next().unwrap_or(&path);
-                if !matches!(
-                    fixture_for(name, file_name),
-                    Some(Fixture::Standin | Fixture::RuncStandin)
-                ) {
+                if !matches!(fixture_for(name, file_name), Some(Fixture::Standin)) {
                     continue;
                 }
                 let file = dir.join(name).join(&path);
@@ -241,14 +238,13 @@ fn write_arch(spec: &Spec, top: &Path, arch: Arch, debs: &Path, epoch: u64) -> R
                     );
                     (bin, 0o755, note)
                 }
-                Some(Fixture::Standin) => (
-                    standin.clone(),
-                    0o755,
-                    "STAND-IN: kubedist-standin".to_string(),
-                ),
-                Some(Fixture::RuncStandin) => {
-                    // Named by its architecture: a stand-in of this one only.
-                    standins.push(format!("{source_name}/{file_name}"));
+                Some(Fixture::Standin) => {
+                    // A file named by its architecture (runc's) is a
+                    // stand-in of that architecture only.
+                    let member = format!("{source_name}/{file_name}");
+                    if !STANDINS.contains(&member.as_str()) {
+                        standins.push(member);
+                    }
                     (
                         standin.clone(),
                         0o755,
@@ -300,7 +296,6 @@ enum Fixture {
     CniTarball,
     /// A release archive of these programs, each kubedist-standin.
     StandinTarball(&'static [&'static str]),
-    RuncStandin,
 }
 
 /// A release-style tgz of `members` at the fixtures' epoch.
@@ -319,7 +314,7 @@ fn fixture_for(source: &str, file_name: &str) -> Option<Fixture> {
         ("containerd", f) if is_archive(f) => {
             Fixture::StandinTarball(&["containerd", "containerd-shim-runc-v2", "ctr"])
         }
-        ("runc", f) if f.starts_with("runc.") => Fixture::RuncStandin,
+        ("runc", f) if f.starts_with("runc.") => Fixture::Standin,
         _ => return None,
     })
 }

@@ -13,7 +13,7 @@
 
 pub mod images;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
@@ -401,17 +401,12 @@ pub fn installer(spec: &Spec) -> Result<Vec<u8>> {
     let kernel_apply = read_text(&spec.root.join("pkg/scripts/kernel-apply"))?;
     let families = &spec.families;
     let release = format!("{}-{}", spec.kubernetes_version(), spec.release.revision);
-    let runtime: Vec<&crate::spec::Package> = spec.packages.iter().filter(|p| p.runtime).collect();
-    let words = |names: Vec<&str>| {
-        let mut names = names;
-        names.sort();
-        names.dedup();
-        names.join(" ")
-    };
-    let runtime_packages = words(runtime.iter().map(|p| p.name.as_str()).collect());
+    // Sorted, each once, one line of words.
+    let words = |names: BTreeSet<&str>| names.into_iter().collect::<Vec<_>>().join(" ");
+    let runtime = || spec.packages.iter().filter(|p| p.runtime);
+    let runtime_packages = words(runtime().map(|p| p.name.as_str()).collect());
     let runtime_conflicts = words(
-        runtime
-            .iter()
+        runtime()
             .flat_map(|p| &p.conflicts)
             .map(|d| d.name.as_str())
             .collect(),
