@@ -16,9 +16,10 @@
 #   w1  sysvinit + OpenRC, installed by the tarball's install.sh, the bundle
 #       installed with --images;
 #   w2  runit, installed the same way;
-#   w3  Debian 13, systemd 257: the sysext image fetched by
-#       systemd-sysupdate from the repository's sysext/ directory (the
-#       channel's transfer file, the signed SHA256SUMS) and merged over /usr;
+#   w3  Debian 13, systemd 257: the sysext images, the node's and the
+#       runtime's, fetched by systemd-sysupdate from the repository's sysext/
+#       directory (the channels' transfer files, the signed SHA256SUMS) and
+#       merged over /usr;
 #   w4  Debian 12, systemd 252 with Debian's rpm and dnf: the rpms from the
 #       repository's signed dnf channel, versionlocked, their scriptlets run
 #       under the booted systemd;
@@ -28,9 +29,8 @@
 #       containerd.
 # The container runtime is kubedist-containerd (containerd 2 and runc built
 # from source), installed by each node's own path with its software (apt,
-# dnf, install.sh --runtime); the sysext and installer nodes, whose paths
-# bring no runtime, have its deb installed into their roots before they
-# boot. A runtime package upgrade keeps every container. Pods are networked
+# dnf, install.sh --runtime, its sysext image, the installer image's
+# `install --runtime`). A runtime package upgrade keeps every container. Pods are networked
 # by kubedist's own CNI plugins.
 # The nodes install, import their images and upgrade with the commands of
 # that guide's blocks, read from it (`guide` below), not with a copy; only
@@ -229,12 +229,9 @@ trap 'exit 1' INT TERM
 
 # --- inputs ----------------------------------------------------------------
 
-# The runtime's deb, for the two nodes whose own path has no runtime yet
-# (the sysext image and the installer image): installed into their roots
-# as an image build would, before they boot.
+# containerd's version, as the runtime's deb says it.
 set -- "$OLD"/kubedist-containerd_*_amd64.deb
-RUNTIME_DEB=$(kd_one "$@")
-RUNTIME_VERSION=$(dpkg-deb -f "$RUNTIME_DEB" Version | sed 's/-[0-9]*$//')
+RUNTIME_VERSION=$(dpkg-deb -f "$(kd_one "$@")" Version | sed 's/-[0-9]*$//')
 
 # One channel per minor: v$OLD_MINOR/ holds N-1, v$MINOR/ holds N.
 OLD_MINOR=${OLD_K8S%.*}
@@ -403,17 +400,9 @@ INITD
         ln -s ../init.d/node-setup "$r/etc/rcS.d/S99node-setup"
         ;;
     esac
-    # The nodes whose own path brings no runtime: kubedist-containerd's
-    # deb, installed as an image build would.
-    case $(node_way "$n") in
-    sysext | installer)
-        cp "$RUNTIME_DEB" "$r/tmp/"
-        kd_run "$r" dpkg -i "/tmp/${RUNTIME_DEB##*/}" >"$TMP/$n.runtime.log" 2>&1 ||
-            { cat "$TMP/$n.runtime.log" >&2; return 1; }
-        rm "$r/tmp/${RUNTIME_DEB##*/}"
-        ;;
-    esac
-    # What the operator carries over, linked (the nodes only read it).
+# containerd's version, as the runtime's deb says it.
+set -- "$OLD"/kubedist-containerd_*_amd64.deb
+RUNTIME_VERSION=$(dpkg-deb -f "$(kd_one "$@")" Version | sed 's/-[0-9]*$//')    # What the operator carries over, linked (the nodes only read it).
     mkdir -p "$r/srv/kubedist"
     case $(node_way "$n") in
     apt | sysext | dnf) cp -al "$TMP/repo" "$r/srv/kubedist/repo" ;;
@@ -616,10 +605,14 @@ install() {
     installer)
         image=$OLD_INSTALLER
         [ "$2" != "$K8S" ] || image=$INSTALLER
-        kd_installer_run "$1" "$image" install >"$TMP/$1.installer.out" ||
-            { cat "$TMP/$1.installer.out"; return 1; }
-        cat "$TMP/$1.installer.out"
-        assert_grep "installing in the host's namespaces" "$TMP/$1.installer.out" ;;
+        # The runtime first, on its own, as docs/installer-image.md says.
+        for what in "install --runtime" install; do
+            # shellcheck disable=SC2086 # the action and its option, as words
+            kd_installer_run "$1" "$image" $what >"$TMP/$1.installer.out" ||
+                { cat "$TMP/$1.installer.out"; return 1; }
+            cat "$TMP/$1.installer.out"
+            assert_grep "installing in the host's namespaces" "$TMP/$1.installer.out"
+        done ;;
     dnf) in_node "$1" "
         # TEST-ONLY: declares the distribution packages Debian installed
         # (iptables, util-linux, conntrack) to this root's rpm database.
@@ -1274,6 +1267,7 @@ not_kubedists() {
         '^/usr/share/licenses$' ;;
     sysext) printf '%s\n' '^/etc/sysconfig(/kubelet)?$' \
         '^/etc/sysupdate\.kubernetes\.d(/kubernetes\.conf)?$' '^/etc/systemd/import-pubring\.gpg$' \
+        '^/etc/sysupdate\.kubedist-containerd\.d(/kubedist-containerd\.conf)?$' \
         '^/(etc|opt)/extensions$' '^/etc/systemd/system/[a-z.-]+\.wants/systemd-sysext\.service$' ;;
     esac
 }
@@ -1291,15 +1285,16 @@ uninstall() {
         rpm -e kubedist-test-provides' ;;
     installer) kd_installer_run "$1" "$INSTALLER" uninstall ;;
     sysext) in_node "$1" '
-        systemctl mask --runtime --now kubelet kubedist-cni-plugins
+        systemctl mask --runtime --now kubelet kubedist-cni-plugins containerd
         /usr/lib/kubedist/cni-plugins remove
         rm -r /etc/extensions/kubernetes.raw /opt/extensions/kubernetes
+        rm -r /etc/extensions/kubedist-containerd.raw /opt/extensions/kubedist-containerd
         # What the image'"'"'s tmpfiles.d made at boot, where empty.
         rmdir --ignore-fail-on-non-empty /opt/cni/bin /opt/cni /var/lib/kubelet /etc/kubernetes/manifests
         systemd-sysext refresh
         systemctl daemon-reload
-        systemctl unmask --runtime kubelet kubedist-cni-plugins
-        [ ! -e /usr/bin/kubelet ]' ;;
+        systemctl unmask --runtime kubelet kubedist-cni-plugins containerd
+        [ ! -e /usr/bin/kubelet ] && [ ! -e /usr/bin/containerd ]' ;;
     esac
 }
 

@@ -216,9 +216,11 @@ test_sbom_file_digests_are_the_unpacked_artifacts() {
     tb=$(kd_one "$KD_DIST"/kubedist-*-linux-amd64.tar.gz)
     mkdir -p "$u/tar" && tar -xzf "$tb" -C "$u/tar"
     sbom_matches "$tb.spdx.json" "$u/tar"
-    raw=$(kd_one "$KD_DIST"/*.raw)
-    unsquashfs -q -n -d "$u/raw" "$raw" >/dev/null
-    sbom_matches "$raw.spdx.json" "$u/raw"
+    for raw in "$KD_DIST"/*.raw; do
+        rm -rf "$u/raw"
+        unsquashfs -q -n -d "$u/raw" "$raw" >/dev/null
+        sbom_matches "$raw.spdx.json" "$u/raw" || { echo "$raw" >&2; return 1; }
+    done
     # The installer image and the images bundle: each layer of the layout
     # unpacked under its blob.
     for image in "$(kd_one "$KD_DIST"/kubedist-installer-*.oci.tar)" \

@@ -170,6 +170,7 @@ test_dist_source_builds_every_artifact_and_says_what_built_them() {
         kd_one "$amd/${p}"_*_amd64.deb >/dev/null
     done
     for f in "$amd/kubedist-$K8S-linux-amd64.tar.gz" "$amd/kubernetes-v$K8S-x86-64.raw" \
+        "$amd/kubedist-containerd-v$CTD-x86-64.raw" \
         "$amd/kubedist-installer-$K8S-2.oci.tar" "$amd/kubelet-$K8S-2.x86_64.rpm"; do
         assert_file "$f"
     done

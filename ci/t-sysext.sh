@@ -18,6 +18,8 @@
 #   name) through a start from N-1 and the switch to N, updates and removes
 #   only its own unchanged copies;
 # - switching the link N-1 -> N and back changes what is merged;
+# - the runtime's image (kubedist-containerd) merges beside it, its unit
+#   reading the image's configuration, and the copier checks its files too;
 # - `cargo xtask repo` serves the images with a SHA256SUMS that verifies and
 #   a signature gpgv accepts, and a transfer file whose patterns match the
 #   images' names. Debian 12 has no systemd-sysupdate: the patterns are
@@ -54,6 +56,12 @@ KUBE=${KUBE%-"$ARCH".raw}
 REV_PREV=$(rpm -qp --qf '%{RELEASE}' "$KD_DIST_PREV"/kubelet-[0-9]*.rpm 2>/dev/null)
 REV=$(rpm -qp --qf '%{RELEASE}' "$KD_DIST"/kubelet-[0-9]*.rpm 2>/dev/null)
 RELEASE_FILE=/usr/lib/extension-release.d/extension-release.$NAME
+# The runtime's image, kubedist-containerd's, named with containerd's version.
+RT_NAME=kubedist-containerd
+RT_IMG=$(kd_one "$KD_DIST"/$RT_NAME-v*-$ARCH.raw)
+RT_IMAGE=$(basename "$RT_IMG")
+RT_VERSION=${RT_IMAGE#"$RT_NAME"-v}
+RT_VERSION=${RT_VERSION%-"$ARCH".raw}
 BASE=$(kd_base_tarball sysext systemd)
 
 # dist ARGS... : this checkout's `cargo xtask dist`, N's inputs.
@@ -166,7 +174,7 @@ test_holds_usr_only_with_the_packages_bytes() {
         '-rw-r--r-- /usr/lib/systemd/system/multi-user.target.d/10-kubernetes-sysext.conf' \
         '-rwxr-xr-x /usr/lib/kubedist/cni-plugins' \
         "-rw-r--r-- /usr/lib/tmpfiles.d/$NAME.conf" '-rw-r--r-- /usr/bin/crictl.yaml' \
-        '-rw-r--r-- /usr/lib/kubedist/sysext-files.sha256' \
+        "-rw-r--r-- /usr/lib/kubedist/sysext-files/$NAME.sha256" \
         "-rw-r--r-- $RELEASE_FILE"; do
         awk -v m="${entry%% *}" -v p="${entry#* }" '$1 == m && $3 == p { found = 1 } END { exit !found }' \
             "$TMP/listing" || fail "no '$entry' in the image"
@@ -197,10 +205,10 @@ test_holds_usr_only_with_the_packages_bytes() {
     # binary and unit of the image, right.
     rm -rf "$TMP/unpacked"
     unsquashfs -q -d "$TMP/unpacked" "$IMG" >/dev/null
-    (cd "$TMP/unpacked" && sha256sum --quiet -c usr/lib/kubedist/sysext-files.sha256)
+    (cd "$TMP/unpacked" && sha256sum --quiet -c "usr/lib/kubedist/sysext-files/$NAME.sha256")
     assert_eq "$(cd "$TMP/unpacked" && find usr/bin usr/lib/systemd/system -type f | LC_ALL=C sort)" \
-        "$(awk '{ print $2 }' "$TMP/unpacked/usr/lib/kubedist/sysext-files.sha256")" \
-        "the files sysext-files.sha256 lists"
+        "$(awk '{ print $2 }' "$TMP/unpacked/usr/lib/kubedist/sysext-files/$NAME.sha256")" \
+        "the files sysext-files/$NAME.sha256 lists"
     rm -rf "$TMP/unpacked"
 }
 
@@ -472,6 +480,63 @@ done
 EOF
 }
 
+# The runtime's image merges beside the node's: containerd, its shim, ctr
+# and runc with the rpm's bytes, the rpm's config.toml under /usr, read by
+# a drop-in of the unit (as systemd-delta shows), containerd upheld as the
+# kubelet is, /etc/containerd/conf.d made at boot and /etc left alone. The
+# CNI copier checks the runtime's files too: another extension's runc is
+# named, kubedist's own two images are not.
+test_runtime_image_merges_beside_the_node_image() {
+    root=$(host flatcar)
+    activate "$root" "$IMG" cur
+    mkdir -p "$root/opt/extensions/$RT_NAME"
+    cp "$RT_IMG" "$root/opt/extensions/$RT_NAME/"
+    ln -s "/opt/extensions/$RT_NAME/$RT_IMAGE" "$root/etc/extensions/$RT_NAME.raw"
+    unsquashfs -cat "$RT_IMG" "/usr/lib/extension-release.d/extension-release.$RT_NAME" |
+        grep -x "SYSEXT_VERSION_ID=$RT_VERSION-$REV"
+    rm -rf "$TMP/rt-rpm" && mkdir -p "$TMP/rt-rpm"
+    (cd "$TMP/rt-rpm" && rpm2cpio "$(kd_one "$KD_DIST"/$RT_NAME-[0-9]*.x86_64.rpm)" | cpio -idm --quiet --no-absolute-filenames)
+    for f in usr/bin/containerd usr/bin/containerd-shim-runc-v2 usr/bin/ctr usr/bin/runc \
+        usr/lib/systemd/system/containerd.service; do
+        assert_eq "$(sha256sum <"$TMP/rt-rpm/$f" | cut -d ' ' -f 1)" "$(digest_in "$RT_IMG" "/$f")" "/$f: rpm vs image"
+    done
+    assert_eq "$(sha256sum <"$TMP/rt-rpm/etc/containerd/config.toml" | cut -d ' ' -f 1)" \
+        "$(digest_in "$RT_IMG" /usr/lib/kubedist/containerd/config.toml)" "the rpm's config.toml vs the image's"
+    in_host "$root" <<'EOF'
+bad() { echo "FAIL: $*" >&2; exit 1; }
+systemd-sysext merge
+grep -qx kubedist-containerd /usr/.systemd-sysext/extensions || bad "the runtime's image is not merged"
+for f in containerd containerd-shim-runc-v2 ctr runc kubelet; do test -x /usr/bin/$f || bad "no /usr/bin/$f"; done
+systemd-delta --no-pager --type=extended >/tmp/delta || true
+cat /tmp/delta
+grep -q '/usr/lib/systemd/system/containerd.service → .*/containerd.service.d/10-kubedist-sysext.conf' /tmp/delta ||
+    bad "containerd.service is not extended by the image's drop-in"
+grep -qx 'ExecStart=/usr/bin/containerd --config /usr/lib/kubedist/containerd/config.toml' \
+    /usr/lib/systemd/system/containerd.service.d/10-kubedist-sysext.conf
+systemd-analyze verify --man=no containerd.service kubelet.service multi-user.target >/tmp/verify.out 2>&1 || true
+cat /tmp/verify.out
+test ! -s /tmp/verify.out || bad "systemd-analyze verify speaks"
+grep -qx 'Upholds=containerd.service' /usr/lib/systemd/system/multi-user.target.d/10-kubedist-containerd-sysext.conf
+systemd-tmpfiles --create /usr/lib/tmpfiles.d/kubedist-containerd.conf
+test -d /etc/containerd/conf.d || bad "no /etc/containerd/conf.d"
+test ! -e /etc/containerd/config.toml || bad "the image wrote /etc/containerd/config.toml"
+/usr/lib/kubedist/cni-plugins sync 2>/tmp/cni.log
+if grep warning /tmp/cni.log; then bad "a warning with kubedist's two images merged"; fi
+systemd-sysext unmerge
+d=/var/lib/extensions/zzz-runc
+mkdir -p $d/usr/bin $d/usr/lib/extension-release.d
+printf '#!/bin/sh\necho zzz\n' >$d/usr/bin/runc
+chmod 0755 $d/usr/bin/runc
+echo ID=_any >$d/usr/lib/extension-release.d/extension-release.zzz-runc
+systemd-sysext merge
+/usr/lib/kubedist/cni-plugins sync 2>/tmp/cni.log
+cat /tmp/cni.log
+grep -qxF "kubedist-cni-plugins: warning: another system extension wins over kubedist's for usr/bin/runc (merged: zzz-runc; of two extensions shipping a path the one whose name sorts later wins)" /tmp/cni.log ||
+    bad "no warning that zzz-runc's runc wins"
+/usr/lib/kubedist/cni-plugins remove
+EOF
+}
+
 # Two extensions shipping the same path stack by name: the one whose name
 # sorts later wins (measured with systemd 252, as README.md says). The CNI
 # copier, which runs before every kubelet start, warns when one of the
@@ -492,7 +557,7 @@ systemd-sysext merge
 [ "$(/usr/bin/kubelet)" = zzz-kubelet ] || bad "zzz-kubelet's kubelet does not win: $(/usr/bin/kubelet --version)"
 /usr/lib/kubedist/cni-plugins sync 2>/tmp/cni.log
 cat /tmp/cni.log
-grep -qxF "kubedist-cni-plugins: warning: another system extension wins over this one for usr/bin/kubelet (merged: aaa-kubelet zzz-kubelet; of two extensions shipping a path the one whose name sorts later wins)" /tmp/cni.log ||
+grep -qxF "kubedist-cni-plugins: warning: another system extension wins over kubedist's for usr/bin/kubelet (merged: aaa-kubelet zzz-kubelet; of two extensions shipping a path the one whose name sorts later wins)" /tmp/cni.log ||
     bad "no warning that zzz-kubelet's kubelet wins"
 systemd-sysext unmerge
 rm -rf /var/lib/extensions/zzz-kubelet
@@ -584,8 +649,8 @@ test_repo_serves_a_signed_channel() {
         echo "$pattern -> $re"
         cut -d ' ' -f 3 "$dir/SHA256SUMS" | while read -r served; do
             case $served in
-            *.raw) echo "$served" | grep -Eq "$re" || fail "$pattern does not match $served" ;;
-            *) if echo "$served" | grep -Eq "$re"; then fail "$pattern matches $served, which is no image"; fi ;;
+            "$NAME"-v*.raw) echo "$served" | grep -Eq "$re" || fail "$pattern does not match $served" ;;
+            *) if echo "$served" | grep -Eq "$re"; then fail "$pattern matches $served, which is no image of $NAME"; fi ;;
             esac
         done
         for other in "$NAME-v1.35.0-$ARCH.raw" "$NAME-v$minor.2-arm64.raw" "$NAME.raw"; do
@@ -593,14 +658,33 @@ test_repo_serves_a_signed_channel() {
         done
         echo "$NAME-v$minor.17-$ARCH.raw" | grep -Eq "$re" || fail "$pattern misses a later patch release"
     done <"$TMP/patterns"
+
+    # The runtime's channel: containerd's minor, its own image only.
+    cmp "$RT_IMG" "$dir/$RT_IMAGE"
+    rt_conf=$dir/$RT_NAME-v${RT_VERSION%.*}.conf
+    cat "$rt_conf"
+    assert_grep '^Verify=yes$' "$rt_conf"
+    assert_grep "^Path=/opt/extensions/$RT_NAME\$" "$rt_conf"
+    assert_grep "^CurrentSymlink=/etc/extensions/$RT_NAME.raw\$" "$rt_conf"
+    grep '^MatchPattern=' "$rt_conf" | sed 's/^MatchPattern=//' | while read -r pattern; do
+        re=$(pattern_regex "$pattern" "$ARCH")
+        cut -d ' ' -f 3 "$dir/SHA256SUMS" | while read -r served; do
+            if [ "$served" = "$RT_IMAGE" ]; then
+                echo "$served" | grep -Eq "$re" || fail "$pattern does not match $served"
+            elif echo "$served" | grep -Eq "$re"; then
+                fail "$pattern matches $served"
+            fi
+        done
+    done
 }
 
 test_rebuild_is_byte_identical() {
     dist --formats sysext --revision "$REV" --no-cache --out "$TMP/again" >"$TMP/again.log" 2>&1 ||
         { cat "$TMP/again.log"; fail "dist --formats sysext"; }
     cmp "$IMG" "$TMP/again/$IMAGE"
-    # The image, and its SBOM, are the same bytes.
-    for f in "$IMAGE" "$IMAGE.spdx.json"; do
+    cmp "$RT_IMG" "$TMP/again/$RT_IMAGE"
+    # The images, and their SBOMs, are the same bytes.
+    for f in "$IMAGE" "$IMAGE.spdx.json" "$RT_IMAGE" "$RT_IMAGE.spdx.json"; do
         assert_eq "$(grep " $f\$" "$KD_DIST/SHA256SUMS")" "$(grep " $f\$" "$TMP/again/SHA256SUMS")" "SHA256SUMS of $f"
     done
 }
@@ -634,6 +718,7 @@ kd_test test_cni_plugins_keep_third_party_and_follow_the_image
 kd_test test_cni_plugins_interrupted_sync_is_finished_by_the_next
 kd_test test_cni_plugins_remove_during_a_sync_takes_every_copy
 kd_test test_extensions_shipping_the_kubelet_stack_by_name
+kd_test test_runtime_image_merges_beside_the_node_image
 kd_test test_switch_and_rollback
 kd_test test_repo_serves_a_signed_channel
 kd_test test_rebuild_is_byte_identical

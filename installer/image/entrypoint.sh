@@ -45,10 +45,16 @@ CRI-O.
                 to do on the host.
      The first that works is used; --via chooses one.
 
+The container runtime the image carries (containerd 2 and runc,
+kubedist-containerd) is installed only when asked, on its own: `install
+--runtime` on a host without one (a podman host has none of its own for
+the kubelet), before the node components; `uninstall --runtime` removes it.
+Once installed, each later install upgrades it too.
+
 Options (those of install.sh, see its --help):
   --via nsenter|chroot|files   how to run install.sh (default: the first that works)
   --init systemd|openrc|runit  --family deb|rpm      --service-dir DIR
-  --no-enable  --no-start  --dry-run  --kubelet-only  --kubelet-version vX.Y.Z
+  --no-enable  --no-start  --dry-run  --kubelet-only  --kubelet-version vX.Y.Z  --runtime
   --replace-foreign  --ignore-package-db
   -h, --help                   this text
 
@@ -128,7 +134,7 @@ while [ "$n" -gt 0 ]; do
 		no_start=1
 		set -- "$@" "$arg"
 		;;
-	--no-enable | --kubelet-only | --replace-foreign | --ignore-package-db)
+	--no-enable | --kubelet-only | --runtime | --replace-foreign | --ignore-package-db)
 		set -- "$@" "$arg"
 		;;
 	--prefix | --prefix=*)

@@ -104,22 +104,31 @@ sweep_temps() {
     done
 }
 
-# The digests of the extension's binaries and units, and the names of the
-# merged extensions (systemd-sysext writes them, in stacking order).
-SHIPPED=/usr/lib/kubedist/sysext-files.sha256
+# The digests of the binaries and units of kubedist's extensions (the
+# runtime's too, when merged), and the names of the merged extensions
+# (systemd-sysext writes them, in stacking order).
+SHIPPED=/usr/lib/kubedist/sysext-files
 MERGED=/usr/.systemd-sysext/extensions
 
-# warn_overridden: one line when a binary or unit of this extension is not
-# what the merged /usr holds: another extension ships the same path and
-# wins, because systemd-sysext stacks extensions by name and the one whose
-# name sorts later wins.
+# warn_overridden: one line when a binary or unit of kubedist's extensions
+# is not what the merged /usr holds: another extension ships the same path
+# and wins, because systemd-sysext stacks extensions by name and the one
+# whose name sorts later wins.
 warn_overridden() {
-    [ -f "$SHIPPED" ] || return 0
-    changed=$(cd / && sha256sum -c "$SHIPPED" 2>/dev/null | sed -n 's/: FAILED.*$//p' | tr '\n' ' ')
+    changed=
+    for list in "$SHIPPED"/*.sha256; do
+        [ -f "$list" ] || continue
+        changed="$changed$(cd / && sha256sum -c "$list" 2>/dev/null | sed -n 's/: FAILED.*$//p' | tr '\n' ' ')"
+    done
     [ -n "$changed" ] || return 0
+    # The other merged extensions: those that list no files of kubedist's.
     others=
-    [ ! -f "$MERGED" ] || others=$(grep -v -x kubernetes "$MERGED" | tr '\n' ' ')
-    log "warning: another system extension wins over this one for ${changed% } (merged: ${others% }; of two extensions shipping a path the one whose name sorts later wins)"
+    if [ -f "$MERGED" ]; then
+        while read -r name; do
+            [ -f "$SHIPPED/$name.sha256" ] || others="$others$name "
+        done <"$MERGED"
+    fi
+    log "warning: another system extension wins over kubedist's for ${changed% } (merged: ${others% }; of two extensions shipping a path the one whose name sorts later wins)"
 }
 
 sync_plugins() {

@@ -104,32 +104,48 @@ pub struct OciBase {
     pub source: String,
 }
 
-/// `pkg/sysext.toml`: the systemd-sysext image made from the packages.
+/// `pkg/sysext.toml`: the systemd-sysext images made from the packages,
+/// the node's and the container runtime's.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Sysext {
-    /// The extension's name: `extension-release.<name>`, `<name>.raw`.
-    pub name: String,
-    /// The family whose staging the image is made of.
+    /// The family whose staging the images are made of.
     pub family: Family,
-    /// The hosts that may merge it (`--sysext-os` overrides), as
+    /// The hosts that may merge them (`--sysext-os` overrides), as
     /// `SysextOs::parse` reads it.
     pub os: String,
     /// os-release IDs whose hosts set SYSEXT_LEVEL: `ID:VALUE` pins that
     /// field for them, VERSION_ID for every other.
     #[serde(default)]
     pub sysext_level_ids: Vec<String>,
+    /// Our architecture names (Go's) → systemd's.
+    pub arch: BTreeMap<String, String>,
+    /// The node's image: every package but the runtime's.
+    pub node: SysextImage,
+    /// The container runtime's image: the `runtime = true` packages.
+    pub runtime: SysextImage,
+}
+
+/// One sysext image of `pkg/sysext.toml`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SysextImage {
+    /// The extension's name: `extension-release.<name>`, `<name>.raw`.
+    pub name: String,
     /// Package path prefix → where the image puts it instead.
     #[serde(default, rename = "move")]
     pub moves: BTreeMap<String, String>,
-    /// Our architecture names (Go's) → systemd's.
-    pub arch: BTreeMap<String, String>,
     /// Files only the image carries.
     #[serde(default)]
     pub files: Vec<FileEntry>,
 }
 
 impl Sysext {
+    /// Each image with whether it holds the runtime's packages.
+    pub fn images(&self) -> [(&SysextImage, bool); 2] {
+        [(&self.node, false), (&self.runtime, true)]
+    }
+
     /// systemd's name of `arch` (`ARCHITECTURE=`, the image name).
     pub fn arch_name(&self, arch: Arch) -> Result<&str> {
         self.arch
@@ -913,6 +929,20 @@ impl Spec {
         }
         packages.sort_by(|a, b| a.name.cmp(&b.name));
         check_dependencies_declared(&packages, &families)?;
+        // One version names the runtime's sysext image.
+        let mut runtime_sources: Vec<_> = packages.iter().filter(|p| p.runtime).collect();
+        runtime_sources.dedup_by(|a, b| a.version_from == b.version_from);
+        if let [a, b, ..] = runtime_sources.as_slice() {
+            bail!(
+                "{}: packages {} and {}: the runtime's packages take their version from \
+                 two sources ({} and {}); its sysext image has one version",
+                pkg.display(),
+                a.name,
+                b.name,
+                a.version_from,
+                b.version_from
+            );
+        }
         let sysext_path = pkg.join("sysext.toml");
         let sysext: Sysext = read_toml(&sysext_path)?;
         validate_sysext(&sysext, &families, root).with_context(|| rel(root, &sysext_path))?;
@@ -936,6 +966,13 @@ impl Spec {
     pub fn source(&self, name: &str) -> &Source {
         // Every `version_from` and `upstream` was checked against the sources.
         &self.release.sources[name]
+    }
+
+    /// The version the runtime's packages take, `X.Y.Z` (its sysext
+    /// image's); `None` when no package is the runtime's.
+    pub fn runtime_version(&self) -> Option<&str> {
+        let package = self.packages.iter().find(|p| p.runtime)?;
+        Some(&self.source(&package.version_from).version)
     }
 
     /// The Kubernetes source of the release (`Spec::load` checked that
@@ -1254,6 +1291,27 @@ fn validate_images(x: &Images, release: &Release) -> Result<()> {
 /// under /usr (the only tree an extension merges without making the host's
 /// copy read-only), every architecture named as systemd names it.
 fn validate_sysext(x: &Sysext, families: &Families, root: &Path) -> Result<()> {
+    SysextOs::parse(&x.os, &x.sysext_level_ids).context("os")?;
+    for arch in Arch::ALL {
+        let name = x.arch_name(arch)?;
+        if !SYSTEMD_ARCHITECTURES.contains(&name) {
+            bail!(
+                "[arch] {arch} = {name:?}: not an architecture systemd knows, so no host \
+                 would merge the image (x86-64, arm64, ppc64-le, s390x, ...)"
+            );
+        }
+    }
+    if x.node.name == x.runtime.name {
+        bail!("[node] and [runtime]: two images named {:?}", x.node.name);
+    }
+    for (image, table) in [(&x.node, "node"), (&x.runtime, "runtime")] {
+        validate_sysext_image(image, families.get(x.family), root)
+            .with_context(|| format!("[{table}]"))?;
+    }
+    Ok(())
+}
+
+fn validate_sysext_image(x: &SysextImage, fam: &FamilyConf, root: &Path) -> Result<()> {
     let plain = |s: &str| {
         !s.is_empty()
             && s.chars()
@@ -1265,23 +1323,12 @@ fn validate_sysext(x: &Sysext, families: &Families, root: &Path) -> Result<()> {
             x.name
         );
     }
-    SysextOs::parse(&x.os, &x.sysext_level_ids).context("os")?;
-    for arch in Arch::ALL {
-        let name = x.arch_name(arch)?;
-        if !SYSTEMD_ARCHITECTURES.contains(&name) {
-            bail!(
-                "[arch] {arch} = {name:?}: not an architecture systemd knows, so no host \
-                 would merge the image (x86-64, arm64, ppc64-le, s390x, ...)"
-            );
-        }
-    }
     let under_usr = |p: &str| p.starts_with("/usr/") && !p.split('/').any(|c| c == "..");
     for (from, to) in &x.moves {
         if !from.starts_with('/') || !under_usr(to) || from.ends_with('/') != to.ends_with('/') {
             bail!("[move] {from:?} = {to:?}: move an absolute path to one under /usr/ (both directories ending in '/', or both files)");
         }
     }
-    let fam = families.get(x.family);
     for (i, f) in x.files.iter().enumerate() {
         let at = format!("files[{i}] (dest {:?})", f.dest);
         let (Some(src), None, None) = (&f.src, &f.upstream, &f.build) else {
@@ -1465,6 +1512,37 @@ mod tests {
         assert!(
             err.contains("the container runtime, which is installed only on request"),
             "{err}"
+        );
+    }
+
+    #[test]
+    fn the_runtime_takes_one_version_and_its_image_a_name_of_its_own() {
+        // A second runtime package whose version is runc's: the runtime's
+        // sysext image could not be named.
+        let dir = broken_root(
+            "kubedist-runc.toml",
+            "name = \"kubedist-runc\"\nversion_from = \"runc\"\nsummary = \"s\"\ndescription = \"d\"\nruntime = true\n\n[[files]]\nupstream = \"runc/runc.{arch}\"\ndest = \"/usr/libexec/runc\"\nmode = \"0755\"\n",
+        );
+        let err = format!("{:#}", Spec::load(dir.path()).unwrap_err());
+        assert!(
+            err.contains("packages kubedist-containerd and kubedist-runc")
+                && err.contains("two sources (containerd and runc)"),
+            "{err}"
+        );
+        let real = std::fs::read_to_string(repo_root().join("pkg/sysext.toml")).unwrap();
+        let dir = broken_root(
+            "sysext.toml",
+            &real.replace("name = \"kubedist-containerd\"", "name = \"kubernetes\""),
+        );
+        let err = format!("{:#}", Spec::load(dir.path()).unwrap_err());
+        assert!(
+            err.contains("sysext.toml") && err.contains("two images named \"kubernetes\""),
+            "{err}"
+        );
+        let spec = Spec::load(&repo_root()).unwrap();
+        assert_eq!(
+            spec.runtime_version(),
+            Some(spec.source("containerd").version.as_str())
         );
     }
 

@@ -25,7 +25,7 @@ use serde::Serialize;
 
 use crate::spec::{
     Arch, ConfigStyle, Content, Dep, Family, FileEntry, Init, Package, ScriptNeed, Shell, Spec,
-    SysextOs,
+    SysextImage, SysextOs,
 };
 
 /// Where the programs a package holds come from, for one architecture: the
@@ -188,8 +188,8 @@ pub struct StagedArch {
     pub packages: Vec<StagedPackage>,
     /// installer/install.sh, for the tarball.
     pub installer: Vec<u8>,
-    /// What the sysext image adds to the packages, when dist writes one.
-    pub sysext: Option<StagedSysext>,
+    /// What each sysext image adds to the packages, when dist writes them.
+    pub sysext: Vec<StagedSysext>,
     /// The installer image's shell for this architecture, when dist writes
     /// the image.
     pub oci_base: Option<StagedOciBase>,
@@ -225,19 +225,24 @@ pub struct StagedOciBase {
     pub copyright: StagedFile,
 }
 
-/// The sysext image's own part (`pkg/sysext.toml`): how it lays out the
+/// A sysext image's own part (`pkg/sysext.toml`): how it lays out the
 /// packages' staging and the files only it has.
 #[derive(Debug, Serialize)]
 pub struct StagedSysext {
-    /// `extension-release.<name>`, `<name>-v<version>-<arch>.raw`.
+    /// `extension-release.<name>`, `<name>-v<upstream_version>-<arch>.raw`.
     pub name: String,
+    /// Made of the runtime's packages, else of every other.
+    pub runtime: bool,
     /// Whose package staging the image is made of.
     pub family: Family,
     /// Which hosts may merge it.
     pub os: SysextOs,
     /// systemd's name of the architecture (`x86-64`).
     pub arch_name: String,
-    /// `SYSEXT_VERSION_ID`: the Kubernetes packages' version, `X.Y.Z-R`.
+    /// Its packages' upstream version, `X.Y.Z` (Kubernetes' for the node's
+    /// image, containerd's for the runtime's).
+    pub upstream_version: String,
+    /// `SYSEXT_VERSION_ID`: its packages' version, `X.Y.Z-R`.
     pub version: String,
     /// `(package path prefix, where the image puts it instead)`.
     pub moves: Vec<(String, String)>,
@@ -257,20 +262,24 @@ impl StagedSysext {
     }
 }
 
-/// Stages the sysext image's own files for `arch` under `work`, and the
-/// settings the image is written with. `os` is `pkg/sysext.toml`'s `os` or
-/// dist's `--sysext-os`, already read; `version` the packages' `X.Y.Z-R`.
+/// Stages a sysext image's own files for `arch` under `work`, and the
+/// settings it is written with. `os` is `pkg/sysext.toml`'s `os` or dist's
+/// `--sysext-os`, already read; `upstream_version` its packages' `X.Y.Z`.
+#[allow(clippy::too_many_arguments)]
 pub fn stage_sysext(
     spec: &Spec,
+    (x, runtime): (&SysextImage, bool),
     arch: Arch,
     os: &SysextOs,
-    version: &str,
+    upstream_version: &str,
     epoch: u64,
     work: &Path,
 ) -> Result<StagedSysext> {
-    let x = &spec.sysext;
-    let fam = spec.families.get(x.family);
-    let root = work.join(arch.go_name()).join("sysext");
+    let family = spec.sysext.family;
+    let version = format!("{upstream_version}-{}", spec.release.revision);
+    let version = version.as_str();
+    let fam = spec.families.get(family);
+    let root = work.join(arch.go_name()).join("sysext").join(&x.name);
     let mut files = Vec::new();
     for entry in &x.files {
         let Content::Repo(src) = entry.content() else {
@@ -283,7 +292,7 @@ pub fn stage_sysext(
         let (sha256, size) = if entry.template {
             let text = fs::read_to_string(&source)
                 .with_context(|| format!("{}: not a UTF-8 text file", source.display()))?;
-            let text = fill_template(&source, &text, &fam.env_file, x.family, version)?;
+            let text = fill_template(&source, &text, &fam.env_file, family, version)?;
             write_file(&staged, text.as_bytes(), entry.mode.0, epoch)?
         } else {
             copy_file(&source, &staged, entry.mode.0, epoch)?
@@ -308,9 +317,11 @@ pub fn stage_sysext(
     moves.sort_by_key(|(from, _)| std::cmp::Reverse(from.len()));
     Ok(StagedSysext {
         name: x.name.clone(),
-        family: x.family,
+        runtime,
+        family,
         os: os.clone(),
-        arch_name: x.arch_name(arch)?.to_string(),
+        arch_name: spec.sysext.arch_name(arch)?.to_string(),
+        upstream_version: upstream_version.to_string(),
         version: version.to_string(),
         moves,
         files,

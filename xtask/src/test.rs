@@ -279,9 +279,14 @@ fn build_older_release(root: &Path, phases: &mut Phases) -> Result<PathBuf> {
     dist(
         phases,
         &format!("--source --version {version} (the minor before the pin)"),
+        // The runtime's sysext image at the default codec: it is the same
+        // image as release prev's (one name and revision in the
+        // repository), and must be the same bytes.
         &[
             "--source",
             "--fast",
+            "--compression",
+            "sysext=gz:9",
             "--version",
             &version,
             "--formats",

@@ -603,6 +603,7 @@ impl<'a> Bench<'a> {
             let load = measure::load();
             let s = sysext::run(
                 &image,
+                &self.spec.sysext.node.name,
                 &self.codecs,
                 EPOCH,
                 &self.work.join("sysext"),

@@ -26,10 +26,12 @@ pub struct Sysext {
 }
 
 /// `dist` runs `dist --formats sysext --no-cache` into the directory it is
-/// given and returns its time; the image is then unpacked and packed again
-/// with mksquashfs under `work`.
+/// given and returns its time; the image named `image_name` (the node's:
+/// the run writes the runtime's too) is then unpacked and packed again with
+/// mksquashfs under `work`.
 pub fn run(
     dist: &dyn Fn(&Path, &str) -> Result<Sample>,
+    image_name: &str,
     codecs: &Codecs,
     epoch: u64,
     work: &Path,
@@ -46,7 +48,7 @@ pub fn run(
     let sample = dist(&out, log)?;
     let text = fs::read_to_string(logs.join(log))
         .with_context(|| format!("reading {}", logs.join(log).display()))?;
-    let (image, emit) = job_time(&text, ".raw")
+    let (image, emit) = job_time(&text, &format!("{image_name}-v"), ".raw")
         .with_context(|| format!("no image in {}", logs.join(log).display()))?;
     let image = out.join(image);
     let size = fs::metadata(&image)
@@ -113,12 +115,12 @@ pub fn run(
 
 /// `(file name, seconds)` of the job whose artifact ends in `ext`, from
 /// dist's progress line `    [1/1] NAME (9.8 s)`.
-fn job_time(log: &str, ext: &str) -> Option<(String, f64)> {
+fn job_time(log: &str, prefix: &str, ext: &str) -> Option<(String, f64)> {
     log.lines().find_map(|l| {
         let rest = l.trim().strip_prefix('[')?.split_once("] ")?.1;
         let (name, time) = rest.split_once(" (")?;
         let secs = time.split_once(" s")?.0.parse().ok()?;
-        name.ends_with(ext).then(|| (name.to_string(), secs))
+        (name.starts_with(prefix) && name.ends_with(ext)).then(|| (name.to_string(), secs))
     })
 }
 
@@ -126,11 +128,12 @@ fn job_time(log: &str, ext: &str) -> Option<(String, f64)> {
 mod tests {
     #[test]
     fn the_job_time_is_read_from_the_progress_line() {
-        let log = "==> writing 1 artifacts\n    [1/1] kubernetes-v1.34.2-x86-64.raw (9.8 s)\n";
+        let log = "==> writing 2 artifacts\n    [1/2] kubedist-containerd-v2.4.2-x86-64.raw (3.1 s)\n    \
+                   [2/2] kubernetes-v1.34.2-x86-64.raw (9.8 s)\n";
         assert_eq!(
-            super::job_time(log, ".raw"),
+            super::job_time(log, "kubernetes-v", ".raw"),
             Some(("kubernetes-v1.34.2-x86-64.raw".into(), 9.8))
         );
-        assert_eq!(super::job_time(log, ".deb"), None);
+        assert_eq!(super::job_time(log, "kubernetes-v", ".deb"), None);
     }
 }

@@ -95,6 +95,14 @@ fn subject(plan: &Plan, job: &Job, path: &Path) -> sbom::Subject {
                 staged.arch
             ),
         ),
+        emit::Input::Sysext(staged, image) => (
+            file_name.clone(),
+            image.version.clone(),
+            format!(
+                "pkg:generic/kubedist/{file_name}@{}?arch={}",
+                image.version, staged.arch
+            ),
+        ),
         emit::Input::Image(_, oci) => {
             let name = oci.repository.rsplit('/').next().unwrap_or(&oci.repository);
             (
@@ -175,14 +183,14 @@ fn size(job: &Job) -> u64 {
     let files = |s: &Staged| s.package_files().map(|f| f.size).sum::<u64>();
     match (job.input, job.format.about().families) {
         (Input::Package(p), _) => files(p),
-        // One family's files: about half the tarball.
-        (Input::Arch(arch), Families::Own(_) | Families::OfTheSysextImage) => arch
+        // One family's files of its packages.
+        (Input::Sysext(arch, image), _) => arch
             .packages
             .iter()
             .filter_map(|p| p.rpm.as_ref().or(p.deb.as_ref()))
+            .filter(|p| p.runtime == image.runtime)
             .map(files)
             .sum(),
-        (Input::Arch(arch), Families::All) => tarball_size(arch),
         (Input::Arch(arch), Families::None) => arch
             .images
             .iter()
@@ -190,6 +198,7 @@ fn size(job: &Job) -> u64 {
             .flat_map(|i| &i.blobs)
             .map(|b| b.size)
             .sum(),
+        (Input::Arch(arch), _) => tarball_size(arch),
         (Input::Image(arches, _), _) => arches.iter().map(tarball_size).sum(),
     }
 }
@@ -199,6 +208,9 @@ fn label(job: &Job) -> String {
     match job.input {
         Input::Package(p) => format!("{} {} ({})", p.family, p.name, p.arch),
         Input::Arch(arch) => format!("{} ({})", job.format.about().name, arch.arch),
+        Input::Sysext(arch, image) => {
+            format!("{} {} ({})", job.format.about().name, image.name, arch.arch)
+        }
         Input::Image(..) => job.format.about().name.to_string(),
     }
 }
@@ -219,6 +231,7 @@ fn describe(
     let input = match job.input {
         Input::Package(p) => serde_json::to_string(p)?,
         Input::Arch(arch) => serde_json::to_string(arch)?,
+        Input::Sysext(arch, image) => serde_json::to_string(&(arch, image))?,
         Input::Image(arches, oci) => serde_json::to_string(&(arches, oci, origins))?,
     };
     // The signing key's fingerprint: a tarball signed by another key (or

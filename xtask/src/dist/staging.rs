@@ -46,20 +46,26 @@ pub(super) fn stage_all(
                 &stage_dir,
             )?);
         }
-        let sysext = match &plan.sysext_os {
-            Some(os) => {
-                let version = format!("{}-{}", plan.k8s_version, spec.release.revision);
-                Some(stage::stage_sysext(
+        let mut sysext = Vec::new();
+        if let Some(os) = &plan.sysext_os {
+            for image in spec.sysext.images() {
+                let version = match image.1 {
+                    false => Some(plan.k8s_version.as_str()),
+                    true => spec.runtime_version(),
+                };
+                // (No runtime package, no runtime image.)
+                let Some(version) = version else { continue };
+                sysext.push(stage::stage_sysext(
                     spec,
+                    image,
                     arch,
                     os,
-                    &version,
+                    version,
                     plan.options.epoch,
                     &stage_dir,
-                )?)
+                )?);
             }
-            None => None,
-        };
+        }
         let oci_base = if plan.inputs.installer_base {
             let shell = inputs::installer_base(spec, arch)?;
             let base = stage::stage_oci_base(

@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 
 use crate::spec::Family;
-use crate::stage::{Staged, StagedArch, StagedOci};
+use crate::stage::{Staged, StagedArch, StagedOci, StagedSysext};
 
 /// Every format, in the order `--formats` and `--compression` list them:
 /// the only list of formats.
@@ -121,6 +121,8 @@ pub enum Artifacts {
     Package(Family),
     /// Everything staged for one architecture.
     Arch,
+    /// Each sysext image staged for one architecture.
+    SysextImages,
     /// Every architecture, with the installer image's own input.
     Image,
 }
@@ -157,6 +159,8 @@ pub enum Input<'a> {
     Package(&'a Staged),
     /// Everything staged for one architecture.
     Arch(&'a StagedArch),
+    /// One sysext image of one architecture, with everything staged for it.
+    Sysext(&'a StagedArch, &'a StagedSysext),
     /// Every architecture, and the installer image's own input.
     Image(&'a [StagedArch], &'a StagedOci),
 }
@@ -172,6 +176,12 @@ impl<'a> Input<'a> {
         match self {
             Input::Arch(a) => Ok(a),
             _ => anyhow::bail!("a per-architecture format was given another input"),
+        }
+    }
+    pub fn sysext(&self) -> Result<(&'a StagedArch, &'a StagedSysext)> {
+        match self {
+            Input::Sysext(a, s) => Ok((a, s)),
+            _ => anyhow::bail!("the sysext format was given another input"),
         }
     }
     pub fn image(&self) -> Result<(&'a [StagedArch], &'a StagedOci)> {
@@ -203,6 +213,10 @@ pub fn jobs<'a>(
             .map(|staged| job(Input::Package(staged)))
             .collect(),
         Artifacts::Arch => arches.iter().map(|a| job(Input::Arch(a))).collect(),
+        Artifacts::SysextImages => arches
+            .iter()
+            .flat_map(|a| a.sysext.iter().map(move |s| job(Input::Sysext(a, s))))
+            .collect(),
         Artifacts::Image => image
             .map(|image| job(Input::Image(arches, image)))
             .into_iter()

@@ -1,6 +1,9 @@
-//! The systemd-sysext image, `<name>-v<k8s version>-<arch>.raw`
-//! (`kubernetes-v1.34.2-x86-64.raw`): a squashfs file system that
-//! systemd-sysext merges over the host's read-only /usr.
+//! The systemd-sysext images, `<name>-v<version>-<arch>.raw`: squashfs
+//! file systems that systemd-sysext merges over the host's read-only /usr.
+//! Two per architecture (`pkg/sysext.toml`): the node's
+//! (`kubernetes-v1.34.2-x86-64.raw`, Kubernetes' version) and the container
+//! runtime's (`kubedist-containerd-v2.4.2-x86-64.raw`, containerd's), each
+//! made of its packages; the node's:
 //!
 //! ```text
 //! usr/bin/{kubelet,kubelet-wrapper,kubeadm,kubectl,crictl}
@@ -9,10 +12,10 @@
 //! ...                             the image's own files (pkg/sysext.toml)
 //! usr/lib/tmpfiles.d/<name>.conf  the packages' directories, created at boot
 //! usr/lib/extension-release.d/extension-release.<name>
-//! usr/lib/kubedist/sysext-files.sha256  the digests of its binaries and units
+//! usr/lib/kubedist/sysext-files/<name>.sha256  the digests of its binaries and units
 //! ```
 //!
-//! It is made of one family's package staging (`StagedSysext::family`):
+//! Each is made of one family's package staging (`StagedSysext::family`):
 //! the files packages carry for systemd hosts, less those under /etc (an
 //! extension never merges /etc; admins write there themselves), moved where
 //! the image's settings say. Everything must then lie under /usr: an image
@@ -57,7 +60,7 @@ static ABOUT: About = About {
         help: "gz:1-9 (default gz:9; every kernel), zstd:1-19 (kernels with SQUASHFS_ZSTD)",
     }),
     codec_of: NAME,
-    artifacts: Artifacts::Arch,
+    artifacts: Artifacts::SysextImages,
     families: Families::OfTheSysextImage,
     staging: Staging::SysextImage,
     // backhand compresses on one thread.
@@ -70,7 +73,8 @@ impl Format for Sysext {
         &ABOUT
     }
     fn write(&self, input: &Input, run: &Run) -> Result<PathBuf> {
-        write(input.arch()?, run.k8s_version, run.options, run.out_dir)
+        let (staged, sysext) = input.sysext()?;
+        write(staged, sysext, run.options, run.out_dir)
     }
     fn check_codec(&self, codec: Codec) -> Result<()> {
         if codec.long {
@@ -89,23 +93,22 @@ impl Format for Sysext {
     }
 }
 
-/// The image's file name for a Kubernetes version.
-pub fn file_name(sysext: &StagedSysext, k8s_version: &str) -> String {
-    format!("{}-v{k8s_version}-{}.raw", sysext.name, sysext.arch_name)
+/// The image's file name, `<name>-v<X.Y.Z>-<arch>.raw`.
+pub fn file_name(sysext: &StagedSysext) -> String {
+    format!(
+        "{}-v{}-{}.raw",
+        sysext.name, sysext.upstream_version, sysext.arch_name
+    )
 }
 
-/// Writes the sysext image of one architecture and returns its path.
+/// Writes one sysext image of one architecture and returns its path.
 pub fn write(
     staged: &StagedArch,
-    k8s_version: &str,
+    sysext: &StagedSysext,
     options: &Options,
     out_dir: &Path,
 ) -> Result<PathBuf> {
-    let sysext = staged
-        .sysext
-        .as_ref()
-        .context("sysext: the image's settings were not staged")?;
-    let out = out_dir.join(file_name(sysext, k8s_version));
+    let out = out_dir.join(file_name(sysext));
     let items = items(staged, sysext)?;
 
     let mut fs = FilesystemWriter::default();
@@ -203,7 +206,7 @@ fn items(staged: &StagedArch, sysext: &StagedSysext) -> Result<BTreeMap<String, 
         }
         .with_context(|| format!("sysext: the packages were not staged for {}", sysext.family))?;
         // The container runtime is an image of its own.
-        if pkg.runtime {
+        if pkg.runtime != sysext.runtime {
             continue;
         }
         for file in pkg.package_files() {
@@ -258,7 +261,7 @@ fn items(staged: &StagedArch, sysext: &StagedSysext) -> Result<BTreeMap<String, 
         .collect();
     let digest = crate::digest::sha256_bytes(shipped.as_bytes());
     items.insert(
-        SHIPPED.trim_start_matches('/').to_string(),
+        format!("{}/{}.sha256", SHIPPED.trim_start_matches('/'), sysext.name),
         (Item::Bytes(shipped.into_bytes(), 0o644), digest),
     );
 
@@ -267,9 +270,9 @@ fn items(staged: &StagedArch, sysext: &StagedSysext) -> Result<BTreeMap<String, 
     Ok(items)
 }
 
-/// The digests of the image's binaries and units, in `sha256sum -c` format
-/// relative to `/`.
-pub const SHIPPED: &str = "/usr/lib/kubedist/sysext-files.sha256";
+/// Where each image lists the digests of its binaries and units, as
+/// `<name>.sha256` in `sha256sum -c` format relative to `/`.
+pub const SHIPPED: &str = "/usr/lib/kubedist/sysext-files";
 
 /// `usr/lib/extension-release.d/extension-release.<name>`: which hosts may
 /// merge the image (ID=, and SYSEXT_LEVEL= or VERSION_ID=), on which
@@ -295,7 +298,7 @@ fn tmpfiles(name: &str, dirs: &[&StagedDir]) -> String {
     lines.sort();
     lines.dedup();
     format!(
-        "# The directories of the Kubernetes packages, for hosts running the {name} system extension.\n{}",
+        "# The directories of the packages of the {name} system extension, made at boot.\n{}",
         lines.concat()
     )
 }

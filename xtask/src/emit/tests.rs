@@ -101,15 +101,27 @@ fn staged(tmp: &Path) -> StagedArch {
         })
         .collect();
     let os = SysextOs::parse("flatcar:1.0", &spec.sysext.sysext_level_ids).unwrap();
-    let sysext = stage::stage_sysext(
-        &spec,
-        Arch::Amd64,
-        &os,
-        "1.34.2-1",
-        EPOCH,
-        &tmp.join("stage"),
-    )
-    .unwrap();
+    let sysext = spec
+        .sysext
+        .images()
+        .into_iter()
+        .map(|image| {
+            let version = match image.1 {
+                false => "1.34.2",
+                true => spec.runtime_version().unwrap(),
+            };
+            stage::stage_sysext(
+                &spec,
+                image,
+                Arch::Amd64,
+                &os,
+                version,
+                EPOCH,
+                &tmp.join("stage"),
+            )
+            .unwrap()
+        })
+        .collect();
     // A stand-in for busybox: the image writer only copies it.
     let oci_base = stage::stage_oci_base(
         &spec,
@@ -125,7 +137,7 @@ fn staged(tmp: &Path) -> StagedArch {
         arch: Arch::Amd64,
         packages,
         installer: stage::installer(&spec).unwrap(),
-        sysext: Some(sysext),
+        sysext,
         oci_base: Some(oci_base),
         images: None,
     }
@@ -489,7 +501,9 @@ fn squashfs_members(path: &Path) -> BTreeMap<String, Member> {
 fn the_sysext_image_holds_usr_only_and_says_which_hosts_may_merge_it() {
     let tmp = tempfile::tempdir().unwrap();
     let arch = staged(tmp.path());
-    let image = super::sysext::write(&arch, "1.34.2", &options(), tmp.path()).unwrap();
+    let node = &arch.sysext[0];
+    assert!(!node.runtime);
+    let image = super::sysext::write(&arch, node, &options(), tmp.path()).unwrap();
     assert!(
         image.ends_with("kubernetes-v1.34.2-x86-64.raw"),
         "{image:?}"
@@ -532,6 +546,8 @@ fn the_sysext_image_holds_usr_only_and_says_which_hosts_may_merge_it() {
         "ID=flatcar\nSYSEXT_LEVEL=1.0\nARCHITECTURE=x86-64\nSYSEXT_VERSION_ID=1.34.2-1\n\
          SYSEXT_SCOPE=system\nEXTENSION_RELOAD_MANAGER=1\n"
     );
+    // The runtime is an image of its own.
+    assert!(!members.contains_key("usr/bin/containerd"));
     let tmpfiles = file("usr/lib/tmpfiles.d/kubernetes.conf").1;
     for line in [
         "d /var/lib/kubelet 0700 root root -",
@@ -547,7 +563,7 @@ fn the_sysext_image_holds_usr_only_and_says_which_hosts_may_merge_it() {
     // the same listing.
     let again = tmp.path().join("again");
     fs::create_dir(&again).unwrap();
-    let second = super::sysext::write(&arch, "1.34.2", &options(), &again).unwrap();
+    let second = super::sysext::write(&arch, node, &options(), &again).unwrap();
     assert!(
         fs::read(&image).unwrap() == fs::read(&second).unwrap(),
         "two writes differ"
@@ -575,6 +591,61 @@ fn the_sysext_image_holds_usr_only_and_says_which_hosts_may_merge_it() {
         );
         assert_eq!(listing.lines().count(), members.len(), "{listing}");
     }
+}
+
+#[test]
+fn the_runtime_sysext_image_holds_the_runtime_configured_from_usr() {
+    let tmp = tempfile::tempdir().unwrap();
+    let arch = staged(tmp.path());
+    let runtime = &arch.sysext[1];
+    assert!(runtime.runtime);
+    let image = super::sysext::write(&arch, runtime, &options(), tmp.path()).unwrap();
+    let version = &runtime.upstream_version;
+    assert!(
+        image.ends_with(format!("kubedist-containerd-v{version}-x86-64.raw")),
+        "{image:?}"
+    );
+    let members = squashfs_members(&image);
+    let file = |name: &str| {
+        let m = members.get(name).unwrap_or_else(|| panic!("no {name}"));
+        (m.mode, String::from_utf8(m.body.clone().unwrap()).unwrap())
+    };
+    for bin in ["containerd", "containerd-shim-runc-v2", "ctr", "runc"] {
+        assert_eq!(file(&format!("usr/bin/{bin}")).0, 0o755, "{bin}");
+    }
+    assert!(!members.contains_key("usr/bin/kubelet"));
+    assert!(members
+        .keys()
+        .all(|k| k.is_empty() || k == "usr" || k.starts_with("usr/")));
+    // The systemd hosts' configuration, read from /usr by a drop-in.
+    let config = file("usr/lib/kubedist/containerd/config.toml").1;
+    assert!(config.contains("SystemdCgroup = true"), "{config}");
+    assert!(config.contains("imports = [\"/etc/containerd/conf.d/*.toml\"]"));
+    let dropin = file("usr/lib/systemd/system/containerd.service.d/10-kubedist-sysext.conf").1;
+    assert!(
+        dropin.contains("\nExecStart=\nExecStart=/usr/bin/containerd --config /usr/lib/kubedist/containerd/config.toml\n"),
+        "{dropin}"
+    );
+    assert!(file("usr/lib/systemd/system/containerd.service")
+        .1
+        .contains("Delegate=yes"));
+    let upholds =
+        file("usr/lib/systemd/system/multi-user.target.d/10-kubedist-containerd-sysext.conf").1;
+    assert!(upholds.contains("Upholds=containerd.service"), "{upholds}");
+    let release = file("usr/lib/extension-release.d/extension-release.kubedist-containerd").1;
+    assert!(
+        release.contains(&format!("SYSEXT_VERSION_ID={version}-1\n")),
+        "{release}"
+    );
+    let tmpfiles = file("usr/lib/tmpfiles.d/kubedist-containerd.conf").1;
+    assert!(
+        tmpfiles
+            .lines()
+            .any(|l| l == "d /etc/containerd/conf.d 0755 root root -"),
+        "{tmpfiles}"
+    );
+    let shipped = file("usr/lib/kubedist/sysext-files/kubedist-containerd.sha256").1;
+    assert!(shipped.contains("  usr/bin/runc\n"), "{shipped}");
 }
 
 #[test]

@@ -18,7 +18,7 @@ const RELEASE_DIR: &str = "/usr/lib/extension-release.d/";
 pub struct Image {
     /// The extension's name (`extension-release.<name>`).
     pub name: String,
-    /// The Kubernetes version in the file name, `X.Y.Z`.
+    /// The version in the file name, `X.Y.Z` (Kubernetes' or containerd's).
     pub version: String,
     /// `SYSEXT_VERSION_ID`'s package revision, the `R` of `X.Y.Z-R`.
     pub revision: u32,

@@ -106,7 +106,8 @@ the next minor by taking that channel's snippet): copy REPO_DIR/kubedist.gpg to 
 kubedist.list) to /etc/apt/sources.list.d/; on dnf hosts kubedist.repo to
 /etc/yum.repos.d/; on zypper hosts `rpm --import kubedist.asc`, then
 `zypper addrepo BASE_URL/kubedist.repo`; on sysext hosts kubedist.gpg to /etc/systemd/import-pubring.gpg
-and sysext/kubernetes-vX.Y.conf to /etc/sysupdate.kubernetes.d/kubernetes.conf. A key that expires within 90 days gets a warning; an expired
+and sysext/kubernetes-vX.Y.conf to /etc/sysupdate.kubernetes.d/kubernetes.conf (the runtime's:
+sysext/kubedist-containerd-vX.Y.conf to /etc/sysupdate.kubedist-containerd.d/). A key that expires within 90 days gets a warning; an expired
 or revoked key is refused.
 
 All or nothing: every input is checked first; the new repository is built beside REPO_DIR

@@ -104,7 +104,7 @@ fn plan(target: &Path, new_images: &[PathBuf], state: &mut State) -> Result<Plan
             }
             eprintln!(
                 "note: {DIR}/{name}: revision {} replaces revision {}; hosts that already run \
-                 {} keep theirs (sysupdate compares Kubernetes versions, not revisions)",
+                 {} keep theirs (sysupdate compares the versions in file names, not revisions)",
                 image.revision, old.revision, image.version
             );
         }
@@ -205,7 +205,7 @@ fn served_sbom(image: &Path) -> PathBuf {
 pub fn transfer(name: &str, minor: &str, base_url: &str) -> String {
     format!(
         "# systemd-sysupdate: the {name} system extension, channel v{minor} (every patch\n\
-         # release of Kubernetes {minor}). Install as /etc/sysupdate.{name}.d/{name}.conf,\n\
+         # release of {minor}). Install as /etc/sysupdate.{name}.d/{name}.conf,\n\
          # the repository's key in /etc/systemd/import-pubring.gpg, then run\n\
          # `systemd-sysupdate -C {name} update` and `systemd-sysext refresh`.\n\
          # A new minor is a new channel: replace this file with the next one.\n\
