@@ -101,6 +101,22 @@ kd_new_root() {
     printf '%s\n' "$root"
 }
 
+# kd_distribution_deb NAME PROGRAM OUT : writes OUT, a deb of a
+# distribution's package NAME (version 1.6.20~ds1-1, as Debian 12's
+# containerd) owning PROGRAM, a stub: what a host whose containerd or runc
+# came from dpkg has.
+kd_distribution_deb() {
+    _kd_d=$(mktemp -d)
+    mkdir -p "$_kd_d/DEBIAN" "$_kd_d$(dirname "$2")"
+    chmod 0755 "$_kd_d" "$_kd_d/DEBIAN"
+    printf 'Package: %s\nVersion: 1.6.20~ds1-1\nArchitecture: all\nMaintainer: t <t@example.org>\nDescription: a distribution'"'"'s %s\n' \
+        "$1" "$1" >"$_kd_d/DEBIAN/control"
+    printf '#!/bin/sh\n' >"$_kd_d$2"
+    chmod 0755 "$_kd_d$2"
+    dpkg-deb -b "$_kd_d" "$3" >/dev/null
+    rm -rf "$_kd_d"
+}
+
 # kd_one PATH... : prints PATH when exactly one path is given and it exists
 # (what a glob of dist's output gives); otherwise the suite fails at once.
 kd_one() {

@@ -732,16 +732,8 @@ RUNTIME_CONFIG=/etc/containerd/config.toml
 
 # A distribution's containerd and runc, as dpkg records them: packages of
 # those names owning the programs' paths (Debian's own are 1.6 and 1.1).
-for p in containerd:/usr/bin/containerd runc:/usr/sbin/runc; do
-    d=$KD_WORK/deb.fake-${p%%:*}
-    rm -rf "$d"
-    mkdir -p "$d/DEBIAN" "$d$(dirname "${p#*:}")"
-    printf 'Package: %s\nVersion: 1.6.20~ds1-1\nArchitecture: all\nMaintainer: t <t@example.org>\nDescription: a distribution'"'"'s %s\n' \
-        "${p%%:*}" "${p%%:*}" >"$d/DEBIAN/control"
-    printf '#!/bin/sh\n' >"$d${p#*:}"
-    chmod 0755 "$d${p#*:}"
-    dpkg-deb -b "$d" "$ROOT_R/srv/runtime/${p%%:*}.deb" >/dev/null
-done
+kd_distribution_deb containerd /usr/bin/containerd "$ROOT_R/srv/runtime/containerd.deb"
+kd_distribution_deb runc /usr/sbin/runc "$ROOT_R/srv/runtime/runc.deb"
 
 runtime_beside_a_distribution_s_containerd_apt_shows_the_swap_first() {
     kd_run "$ROOT_R" dpkg -i /srv/runtime/containerd.deb /srv/runtime/runc.deb >/dev/null

@@ -906,6 +906,7 @@ kd_test closure_refuses_missing_version_and_leaves_repo_as_it_was
 
 MINOR=$SCRATCH/minor
 NEXT_DIST=$SCRATCH/dist-next-minor
+PRE_DIST=$SCRATCH/dist-next-minor-rc
 
 # next_minor : the first release of the minor after KD_DIST's (1.34.2 ->
 # 1.35.0), as `dist --fixtures --version` labels the fixtures.
@@ -918,20 +919,46 @@ next_minor() {
 channel_of() { echo "v$(echo "$1" | cut -d. -f1-2)"; }
 CUR_CHANNEL=$(channel_of "$(deb_version "$KD_DIST" kubelet)")
 NEXT_CHANNEL=$(channel_of "$(next_minor)")
+# The next minor's release candidate, in a channel of its own.
+PRE_VERSION=$(next_minor)-rc.1
+PRE_CHANNEL=$NEXT_CHANNEL-prerelease
 
 minor_channels_hold_relative_paths_only() {
     (cd "$KD_REPO" && cargo xtask dist --fixtures --arch amd64 --version "$(next_minor)" \
         --fast --formats deb,rpm --out "$NEXT_DIST") >"$TMP/next-dist.out" 2>&1 ||
         { cat "$TMP/next-dist.out"; return 1; }
-    repo --channels minor --from "$KD_DIST_PREV" "$KD_DIST" "$NEXT_DIST" --out "$MINOR" --key "$TEST_KEY" \
+    # (With its sysext image, which the repository leaves out; the
+    # runtime's image beside it, of N-1's revision, at N-1's codec: the
+    # repository serves it already and takes only the same bytes.)
+    (cd "$KD_REPO" && cargo xtask dist --fixtures --arch amd64 --version "$PRE_VERSION" \
+        --fast --compression sysext=gz:9 --formats deb,rpm,sysext --out "$PRE_DIST") >"$TMP/pre-dist.out" 2>&1 ||
+        { cat "$TMP/pre-dist.out"; return 1; }
+    assert_eq "$(next_minor)~rc.1-1" "$(deb_version "$PRE_DIST" kubelet)" "the release candidate's deb version"
+    # A pre-release never goes into the flat layout's one suite.
+    repo_fails flat-pre --from "$PRE_DIST" --out "$SCRATCH/flat-pre" --key "$TEST_KEY" || return 1
+    assert_grep "Kubernetes $PRE_VERSION is a pre-release: it goes into a channel of its own, $PRE_CHANNEL (--channels minor)" \
+        "$TMP/flat-pre.err"
+    assert_no_file "$SCRATCH/flat-pre"
+    repo --channels minor --from "$KD_DIST_PREV" "$KD_DIST" "$NEXT_DIST" "$PRE_DIST" --out "$MINOR" --key "$TEST_KEY" \
         --base-url file:///srv/kubedist >"$TMP/minor.out" 2>"$TMP/minor.err"
     cat "$TMP/minor.out" "$TMP/minor.err"
-    # The repository holds copies: the next minor's dist output (and its
-    # space) is not needed any more, but for its versions.
+    # The repository holds copies: the next minor's dist outputs (and their
+    # space) are not needed any more, but for their versions.
     expect_debs "$NEXT_DIST" >"$TMP/next.versions"
     expect_rpms "$NEXT_DIST" >"$TMP/next.rpm-versions"
     deb_version "$NEXT_DIST" kubelet >"$TMP/next.kubelet"
-    rm -rf "$NEXT_DIST"
+    expect_debs "$PRE_DIST" >"$TMP/pre.versions"
+    expect_rpms "$PRE_DIST" >"$TMP/pre.rpm-versions"
+    rm -rf "$NEXT_DIST" "$PRE_DIST"
+    # The release candidate: its own channel, and no sysext image (systemd-
+    # sysupdate would order it after the release).
+    assert_grep "^apt: $ONE package(s) in $PRE_CHANNEL/deb/dists/stable for amd64\$" "$TMP/minor.out"
+    assert_grep "^dnf: $ONE package(s) in $PRE_CHANNEL/rpm/x86_64/\$" "$TMP/minor.out"
+    assert_grep "^note: leaving out .*kubernetes-v$PRE_VERSION-x86-64.raw: a pre-release" "$TMP/minor.err"
+    if grep -q "kubernetes-v$PRE_VERSION" "$MINOR/sysext/SHA256SUMS"; then
+        echo "assertion failed: the pre-release's sysext image is served" >&2
+        return 1
+    fi
     # Releases N-1 and N are one minor; the next minor has its own channel.
     assert_grep "^apt: $TWO package(s) in $CUR_CHANNEL/deb/dists/stable for amd64\$" "$TMP/minor.out"
     assert_grep "^dnf: $TWO package(s) in $CUR_CHANNEL/rpm/x86_64/\$" "$TMP/minor.out"
@@ -940,7 +967,7 @@ minor_channels_hold_relative_paths_only() {
     for gone in pool dists x86_64 kubedist.sources kubedist.repo; do
         assert_no_file "$MINOR/$gone"
     done
-    for c in "$CUR_CHANNEL" "$NEXT_CHANNEL"; do
+    for c in "$CUR_CHANNEL" "$NEXT_CHANNEL" "$PRE_CHANNEL"; do
         d=$MINOR/$c
         # Every index entry names a file inside the channel's own tree.
         grep '^Filename: ' "$d/deb/dists/stable/main/binary-amd64/Packages" | cut -d' ' -f2 >"$TMP/filenames"
@@ -963,7 +990,7 @@ minor_channels_hold_relative_paths_only() {
     done
     # One layout per repository.
     repo_fails mixed --from "$KD_DIST" --out "$MINOR" --key "$TEST_KEY" || return 1
-    assert_grep "holds minor channels ($CUR_CHANNEL $NEXT_CHANNEL); run with --channels minor" "$TMP/mixed.err"
+    assert_grep "holds minor channels ($CUR_CHANNEL $NEXT_CHANNEL $PRE_CHANNEL); run with --channels minor" "$TMP/mixed.err"
 }
 
 apt_host_moves_from_one_minor_channel_to_the_next() {
@@ -986,8 +1013,14 @@ EOF
         echo "assertion failed: the $CUR_CHANNEL channel offers the next minor" >&2
         return 1
     fi
-    # The next minor: its channel mirrored, then what docs/repositories.md
-    # shows (the guide's next channel is v1.38).
+    # The next minor's release candidate, from its pre-release channel, as
+    # docs/repositories.md says; then the release, from the next minor's
+    # channel (the guide's is v1.38): the candidate upgrades to it.
+    cp -R "$MINOR/$PRE_CHANNEL" "$ROOT_M/srv/kubedist/$PRE_CHANNEL"
+    kd_guide_block docs/repositories.md apt-prerelease v1.38-prerelease "$PRE_CHANNEL" |
+        offline "$ROOT_M" "$TMP/M.pre"
+    assert_clean_update "$TMP/M.pre"
+    assert_eq "$(cat "$TMP/pre.versions")" "$(installed "$ROOT_M")" "versions from $PRE_CHANNEL"
     cp -R "$MINOR/$NEXT_CHANNEL" "$ROOT_M/srv/kubedist/$NEXT_CHANNEL"
     kd_guide_block docs/repositories.md apt-next-minor v1.38 "$NEXT_CHANNEL" |
         offline "$ROOT_M" "$TMP/M.next"
@@ -1003,6 +1036,9 @@ dnf_host_moves_from_one_minor_channel_to_the_next() {
     cp "$MINOR/$CUR_CHANNEL/kubedist.repo" "$root/etc/yum.repos.d/kubedist.repo"
     dnf_offline "$root" "$MINOR" "$TMP/MD.first" install kubelet kubeadm kubectl
     assert_eq "$(expect_rpms "$KD_DIST")" "$(rpm_installed "$root")" "versions from the $CUR_CHANNEL channel"
+    cp "$MINOR/$PRE_CHANNEL/kubedist.repo" "$root/etc/yum.repos.d/kubedist.repo"
+    dnf_offline "$root" "$MINOR" "$TMP/MD.pre" upgrade
+    assert_eq "$(cat "$TMP/pre.rpm-versions")" "$(rpm_installed "$root")" "versions from $PRE_CHANNEL"
     cp "$MINOR/$NEXT_CHANNEL/kubedist.repo" "$root/etc/yum.repos.d/kubedist.repo"
     dnf_offline "$root" "$MINOR" "$TMP/MD.next" upgrade
     assert_eq "$(cat "$TMP/next.rpm-versions")" "$(rpm_installed "$root")" "versions after moving to $NEXT_CHANNEL"

@@ -24,6 +24,7 @@ mod spec;
 mod stage;
 mod test;
 mod util;
+mod version;
 
 pub mod cli;
 pub mod fuzz;

@@ -485,13 +485,14 @@ pub fn lock(
     Ok(())
 }
 
-/// `(minor, patch)` of `X.Y.Z`.
+/// `(minor, patch)` of `X.Y.Z[-pre]`, the pre-release with the patch:
+/// `1.38.0-beta.0` gives `("38", "0-beta.0")`, as its staging modules are
+/// `v0.38.0-beta.0`.
 fn minor_patch(version: &str) -> Result<(&str, &str)> {
-    let mut parts = version.split('.');
+    crate::version::Version::parse(version)?;
+    let mut parts = version.splitn(3, '.');
     match (parts.next(), parts.next(), parts.next()) {
-        (Some(_), Some(minor), Some(patch)) => {
-            Ok((minor, patch.split('-').next().unwrap_or(patch)))
-        }
+        (Some(_), Some(minor), Some(patch)) => Ok((minor, patch)),
         _ => bail!("{version:?} is not a version like 1.37.2"),
     }
 }

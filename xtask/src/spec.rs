@@ -11,6 +11,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
+use crate::version::Version;
+
 /// Everything in `pkg/`, validated.
 #[derive(Debug)]
 pub struct Spec {
@@ -900,6 +902,10 @@ impl Spec {
     pub fn load(root: &Path) -> Result<Spec> {
         let pkg = root.join("pkg");
         let release: Release = read_toml(&pkg.join("release.toml"))?;
+        for (name, source) in &release.sources {
+            Version::parse(&source.version)
+                .with_context(|| format!("pkg/release.toml: [sources.{name}] version"))?;
+        }
         let families: Families = read_toml(&pkg.join("families.toml"))?;
         for (name, fam) in [("deb", &families.deb), ("rpm", &families.rpm)] {
             for arch in Arch::ALL {
@@ -992,7 +998,7 @@ impl Spec {
     pub fn package_version(&self, package: &Package) -> String {
         format!(
             "{}-{}",
-            self.source(&package.version_from).version.replace('-', "~"),
+            crate::version::package_spelling(&self.source(&package.version_from).version),
             self.release.revision
         )
     }
@@ -1002,9 +1008,7 @@ impl Spec {
     /// The spec reloaded, with `version` as the Kubernetes version
     /// (`--version`).
     pub fn with_kubernetes_version(&self, version: &str) -> Result<Spec> {
-        if !is_version(version) {
-            bail!("--version {version:?}: not a Kubernetes version like 1.34.2 or 1.35.0-rc.1");
-        }
+        Version::parse(version).context("--version")?;
         let mut spec = Spec::load(&self.root)?;
         spec.release.kubernetes_mut()?.version = version.to_string();
         // Another version's images, where they are known; else the pin's
@@ -1036,11 +1040,11 @@ impl Spec {
         for entry in std::fs::read_dir(&dir).with_context(|| rel(&self.root, &dir))? {
             let name = entry?.file_name().to_string_lossy().into_owned();
             match name.strip_prefix('v').and_then(|n| n.strip_suffix(".toml")) {
-                Some(v) if is_version(v) => out.push(v.to_string()),
+                Some(v) if Version::is_valid(v) => out.push(v.to_string()),
                 _ => bail!("pkg/images/{name}: not a vX.Y.Z.toml"),
             }
         }
-        out.sort_by_key(|v| version_key(v));
+        out.sort_by_key(|v| Version::parse(v).ok());
         out.dedup();
         Ok(out)
     }
@@ -1050,29 +1054,6 @@ impl Spec {
 /// version other than the pin (`dist --version`).
 fn older_images(root: &Path, version: &str) -> PathBuf {
     root.join("pkg/images").join(format!("v{version}.toml"))
-}
-
-/// Orders `X.Y.Z` versions numerically.
-fn version_key(v: &str) -> Vec<u64> {
-    v.split(['.', '-'])
-        .map(|n| n.parse().unwrap_or(0))
-        .collect()
-}
-
-/// `X.Y.Z` or `X.Y.Z-<pre-release>` (letters, digits, dots).
-pub fn is_version(v: &str) -> bool {
-    let (core, pre) = match v.split_once('-') {
-        Some((c, p)) => (c, Some(p)),
-        None => (v, None),
-    };
-    let numbers: Vec<&str> = core.split('.').collect();
-    numbers.len() == 3
-        && numbers
-            .iter()
-            .all(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
-        && pre.is_none_or(|p| {
-            !p.is_empty() && p.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.')
-        })
 }
 
 /// The files of `pkg/` that describe no package.
@@ -1347,23 +1328,6 @@ fn validate_sysext_image(x: &SysextImage, fam: &FamilyConf, root: &Path) -> Resu
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn versions_are_checked() {
-        for good in ["1.34.2", "1.35.0-rc.1", "1.35.0-alpha.0"] {
-            assert!(is_version(good), "{good}");
-        }
-        for bad in [
-            "1.34",
-            "v1.34.2",
-            "1.34.2-",
-            "1.34.2/../x",
-            "1.34.x",
-            "1.34.2-rc 1",
-        ] {
-            assert!(!is_version(bad), "{bad}");
-        }
-    }
 
     fn repo_root() -> PathBuf {
         Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -588,7 +588,9 @@ fn stage_one(
         config_style: fam.config,
         unitdir: fam.unitdir.clone(),
         host_dirs: fam.host_dirs.clone(),
-        upstream_version: spec.source(&package.version_from).version.replace('-', "~"),
+        upstream_version: crate::version::package_spelling(
+            &spec.source(&package.version_from).version,
+        ),
         revision: spec.release.revision,
         version,
         version_from: package.version_from.clone(),

@@ -478,7 +478,7 @@ fn release_layers(
         .map(|s| {
             (
                 s.name.as_str(),
-                s.upstream_version == k8s_version.replace('-', "~"),
+                s.upstream_version == crate::version::package_spelling(k8s_version),
             )
         })
         .collect();

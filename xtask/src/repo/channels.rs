@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 
 use super::closure;
+use crate::version::Version;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Layout {
@@ -32,9 +33,29 @@ pub enum Layout {
 /// The packages carrying the Kubernetes version.
 const KUBERNETES_PACKAGES: &[&str] = &["kubelet", "kubeadm", "kubectl"];
 
-/// `v1.34` for a dist output whose kubelet/kubeadm/kubectl are 1.34.x.
-pub fn minor_of(dir: &Path, debs: &[PathBuf], rpms: &[PathBuf]) -> Result<String> {
-    let mut minors = BTreeSet::new();
+/// What a pre-release's channel adds to its minor's name.
+const PRERELEASE: &str = "-prerelease";
+
+/// The channel of a Kubernetes version: `v1.34`, or `v1.38-prerelease` for
+/// an alpha, beta or rc of 1.38, which never goes into the stable channel
+/// a plain `apt upgrade` or `dnf upgrade` follows.
+pub fn channel_of(version: &Version) -> String {
+    let suffix = if version.is_prerelease() {
+        PRERELEASE
+    } else {
+        ""
+    };
+    format!("v{}{suffix}", version.minor())
+}
+
+/// The Kubernetes versions of a dist output's kubelet, kubeadm and kubectl
+/// packages, read from the packages.
+fn kubernetes_versions(
+    dir: &Path,
+    debs: &[PathBuf],
+    rpms: &[PathBuf],
+) -> Result<BTreeSet<Version>> {
+    let mut versions = BTreeSet::new();
     for pkg in closure::read_all(crate::spec::Family::Deb, debs)?
         .into_iter()
         .chain(closure::read_all(crate::spec::Family::Rpm, rpms)?)
@@ -42,49 +63,70 @@ pub fn minor_of(dir: &Path, debs: &[PathBuf], rpms: &[PathBuf]) -> Result<String
         if !KUBERNETES_PACKAGES.contains(&pkg.name.as_str()) {
             continue;
         }
+        // [epoch:]upstream-revision, the upstream spelled for packages.
         let version = pkg
             .version
             .split_once(':')
             .map_or(pkg.version.as_str(), |(_, v)| v);
-        let mut parts = version.split(['.', '-', '~']);
-        let (Some(major), Some(minor)) = (parts.next(), parts.next()) else {
-            bail!(
+        let upstream = version.rsplit_once('-').map_or(version, |(u, _)| u);
+        let version = Version::parse(&upstream.replacen('~', "-", 1)).with_context(|| {
+            format!(
                 "{}: {} {}: not a Kubernetes version",
                 dir.display(),
                 pkg.name,
                 pkg.version
-            );
-        };
-        if !(is_number(major) && is_number(minor)) {
-            bail!(
-                "{}: {} {}: not a Kubernetes version",
-                dir.display(),
-                pkg.name,
-                pkg.version
-            );
-        }
-        minors.insert(format!("v{major}.{minor}"));
+            )
+        })?;
+        versions.insert(version);
     }
-    match minors.len() {
-        1 => Ok(minors.into_iter().next().expect("one")),
+    Ok(versions)
+}
+
+/// `v1.34` for a dist output whose kubelet/kubeadm/kubectl are 1.34.x,
+/// `v1.38-prerelease` for one of a 1.38 pre-release.
+pub fn minor_of(dir: &Path, debs: &[PathBuf], rpms: &[PathBuf]) -> Result<String> {
+    let channels: BTreeSet<String> = kubernetes_versions(dir, debs, rpms)?
+        .iter()
+        .map(channel_of)
+        .collect();
+    match channels.len() {
+        1 => Ok(channels.into_iter().next().expect("one")),
         0 => bail!(
             "{}: no kubelet, kubeadm or kubectl package: cannot tell which minor channel it belongs to",
             dir.display()
         ),
         _ => bail!(
-            "{}: packages of several Kubernetes minors ({}): give one dist output per release",
+            "{}: packages of several channels ({}): give one dist output per release",
             dir.display(),
-            minors.into_iter().collect::<Vec<_>>().join(", ")
+            channels.into_iter().collect::<Vec<_>>().join(", ")
         ),
     }
+}
+
+/// Refuses a pre-release in the flat layout, whose one suite every host
+/// of the repository upgrades from.
+pub fn refuse_prerelease_in_flat(dir: &Path, debs: &[PathBuf], rpms: &[PathBuf]) -> Result<()> {
+    if let Some(v) = kubernetes_versions(dir, debs, rpms)?
+        .iter()
+        .find(|v| v.is_prerelease())
+    {
+        bail!(
+            "{}: Kubernetes {v} is a pre-release: it goes into a channel of its own, \
+             {} (--channels minor), never into the one every host upgrades from",
+            dir.display(),
+            channel_of(v)
+        );
+    }
+    Ok(())
 }
 
 fn is_number(s: &str) -> bool {
     !s.is_empty() && s.chars().all(|c| c.is_ascii_digit())
 }
 
-/// `v1.34`: a channel directory's name.
+/// `v1.34` or `v1.38-prerelease`: a channel directory's name.
 pub fn is_channel_name(name: &str) -> bool {
+    let name = name.strip_suffix(PRERELEASE).unwrap_or(name);
     name.strip_prefix('v')
         .and_then(|rest| rest.split_once('.'))
         .is_some_and(|(a, b)| is_number(a) && is_number(b))
@@ -107,11 +149,18 @@ pub fn existing(repo: &Path) -> Result<Vec<String>> {
     Ok(found)
 }
 
-/// Numeric order: v1.9 before v1.10.
+/// Numeric order: v1.9 before v1.10, a minor's pre-release channel after
+/// its stable one.
 pub fn sort(channels: &mut [String]) {
     channels.sort_by_key(|c| {
+        let pre = c.ends_with(PRERELEASE);
+        let c = c.strip_suffix(PRERELEASE).unwrap_or(c);
         let (a, b) = c[1..].split_once('.').unwrap_or(("0", "0"));
-        (a.parse::<u64>().unwrap_or(0), b.parse::<u64>().unwrap_or(0))
+        (
+            a.parse::<u64>().unwrap_or(0),
+            b.parse::<u64>().unwrap_or(0),
+            pre,
+        )
     });
 }
 
@@ -153,8 +202,21 @@ mod tests {
         assert!(!is_channel_name("v1"));
         assert!(!is_channel_name("x86_64"));
         assert!(!is_channel_name("v1.x"));
-        let mut c = vec!["v1.10".to_string(), "v1.9".to_string(), "v1.34".to_string()];
+        assert!(is_channel_name("v1.38-prerelease"));
+        assert!(!is_channel_name("v1.38-beta"));
+        let mut c: Vec<String> = ["v1.38-prerelease", "v1.10", "v1.9", "v1.38", "v1.34"]
+            .map(String::from)
+            .to_vec();
         sort(&mut c);
-        assert_eq!(c, ["v1.9", "v1.10", "v1.34"]);
+        assert_eq!(c, ["v1.9", "v1.10", "v1.34", "v1.38", "v1.38-prerelease"]);
+    }
+
+    #[test]
+    fn pre_releases_have_a_channel_of_their_own() {
+        let v = |s: &str| channel_of(&Version::parse(s).unwrap());
+        assert_eq!(v("1.37.2"), "v1.37");
+        assert_eq!(v("1.38.0-beta.0"), "v1.38-prerelease");
+        assert_eq!(v("1.38.0-rc.1"), "v1.38-prerelease");
+        assert_eq!(v("1.38.0"), "v1.38");
     }
 }

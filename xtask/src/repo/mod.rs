@@ -376,7 +376,10 @@ fn read_adds(args: &Args) -> Result<Adds> {
     for dir in &args.from {
         let found = incoming::read_dist_dir(dir)?;
         let channel = match args.channels {
-            Layout::Flat => String::new(),
+            Layout::Flat => {
+                channels::refuse_prerelease_in_flat(dir, &found.debs, &found.rpms)?;
+                String::new()
+            }
             Layout::Minor if found.debs.is_empty() && found.rpms.is_empty() => String::new(),
             Layout::Minor => channels::minor_of(dir, &found.debs, &found.rpms)?,
         };

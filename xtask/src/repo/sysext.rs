@@ -35,6 +35,7 @@ use super::image::{file_name, read_image, Image};
 use super::state::State;
 use super::Settings;
 use crate::keys::RepoKey;
+use crate::version::Version;
 
 /// Where the images go, below the repository root.
 pub const DIR: &str = "sysext";
@@ -47,7 +48,7 @@ pub struct SysextSummary {
 
 /// Refuses what `publish` would refuse of `new_images`, writing nothing.
 pub fn check(repo: &Path, new_images: &[PathBuf], state: &mut State) -> Result<()> {
-    plan(&repo.join(DIR), new_images, state).map(|_| ())
+    plan(&repo.join(DIR), new_images, state, false).map(|_| ())
 }
 
 /// The images to serve, by file name: those served already (from the
@@ -62,14 +63,21 @@ pub fn publish(
     state: &mut State,
 ) -> Result<Option<SysextSummary>> {
     let target = repo.join(DIR);
-    let images = plan(&target, new_images, state)?;
+    let images = plan(&target, new_images, state, true)?;
     if images.is_empty() {
         return Ok(None);
     }
     publish_planned(&target, images, key, settings)
 }
 
-fn plan(target: &Path, new_images: &[PathBuf], state: &mut State) -> Result<Planned> {
+/// The notes on what is left out or replaced are said once (`say`), by the
+/// run that publishes.
+fn plan(target: &Path, new_images: &[PathBuf], state: &mut State, say: bool) -> Result<Planned> {
+    let note = |text: String| {
+        if say {
+            eprintln!("{text}");
+        }
+    };
     // Served images from the state's records: not read nor hashed again.
     let mut images = Planned::new();
     for path in files::find_files(target, ".raw")? {
@@ -80,6 +88,18 @@ fn plan(target: &Path, new_images: &[PathBuf], state: &mut State) -> Result<Plan
     for path in new_images {
         let image = read_image(path)?;
         let name = file_name(path)?;
+        if Version::parse(&image.version).is_ok_and(|v| v.is_prerelease()) {
+            // systemd-sysupdate takes `1.38.0-beta.0` for newer than
+            // `1.38.0` (it reads what follows a `-` as more) and matches no
+            // version with a `~` (systemd#28906): no channel could take a
+            // node from the pre-release to the release.
+            note(format!(
+                "note: leaving out {}: a pre-release, and systemd-sysupdate would order it \
+                 after its release; the pre-release channels serve debs and rpms only",
+                path.display()
+            ));
+            continue;
+        }
         let sha256 = Digests::of_file(path)?.sha256;
         if let Some((_, old, old_sha256)) = images.get(&name) {
             if *old_sha256 == sha256 {
@@ -94,19 +114,19 @@ fn plan(target: &Path, new_images: &[PathBuf], state: &mut State) -> Result<Plan
                 );
             }
             if image.revision < old.revision {
-                eprintln!(
+                note(format!(
                     "note: keeping {DIR}/{name} (revision {}) over {} (revision {})",
                     old.revision,
                     path.display(),
                     image.revision
-                );
+                ));
                 continue;
             }
-            eprintln!(
+            note(format!(
                 "note: {DIR}/{name}: revision {} replaces revision {}; hosts that already run \
                  {} keep theirs (sysupdate compares the versions in file names, not revisions)",
                 image.revision, old.revision, image.version
-            );
+            ));
         }
         images.insert(name, (path.clone(), image, sha256));
     }

@@ -117,7 +117,7 @@ fn version_of(image: &Image) -> Result<String> {
         .map(|(_, t)| t)
         .unwrap_or_default();
     let version = tag.trim_start_matches('v').split('-').next().unwrap_or("");
-    if !crate::spec::is_version(version) {
+    if !crate::version::Version::is_valid(version) {
         bail!("{}: its tag {tag:?} names no version", image.reference);
     }
     Ok(version.to_string())
