@@ -400,9 +400,7 @@ INITD
         ln -s ../init.d/node-setup "$r/etc/rcS.d/S99node-setup"
         ;;
     esac
-# containerd's version, as the runtime's deb says it.
-set -- "$OLD"/kubedist-containerd_*_amd64.deb
-RUNTIME_VERSION=$(dpkg-deb -f "$(kd_one "$@")" Version | sed 's/-[0-9]*$//')    # What the operator carries over, linked (the nodes only read it).
+    # What the operator carries over, linked (the nodes only read it).
     mkdir -p "$r/srv/kubedist"
     case $(node_way "$n") in
     apt | sysext | dnf) cp -al "$TMP/repo" "$r/srv/kubedist/repo" ;;

@@ -490,11 +490,12 @@ pub fn lock(
 /// `v0.38.0-beta.0`.
 fn minor_patch(version: &str) -> Result<(&str, &str)> {
     crate::version::Version::parse(version)?;
-    let mut parts = version.splitn(3, '.');
-    match (parts.next(), parts.next(), parts.next()) {
-        (Some(_), Some(minor), Some(patch)) => Ok((minor, patch)),
-        _ => bail!("{version:?} is not a version like 1.37.2"),
-    }
+    // Three dot-separated parts, the parse says: X, Y and Z[-pre].
+    let mut parts = version.splitn(3, '.').skip(1);
+    Ok((
+        parts.next().unwrap_or_default(),
+        parts.next().unwrap_or_default(),
+    ))
 }
 
 /// The modules a go.mod requires and replaces by a local directory

@@ -265,7 +265,6 @@ impl StagedSysext {
 /// Stages a sysext image's own files for `arch` under `work`, and the
 /// settings it is written with. `os` is `pkg/sysext.toml`'s `os` or dist's
 /// `--sysext-os`, already read; `upstream_version` its packages' `X.Y.Z`.
-#[allow(clippy::too_many_arguments)]
 pub fn stage_sysext(
     spec: &Spec,
     (x, runtime): (&SysextImage, bool),
@@ -277,7 +276,6 @@ pub fn stage_sysext(
 ) -> Result<StagedSysext> {
     let family = spec.sysext.family;
     let version = format!("{upstream_version}-{}", spec.release.revision);
-    let version = version.as_str();
     let fam = spec.families.get(family);
     let root = work.join(arch.go_name()).join("sysext").join(&x.name);
     let mut files = Vec::new();
@@ -292,7 +290,7 @@ pub fn stage_sysext(
         let (sha256, size) = if entry.template {
             let text = fs::read_to_string(&source)
                 .with_context(|| format!("{}: not a UTF-8 text file", source.display()))?;
-            let text = fill_template(&source, &text, &fam.env_file, family, version)?;
+            let text = fill_template(&source, &text, &fam.env_file, family, &version)?;
             write_file(&staged, text.as_bytes(), entry.mode.0, epoch)?
         } else {
             copy_file(&source, &staged, entry.mode.0, epoch)?
@@ -322,7 +320,7 @@ pub fn stage_sysext(
         os: os.clone(),
         arch_name: spec.sysext.arch_name(arch)?.to_string(),
         upstream_version: upstream_version.to_string(),
-        version: version.to_string(),
+        version,
         moves,
         files,
     })
