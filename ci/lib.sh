@@ -201,6 +201,26 @@ kd_remove_on_exit() {
     printf '%s\n' "$1" >>"$kd_roots_file"
 }
 
+# kd_checkout_copy DIR : a copy of this checkout in DIR (its tracked and
+# untracked files and .git, the same commit), removed when the suite exits,
+# with its own target/ seeded with this checkout's compiled crates so that
+# cargo does not spend minutes on the registry crates again. tar keeps the
+# mtimes, and cargo names workspace crates by their path inside the
+# workspace, so the seeded fingerprints would call the copy's xtask up to
+# date and run this checkout's program (whose root is this checkout):
+# touching the copy's sources makes cargo compile the xtask from the copy.
+kd_checkout_copy() {
+    mkdir -p "$1"
+    kd_remove_on_exit "$1"
+    (cd "$KD_REPO" && git ls-files -z --cached --others --exclude-standard |
+        xargs -0 tar -cf - --) | tar -xf - -C "$1"
+    cp -a "$KD_REPO/.git" "$1/.git"
+    mkdir -p "$1/target/debug"
+    cp -a "$KD_REPO/target/debug/deps" "$KD_REPO/target/debug/build" \
+        "$KD_REPO/target/debug/.fingerprint" "$1/target/debug/"
+    find "$1/xtask" -type f -exec touch {} +
+}
+
 kd_cleanup() {
     kd_boot_cleanup
     [ -f "$kd_roots_file" ] || return 0

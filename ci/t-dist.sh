@@ -50,24 +50,10 @@ dist() {
 # reprotest that apply to one machine: every artifact must be the same bytes.
 test_reproducible_from_another_checkout() {
     copy=$TMP/checkout
-    mkdir -p "$copy"
-    kd_remove_on_exit "$copy"
-    (cd "$KD_REPO" && git ls-files -z --cached --others --exclude-standard |
-        xargs -0 tar -cf - --) | tar -xf - -C "$copy"
-    # The same commit: the provenance names it.
-    cp -a "$KD_REPO/.git" "$copy/.git"
-    # The copy gets its own target directory, seeded with this checkout's
-    # compiled crates so that cargo does not spend minutes on the registry
-    # crates again. tar kept the mtimes, and cargo names workspace crates by
-    # their path inside the workspace, so the seeded fingerprints would call
-    # the copy's xtask up to date and run this checkout's program: touching
-    # the copy's sources makes cargo compile the xtask from the copy. The
-    # shipped binaries are built from scratch under the copy's target/static,
-    # and --no-cache writes every artifact anew.
-    mkdir -p "$copy/target/debug"
-    cp -a "$KD_REPO/target/debug/deps" "$KD_REPO/target/debug/build" \
-        "$KD_REPO/target/debug/.fingerprint" "$copy/target/debug/"
-    find "$copy/xtask" -type f -exec touch {} +
+    # The same commit (the provenance names it), its own target directory:
+    # the shipped binaries are built from scratch under the copy's
+    # target/static, and --no-cache writes every artifact anew.
+    kd_checkout_copy "$copy"
     # File order: the package descriptions, the units and the inputs read
     # through disorderfs, which lists every directory in a shuffled order
     # (read-only: nothing removes a file through it).

@@ -22,6 +22,9 @@
 #   pause stays up as 65535 under the default seccomp profile, etcd serves
 #   /health, CoreDNS answers, the control plane's programs print the
 #   release, kube-proxy finds iptables and nft and cleans up with them;
+# - `cargo xtask bump` moving a copy of the checkout to another release
+#   (1.34.4, a patch of a minor outside the window), after refusals and a
+#   kill that change nothing;
 # - the release of the minor before (KD_DIST_OLDER, which cargo xtask test
 #   builds for this suite and the cluster's upgrade): its programs print
 #   its version, its kubeadm lists pkg/images/vX.Y.Z.toml, its bundle
@@ -44,7 +47,7 @@
 # shellcheck source=ci/lib.sh
 . "$(dirname "$0")/lib.sh"
 
-kd_require go jq dpkg-deb mmdebstrap dig curl skopeo unshare file docker-registry
+kd_require go jq dpkg-deb mmdebstrap dig curl skopeo unshare file docker-registry cargo git setsid
 XTASK=${KD_XTASK:?run through cargo xtask test}
 
 # The containers' mounts stay in the suite's own mount namespace.
@@ -253,6 +256,80 @@ source_manifests() { # DIR ARCH
                 '.manifests[] | select(.platform.architecture == $arch) | $ref + " " + .digest' \
                 "$1/blobs/sha256/${digest#sha256:}"
         done | sort
+}
+
+# `cargo xtask bump` on a copy of the checkout (docs/following-upstream.md):
+# an older patch and an unserved version are refused in one line, a run
+# killed while it pins modules leaves the tree as it was, then a patch of a
+# minor older than the window, which the proxy serves and the tree lacks
+# (1.34.4: the tree has 1.34.2), is pinned through the checksum database,
+# its kubeadm built from source and its image list recorded, with the
+# images' own modules; the window stays; the same command again changes
+# nothing.
+BUMP_TO=1.34.4
+test_bump_moves_a_copy_of_the_tree_to_another_release() {
+    copy=$TMP/checkout
+    kd_checkout_copy "$copy"
+    bump() { (cd "$copy" && cargo xtask bump "$@"); }
+    changes() { (cd "$copy" && git status --porcelain --untracked-files=all); }
+    for refused in "1.36.1:1.36.1 is older than 1.36.3" "1.37.99:serves no such version (1.37: newest 1.37.2)"; do
+        if bump "${refused%%:*}" >"$TMP/bump.out" 2>"$TMP/bump.err"; then
+            echo "assertion failed: bump took ${refused%%:*}" >&2
+            return 1
+        fi
+        assert_one_error "$TMP/bump.err" "${refused#*:}" "(nothing changed)" || return 1
+        changes >"$TMP/changes"
+        assert_empty "$TMP/changes" "bump ${refused%%:*} changed the tree" || return 1
+    done
+    # Killed (the whole process group: cargo, the xtask, go) while it pins
+    # the release's modules: a stand-in for go holds `go mod tidy` until
+    # then (on warm caches it takes less than a second).
+    mkdir -p "$TMP/held-go"
+    printf '%s\n' '#!/bin/sh' \
+        "case \"\$*\" in *'mod tidy'*) : >'$TMP/tidy-started'; exec sleep 600 ;; esac" \
+        "exec '$(command -v go)' \"\$@\"" >"$TMP/held-go/go"
+    chmod 0755 "$TMP/held-go/go"
+    rm -f "$TMP/tidy-started"
+    (cd "$copy" && PATH=$TMP/held-go:$PATH exec setsid cargo xtask bump "$BUMP_TO") >/dev/null 2>"$TMP/killed.err" &
+    runner=$!
+    waited=0
+    until [ -e "$TMP/tidy-started" ]; do
+        waited=$((waited + 1))
+        [ "$waited" -lt 3000 ] || { cat "$TMP/killed.err"; echo "assertion failed: bump never began pinning" >&2; return 1; }
+        sleep 0.1
+    done
+    assert_grep "pin the release's modules" "$TMP/killed.err" || return 1
+    # setsid made the runner the leader of its own process group.
+    kill -KILL -- "-$runner"
+    wait "$runner" 2>/dev/null || true
+    changes >"$TMP/changes"
+    assert_empty "$TMP/changes" "a killed bump changed the tree" || return 1
+    # The real move.
+    bump "$BUMP_TO" >"$TMP/bump.out" 2>"$TMP/bump.err" || { cat "$TMP/bump.err"; return 1; }
+    cat "$TMP/bump.out"
+    [ -z "$(ls -d "$copy"/target/.bump-* 2>/dev/null)" ] || { echo "assertion failed: the killed run's copy is left in target/" >&2; return 1; }
+    changes >"$TMP/changes"
+    for f in "pkg/images/v$BUMP_TO.toml" "pkg/source/kubernetes/v$BUMP_TO/go.mod" \
+        "pkg/source/kubernetes/v$BUMP_TO/go.sum" pkg/source.toml pkg/upstream.lock; do
+        assert_grep " $f\$" "$TMP/changes" || return 1
+    done
+    assert_no_grep " pkg/release.toml\$" "$TMP/changes" || return 1
+    list=$copy/pkg/images/v$BUMP_TO.toml
+    assert_grep "^kubernetes = \"$BUMP_TO\"\$" "$list" || return 1
+    assert_grep "^reference = \"registry.k8s.io/kube-apiserver:v$BUMP_TO\"\$" "$list" || return 1
+    assert_grep "^require k8s.io/kubernetes v$BUMP_TO\$" "$copy/pkg/source/kubernetes/v$BUMP_TO/go.mod" || return 1
+    # The images' other modules: each at its tag's version, pinned.
+    for name in etcd coredns; do
+        tag=$(sed -n "s|^reference = \"registry.k8s.io/\(coredns/\)\{0,1\}$name:v\{0,1\}\([0-9.]*\).*|\2|p" "$list")
+        [ -n "$tag" ] || { echo "assertion failed: no $name image in $list" >&2; return 1; }
+        assert_file "$copy/pkg/source/$name/v$tag/go.sum" || return 1
+        assert_grep "^\[$name.versions.\"$tag\"\]\$" "$copy/pkg/source.toml" || return 1
+    done
+    (cd "$copy" && git diff) >"$TMP/first.diff"
+    bump "$BUMP_TO" >"$TMP/again.out" 2>"$TMP/again.err" || { cat "$TMP/again.err"; return 1; }
+    assert_grep "^nothing changed" "$TMP/again.out" || return 1
+    (cd "$copy" && git diff) >"$TMP/second.diff"
+    assert_eq "$(cat "$TMP/first.diff")" "$(cat "$TMP/second.diff")" "the tree after bump $BUMP_TO twice"
 }
 
 test_images_from_source_are_indexes_pinned_and_labelled() {
@@ -490,6 +567,7 @@ test_kubedist_images_leaves_out_a_bundle_older_than_the_kubelet() {
 }
 
 kd_test test_programs_print_the_pinned_versions
+kd_test test_bump_moves_a_copy_of_the_tree_to_another_release
 kd_test test_kubeadm_lists_the_images_of_pkg_images_toml
 kd_test test_go_version_m_shows_the_module_and_upstream_flags
 kd_test test_images_from_source_are_indexes_pinned_and_labelled

@@ -3,7 +3,7 @@
 
 use anyhow::Result;
 
-use crate::{bench, dist, fetch, fixtures, repo, source, spec, test, util};
+use crate::{bench, bump, dist, fetch, fixtures, repo, source, spec, test, util};
 use clap::{Parser, Subcommand};
 
 /// Build, test and publish the kubedist packages.
@@ -19,6 +19,10 @@ enum Cmd {
     /// Measure dist against the native tools and the codec floor, a
     /// no-change re-run, kubelet-wrapper's start-up and reproducibility.
     Bench(bench::Args),
+    /// Move the tree to another Kubernetes release: its modules pinned, its
+    /// programs built from source, the images its kubeadm lists, the pin
+    /// and the supported minors.
+    Bump(bump::Args),
     /// Build every artifact of every format plus SHA256SUMS.
     Dist(dist::Args),
     /// Download and verify the upstream binaries into the cache (or, with
@@ -50,6 +54,7 @@ fn run(cli: Cli) -> Result<()> {
     let root = util::repo_root();
     match cli.cmd {
         Cmd::Bench(args) => bench::run(&spec::Spec::load(&root)?, &args),
+        Cmd::Bump(args) => bump::run(&root, &args),
         Cmd::Dist(args) => dist::run(&spec::Spec::load(&root)?, &args),
         Cmd::Fetch(args) => fetch::run(&spec::Spec::load(&root)?, &args),
         Cmd::Fixtures(args) => fixtures::run(&spec::Spec::load(&root)?, &args),

@@ -23,7 +23,7 @@ use crate::digest::{self, Algo, Published};
 use crate::inputs::from_dir;
 use crate::spec::{Arch, Source, Spec};
 use http::Client;
-use lock::{Key, Lock};
+pub use lock::{Key, Lock};
 
 /// Download and verify the upstream files of pkg/release.toml.
 ///

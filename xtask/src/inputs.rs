@@ -161,7 +161,7 @@ impl Inputs {
         } else if args.source {
             ProgramsFrom::Source {
                 dir: crate::source::default_dir(&spec.root),
-                go: Go::from_env()?,
+                go: Go::from_env(&spec.root)?,
             }
         } else {
             ProgramsFrom::Fetched(args.origin.origin()?)

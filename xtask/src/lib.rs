@@ -6,6 +6,7 @@
 mod archive;
 mod bench;
 mod build;
+mod bump;
 mod cache;
 mod digest;
 mod dist;

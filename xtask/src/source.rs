@@ -65,7 +65,7 @@ pub fn run(spec: &Spec, args: &Args) -> Result<()> {
         Some(v) => spec.with_kubernetes_version(v)?,
         None => Spec::load(&spec.root)?,
     };
-    let go = Go::from_env()?;
+    let go = Go::from_env(&spec.root)?;
     if args.lock {
         let recipes = Recipes::load(&spec.root)?;
         for ((name, version), packages) in image_builds::to_lock(&spec, &recipes)? {
@@ -102,9 +102,15 @@ pub fn default_dir(root: &Path) -> PathBuf {
     root.join("target/source-inputs")
 }
 
-/// pkg/source.toml: the recipe of each source.
+/// pkg/source.toml: the recipe of each source, and the toolchains of Go
+/// versions newer than the host's.
 #[derive(Debug, Deserialize)]
-pub struct Recipes(BTreeMap<String, Recipe>);
+pub struct Recipes {
+    #[serde(default)]
+    toolchains: BTreeMap<String, String>,
+    #[serde(flatten)]
+    recipes: BTreeMap<String, Recipe>,
+}
 
 /// How one source's programs are built.
 #[derive(Debug, Deserialize)]
@@ -167,7 +173,7 @@ impl Recipe {
         packages: &[String],
         out: &Path,
     ) -> Result<Command> {
-        let mut build = go.command(dir);
+        let mut build = go.command(dir)?;
         // The baseline of each architecture, as upstream builds (a caller's
         // GOAMD64=v3 would make programs that fail on older CPUs).
         build
@@ -222,7 +228,7 @@ impl Recipes {
     }
 
     pub fn get(&self, name: &str) -> Result<&Recipe> {
-        self.0
+        self.recipes
             .get(name)
             .with_context(|| format!("pkg/source.toml: no [{name}] recipe to build it from source"))
     }
@@ -239,6 +245,11 @@ pub fn pins_dir(root: &Path, name: &str, version: &str) -> PathBuf {
 pub struct Go {
     /// `go env GOVERSION` (`go1.26.8`), recorded beside what it built.
     pub version: String,
+    /// pkg/source.toml's `[toolchains]`: Go minor (`1.27`) → the toolchain a
+    /// module whose go.mod needs that Go, newer than `version`, is built
+    /// with (`go1.27.3`, which the go command takes from the module proxy
+    /// and checks against the checksum database like any module).
+    pub toolchains: BTreeMap<String, String>,
     /// Where built programs are kept, by what decides their bytes.
     pub cache: PathBuf,
     /// Variables set on every go command besides the fixed ones (a test's
@@ -247,10 +258,10 @@ pub struct Go {
 }
 
 impl Go {
-    /// The `go` on PATH, and the cache `$KUBEDIST_SOURCE_CACHE`, else
-    /// `$XDG_CACHE_HOME/kubedist/source` or `~/.cache/kubedist/source`
-    /// (beside Go's own build cache).
-    pub fn from_env() -> Result<Go> {
+    /// The `go` on PATH with `root`'s toolchains, and the cache
+    /// `$KUBEDIST_SOURCE_CACHE`, else `$XDG_CACHE_HOME/kubedist/source` or
+    /// `~/.cache/kubedist/source` (beside Go's own build cache).
+    pub fn from_env(root: &Path) -> Result<Go> {
         let out = Command::new("go")
             .args(["env", "GOVERSION"])
             .env("GOTOOLCHAIN", "local")
@@ -269,21 +280,68 @@ impl Go {
         };
         Ok(Go {
             version: String::from_utf8_lossy(&out.stdout).trim().to_string(),
+            toolchains: Recipes::load(root)?.toolchains,
             cache,
             env: Vec::new(),
         })
     }
 
+    /// The toolchain that builds the module of `dir/go.mod`: this one
+    /// (`go1.26.8`), or, where its `go` line needs a newer Go, the one
+    /// `[toolchains]` names for that Go's minor. No go.mod: this one.
+    pub fn toolchain(&self, dir: &Path) -> Result<String> {
+        let go_mod = dir.join("go.mod");
+        let Ok(text) = std::fs::read_to_string(&go_mod) else {
+            return Ok(self.version.clone());
+        };
+        let needed = text
+            .lines()
+            .find_map(|l| l.strip_prefix("go "))
+            .map(str::trim)
+            .unwrap_or("1.0");
+        self.toolchain_for(needed)
+            .with_context(|| go_mod.display().to_string())
+    }
+
+    /// The toolchain for a module that needs Go `needed` (`1.27.0`).
+    pub fn toolchain_for(&self, needed: &str) -> Result<String> {
+        let numbers = |v: &str| -> Vec<u64> {
+            v.trim_start_matches("go")
+                .split(['.', 'r', 'b', '-'])
+                .map_while(|n| n.parse().ok())
+                .collect()
+        };
+        if numbers(needed) <= numbers(&self.version) {
+            return Ok(self.version.clone());
+        }
+        let minor = needed.splitn(3, '.').take(2).collect::<Vec<_>>().join(".");
+        match self.toolchains.get(&minor) {
+            Some(t) if numbers(t) >= numbers(needed) => Ok(t.clone()),
+            Some(t) => bail!(
+                "needs Go {needed}, newer than pkg/source.toml's [toolchains] {minor:?} = {t:?}"
+            ),
+            None => bail!(
+                "needs Go {needed}, newer than this machine's {}, and pkg/source.toml's \
+                 [toolchains] names no toolchain for Go {minor}",
+                self.version
+            ),
+        }
+    }
+
     /// A `go` command in `dir` with the environment every build here has:
-    /// module mode, go.mod and go.sum read-only, this toolchain only, no
-    /// cgo, the checksum database on (whatever the caller's environment
-    /// says), no workspace.
-    fn command(&self, dir: &Path) -> Command {
+    /// module mode, go.mod and go.sum read-only, the toolchain of `dir`'s
+    /// go.mod (`toolchain`), no cgo, the checksum database on (whatever the
+    /// caller's environment says), no workspace.
+    pub(crate) fn command(&self, dir: &Path) -> Result<Command> {
+        let toolchain = match self.toolchain(dir)? {
+            t if t == self.version => "local".to_string(),
+            t => t,
+        };
         let mut cmd = Command::new("go");
         cmd.current_dir(dir)
             .stdin(Stdio::null())
             .env("GOFLAGS", "-mod=readonly")
-            .env("GOTOOLCHAIN", "local")
+            .env("GOTOOLCHAIN", toolchain)
             .env("GO111MODULE", "on")
             .env("GOWORK", "off")
             .env("CGO_ENABLED", "0")
@@ -303,7 +361,7 @@ impl Go {
         for (name, value) in &self.env {
             cmd.env(name, value);
         }
-        cmd
+        Ok(cmd)
     }
 }
 
@@ -327,7 +385,7 @@ pub fn c_compiler_version(arch: Arch) -> Result<Vec<u8>> {
 
 /// Runs `cmd`, its output kept; on failure, one line: `what` and the most
 /// telling line go printed.
-fn run_go(cmd: &mut Command, what: &str, go_sum: &Path) -> Result<String> {
+pub(crate) fn run_go(cmd: &mut Command, what: &str, go_sum: &Path) -> Result<String> {
     let out = cmd
         .output()
         .with_context(|| format!("{what}: go did not run"))?;
@@ -342,11 +400,41 @@ fn run_go(cmd: &mut Command, what: &str, go_sum: &Path) -> Result<String> {
 /// names the module and go.sum, a modified module cache the module and
 /// its directory.
 fn go_failure(stderr: &str, go_sum: &Path) -> String {
+    // go's progress lines (`go: downloading M V`) are never the failure.
     let lines: Vec<&str> = stderr
         .lines()
         .map(str::trim)
-        .filter(|l| !l.is_empty())
+        .filter(|l| !l.is_empty() && !l.starts_with("go: downloading "))
         .collect();
+    // `… M@V: reading https://…: 404 Not Found`: each module named once.
+    let refused = |by: &str| -> Vec<String> {
+        let mut modules: Vec<String> = lines
+            .iter()
+            .filter(|l| l.contains(": reading ") && l.contains(by))
+            .filter_map(|l| {
+                l.split(": ")
+                    .find(|part| part.contains('@') && !part.contains("://"))
+                    .map(|m| m.trim_start_matches("verifying ").replace('@', " "))
+            })
+            .collect();
+        modules.sort();
+        modules.dedup();
+        modules
+    };
+    let unknown = refused("/lookup/");
+    if !unknown.is_empty() {
+        return format!(
+            "the checksum database does not know {}: refused",
+            unknown.join(", ")
+        );
+    }
+    let unserved = refused("proxy");
+    if !unserved.is_empty() {
+        return format!(
+            "the Go module proxy does not serve {}, so it cannot be built from source here",
+            unserved.join(", ")
+        );
+    }
     if let Some(line) = lines.iter().find(|l| l.contains("checksum mismatch")) {
         let module = line
             .trim_start_matches("go: ")
@@ -409,6 +497,44 @@ fn heartbeat<T>(what: &str, f: impl FnOnce() -> T) -> T {
     result
 }
 
+/// What the Go module proxy says of `module` at `version`.
+pub struct Upstream {
+    /// Its go.mod.
+    pub go_mod: String,
+    /// The tag's time (`2026-10-27T12:01:04Z`).
+    pub time: String,
+    /// The tag's commit, where the proxy records it; else empty.
+    pub commit: String,
+}
+
+/// Asks the proxy for `module` at `version` (`go list -m`, which checks its
+/// go.mod against the checksum database), whatever Go it needs.
+pub fn upstream(go: &Go, module: &str, version: &str) -> Result<Upstream> {
+    let dir = tempfile::tempdir().context("creating a temporary directory")?;
+    let at = format!("{module}@v{version}");
+    let mut cmd = go.command(dir.path())?;
+    cmd.env("GOFLAGS", "-mod=mod")
+        .args(["list", "-m", "-json"])
+        .arg(&at);
+    let json = run_go(&mut cmd, &at, Path::new("go.sum"))?;
+    let info: serde_json::Value =
+        serde_json::from_str(&json).context("reading go list -m -json")?;
+    let text = |key: &str| info[key].as_str().unwrap_or_default().to_string();
+    let go_mod_path = text("GoMod");
+    if go_mod_path.is_empty() {
+        bail!("{at}: the module proxy gave no go.mod");
+    }
+    Ok(Upstream {
+        go_mod: std::fs::read_to_string(&go_mod_path)
+            .with_context(|| format!("reading {go_mod_path}"))?,
+        time: text("Time"),
+        commit: info["Origin"]["Hash"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
+    })
+}
+
 /// Writes go.mod and go.sum of `name` at `version`: a main module that
 /// requires the recipe's module, replaces its local-path replacements by
 /// their published versions, and lists its programs and the images'
@@ -422,19 +548,7 @@ pub fn lock(
     packages: &[String],
 ) -> Result<()> {
     let dir = tempfile::tempdir().context("creating a temporary directory")?;
-    let upstream_mod = {
-        let mut cmd = go.command(dir.path());
-        cmd.env("GOFLAGS", "-mod=mod")
-            .args(["mod", "download", "-json"])
-            .arg(format!("{}@v{version}", recipe.module));
-        let json = run_go(&mut cmd, &format!("{name} v{version}"), Path::new("go.sum"))?;
-        let info: serde_json::Value =
-            serde_json::from_str(&json).context("reading go mod download -json")?;
-        let path = info["GoMod"]
-            .as_str()
-            .context("go mod download: no GoMod")?;
-        std::fs::read_to_string(path).with_context(|| format!("reading {path}"))?
-    };
+    let upstream_mod = upstream(go, &recipe.module, version)?.go_mod;
     let go_line = upstream_mod
         .lines()
         .find(|l| l.starts_with("go "))
@@ -468,7 +582,7 @@ pub fn lock(
     text.push_str(")\n");
     std::fs::write(dir.path().join("go.mod"), &text).context("writing go.mod")?;
     eprintln!("source: {name} v{version}: go mod tidy (downloads and checks every module)");
-    let mut tidy = go.command(dir.path());
+    let mut tidy = go.command(dir.path())?;
     tidy.env("GOFLAGS", "-mod=mod").args(["mod", "tidy"]);
     run_go(
         &mut tidy,
@@ -602,7 +716,8 @@ pub fn write_inputs(
                 crate::util::write_bytes_atomic(Path::new(&sum_path), sum.as_bytes(), 0o644)?;
             }
         }
-        notes.push(format!("{name} {} {}", source.version, go.version));
+        let toolchain = go.toolchain(&pins_dir(&spec.root, name, &source.version))?;
+        notes.push(format!("{name} {} {toolchain}", source.version));
     }
     let built = format!(
         "# Built from source by `cargo xtask source`: source, version, Go toolchain.\n{}\n",
@@ -707,6 +822,7 @@ fn build(
     // What decides the bytes: the toolchain, the pins and the build's own
     // arguments. Not the whole recipe: a new version's facts in
     // pkg/source.toml must not rebuild the others.
+    let toolchain = go.toolchain(pins)?;
     let key = {
         let (packages, tags, ldflags) =
             (packages.join(" "), recipe.tags.join(","), ldflags.join(" "));
@@ -716,7 +832,7 @@ fn build(
             false => Vec::new(),
         };
         let parts: [&[u8]; 11] = [
-            go.version.as_bytes(),
+            toolchain.as_bytes(),
             &cc,
             name.as_bytes(),
             version.as_bytes(),
@@ -757,10 +873,10 @@ fn build(
     let go_sum_path = pins.join("go.sum");
     if !*verified {
         eprintln!("source: {name} v{version}: downloading what the module cache lacks, then go mod verify");
-        let mut download = go.command(work.path());
+        let mut download = go.command(work.path())?;
         download.args(["mod", "download"]);
         run_go(&mut download, &format!("{name} v{version}"), &go_sum_path)?;
-        let mut verify = go.command(work.path());
+        let mut verify = go.command(work.path())?;
         verify.args(["mod", "verify"]);
         run_go(&mut verify, &format!("{name} v{version}"), &go_sum_path)?;
         *verified = true;

@@ -143,11 +143,6 @@ pub struct SysextImage {
 }
 
 impl Sysext {
-    /// Each image with whether it holds the runtime's packages.
-    pub fn images(&self) -> [(&SysextImage, bool); 2] {
-        [(&self.node, false), (&self.runtime, true)]
-    }
-
     /// systemd's name of `arch` (`ARCHITECTURE=`, the image name).
     pub fn arch_name(&self, arch: Arch) -> Result<&str> {
         self.arch
@@ -264,6 +259,13 @@ impl SysextOs {
 pub struct Release {
     /// Package revision (deb) / release (rpm).
     pub revision: u32,
+    /// The Kubernetes releases the default channels carry: the newest
+    /// patch of each of the newest three minors, the pin among them
+    /// (`cargo xtask bump` keeps it).
+    pub supported: Vec<String>,
+    /// The newest pre-release of the minor after the pin, for its
+    /// pre-release channel, until that minor's first release.
+    pub prerelease: Option<String>,
     pub sources: BTreeMap<String, Source>,
 }
 
@@ -958,6 +960,7 @@ impl Spec {
         let images_path = pkg.join("images.toml");
         let images: Images = read_toml(&images_path)?;
         validate_images(&images, &release).with_context(|| rel(root, &images_path))?;
+        validate_window(&release, root).context("pkg/release.toml")?;
         Ok(Spec {
             root: root.to_path_buf(),
             release,
@@ -979,6 +982,21 @@ impl Spec {
     pub fn runtime_version(&self) -> Option<&str> {
         let package = self.packages.iter().find(|p| p.runtime)?;
         Some(&self.source(&package.version_from).version)
+    }
+
+    /// The sysext images of a release of `kubernetes`, each with whether it
+    /// is the runtime's and its version: the node's named with
+    /// `kubernetes`, the runtime's with the runtime's (none without a
+    /// runtime package).
+    pub fn sysext_images<'a>(
+        &'a self,
+        kubernetes: &'a str,
+    ) -> Vec<((&'a SysextImage, bool), &'a str)> {
+        let mut out = vec![((&self.sysext.node, false), kubernetes)];
+        if let Some(runtime) = self.runtime_version() {
+            out.push(((&self.sysext.runtime, true), runtime));
+        }
+        out
     }
 
     /// The Kubernetes source of the release (`Spec::load` checked that
@@ -1226,6 +1244,60 @@ fn validate_oci(x: &Oci, root: &Path) -> Result<()> {
 
 /// `pkg/images.toml`: for the pinned release; full references, each once;
 /// every image pinned to an index digest or saying why not.
+/// `supported` and `prerelease`: releases (the pin among them) of distinct
+/// minors, newest last, at most three, and a pre-release of a minor after
+/// them; each with its images known (pkg/images.toml is the pin's).
+fn validate_window(release: &Release, root: &Path) -> Result<()> {
+    let pin = Version::parse(&release.kubernetes()?.version)?;
+    let supported = release
+        .supported
+        .iter()
+        .map(|v| Version::parse(v).with_context(|| format!("supported: {v}")))
+        .collect::<Result<Vec<_>>>()?;
+    if supported.last() != Some(&pin) {
+        bail!(
+            "supported = {:?}: the pin, {pin}, must be its newest",
+            release.supported
+        );
+    }
+    if supported.len() > 3 {
+        bail!(
+            "supported = {:?}: the newest three minors, no more",
+            release.supported
+        );
+    }
+    for pair in supported.windows(2) {
+        if pair[0].minor_key() >= pair[1].minor_key() {
+            bail!(
+                "supported = {:?}: one release per minor, oldest first",
+                release.supported
+            );
+        }
+    }
+    if supported.iter().any(Version::is_prerelease) {
+        bail!(
+            "supported = {:?}: a pre-release goes in `prerelease`",
+            release.supported
+        );
+    }
+    let newest = supported.last().map(Version::minor_key);
+    if let Some(pre) = &release.prerelease {
+        let version = Version::parse(pre).context("prerelease")?;
+        if !version.is_prerelease() || Some(version.minor_key()) <= newest {
+            bail!("prerelease = {pre:?}: an alpha, beta or rc of a minor after {pin}");
+        }
+    }
+    for version in release.supported.iter().chain(&release.prerelease) {
+        if *version != pin.to_string() && !older_images(root, version).is_file() {
+            bail!(
+                "{version}: pkg/images/v{version}.toml is missing (`cargo xtask bump {version}` \
+                 writes it)"
+            );
+        }
+    }
+    Ok(())
+}
+
 fn validate_images(x: &Images, release: &Release) -> Result<()> {
     let kubernetes = &release.kubernetes()?.version;
     if kubernetes != &x.kubernetes {
@@ -1456,6 +1528,52 @@ mod tests {
             .map(|p| p.name.as_str())
             .collect();
         assert_eq!(runtime, ["kubedist-containerd"]);
+    }
+
+    #[test]
+    fn the_supported_window_is_three_minors_the_pin_newest_and_a_later_pre_release() {
+        let spec = Spec::load(&repo_root()).unwrap();
+        let refused = |supported: &[&str], prerelease: Option<&str>| {
+            let mut release = Release {
+                revision: spec.release.revision,
+                supported: supported.iter().map(|v| v.to_string()).collect(),
+                prerelease: prerelease.map(str::to_string),
+                sources: spec.release.sources.clone(),
+            };
+            release.sources.get_mut(KUBERNETES).unwrap().version = "1.37.2".into();
+            validate_window(&release, &repo_root())
+                .err()
+                .map(|e| format!("{e:#}"))
+        };
+        assert_eq!(refused(&["1.35.4", "1.36.3", "1.37.2"], None), None);
+        let cases: [(&[&str], Option<&str>, &str); 6] = [
+            (&["1.36.3"], None, "the pin, 1.37.2, must be its newest"),
+            (
+                &["1.37.2", "1.36.3"],
+                None,
+                "the pin, 1.37.2, must be its newest",
+            ),
+            (&["1.34.2", "1.35.4", "1.36.3", "1.37.2"], None, "no more"),
+            (
+                &["1.36.1", "1.36.3", "1.37.2"],
+                None,
+                "one release per minor",
+            ),
+            (
+                &["1.37.2"],
+                Some("1.37.3-rc.0"),
+                "an alpha, beta or rc of a minor after",
+            ),
+            (
+                &["1.33.6", "1.37.2"],
+                None,
+                "pkg/images/v1.33.6.toml is missing",
+            ),
+        ];
+        for (supported, prerelease, says) in cases {
+            let err = refused(supported, prerelease).unwrap_or_default();
+            assert!(err.contains(says), "{supported:?} {prerelease:?}: {err:?}");
+        }
     }
 
     #[test]

@@ -262,31 +262,34 @@ const ON_OLDER_RELEASE: &[&str] = &["cluster", "source"];
 /// channels, the tarball, the sysext and installer images, the bundle.
 const CLUSTER_FORMATS: &str = "deb,rpm,tar,sysext,oci,images";
 
-/// Builds, for amd64 from source, the cluster's formats of the newest
-/// version of the minor before the pin whose images are known
-/// (pkg/images/), and returns its output directory.
+/// Builds, for amd64 from source, the cluster's formats of the supported
+/// release before the pin (pkg/release.toml's `supported`), and returns its
+/// output directory.
 fn build_older_release(root: &Path, phases: &mut Phases) -> Result<PathBuf> {
     let spec = crate::spec::Spec::load(root)?;
-    let pin = spec.kubernetes_version().to_string();
-    let minor = |v: &str| -> Option<u64> { v.split('.').nth(1)?.parse().ok() };
-    let before = minor(&pin).and_then(|m| m.checked_sub(1));
-    let version = spec
-        .image_versions()?
-        .into_iter()
-        .rfind(|v| minor(v) == before)
-        .with_context(|| format!("pkg/images/ lists no version of the minor before {pin}"))?;
+    let supported = &spec.release.supported;
+    // Spec::load checked: the pin is the newest of `supported`.
+    let version = supported
+        .len()
+        .checked_sub(2)
+        .map(|i| supported[i].clone())
+        .context("pkg/release.toml: `supported` has no release before the pin")?;
     let out = root.join("target/ci-dist/source/older");
+    // The runtime's sysext image at the default codec: it is the same image
+    // as release prev's (one name and revision in the repository), and
+    // must be the same bytes.
+    let sysext = format!(
+        "sysext={}",
+        crate::emit::codec::Codecs::defaults().of("sysext")
+    );
     dist(
         phases,
         &format!("--source --version {version} (the minor before the pin)"),
-        // The runtime's sysext image at the default codec: it is the same
-        // image as release prev's (one name and revision in the
-        // repository), and must be the same bytes.
         &[
             "--source",
             "--fast",
             "--compression",
-            "sysext=gz:9",
+            &sysext,
             "--version",
             &version,
             "--formats",

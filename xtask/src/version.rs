@@ -66,6 +66,11 @@ impl Version {
         format!("{}.{}", self.core[0], self.core[1])
     }
 
+    /// `(X, Y)`, to order minors.
+    pub fn minor_key(&self) -> (u64, u64) {
+        (self.core[0], self.core[1])
+    }
+
     /// An alpha, beta or rc (any version with a pre-release part).
     pub fn is_prerelease(&self) -> bool {
         !self.pre.is_empty()

@@ -36,6 +36,7 @@ mod measure;
 mod native;
 mod nfpm;
 mod payload;
+mod release;
 mod repo;
 mod report;
 mod source;
@@ -111,9 +112,17 @@ pub struct Args {
     /// Go; the first run fills the caches, which takes minutes).
     #[arg(long, conflicts_with_all = ["images_only", "repo_only"])]
     pub source_only: bool,
+    /// Run "a new upstream tag to a signed channel" only: `cargo xtask bump
+    /// VERSION` on a copy of the tree, then `dist --source` of that version
+    /// for this machine's architecture and `repo --channels minor`, each
+    /// timed (needs Go and the Go module proxy).
+    #[arg(long, value_name = "VERSION", conflicts_with_all = ["images_only", "repo_only", "source_only"])]
+    pub release_only: Option<String>,
     /// With the source builds, also build each version of COLD_VERSIONS
     /// (default: the pin) for amd64 and arm64 from an empty Go build cache:
-    /// about 5 to 10 minutes each on 2 CPUs.
+    /// about 5 to 10 minutes each on 2 CPUs. With --release-only: the
+    /// release from an empty Go build cache and program cache, as a tag
+    /// nothing was built from yet.
     #[arg(long)]
     pub cold: bool,
     /// The Kubernetes versions --cold builds, comma-separated.
@@ -174,6 +183,18 @@ pub fn run(spec: &Spec, args: &Args) -> Result<()> {
     }
     if args.source_only {
         bench.source(spec, &mut report)?;
+        return report.finish(&bench.work, &bench.logs, started);
+    }
+    if let Some(version) = &args.release_only {
+        eprintln!("==> bench: a new tag to a signed channel");
+        let measured = release::run(
+            &spec.root,
+            version,
+            bench.arch,
+            &bench.work.join("release"),
+            args.cold,
+        )?;
+        report.release(&measured);
         return report.finish(&bench.work, &bench.logs, started);
     }
 

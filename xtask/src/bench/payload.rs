@@ -102,7 +102,7 @@ pub fn real(fixtures: &Path, arch: Arch) -> Result<Payload> {
 /// the pinned versions (`cargo xtask source`, cached in the home directory)
 /// into the `--from` directory `dir`.
 pub fn source(spec: &Spec, arch: Arch, dir: &Path) -> Result<Payload> {
-    let go = crate::source::Go::from_env()?;
+    let go = crate::source::Go::from_env(&spec.root)?;
     crate::source::write_inputs(spec, &go, &[arch], Default::default(), dir)?;
     listed(dir, arch, |_| "built from source")
 }

@@ -9,7 +9,8 @@ use anyhow::{Context, Result};
 
 use super::measure::{self, Sample};
 use super::{
-    compile, floor, images, native, nfpm, payload, repo, source, sysext, wrapper, Level, EPOCH,
+    compile, floor, images, native, nfpm, payload, release, repo, source, sysext, wrapper, Level,
+    EPOCH,
 };
 use crate::emit;
 use crate::emit::codec::Codecs;
@@ -551,6 +552,45 @@ impl Report {
         for (what, seconds) in &s.cold {
             let _ = writeln!(t, "| {what} | {seconds:.0} s |");
         }
+    }
+
+    pub fn release(&mut self, r: &release::Release) {
+        let t = &mut self.text;
+        let total = r.total();
+        let _ = writeln!(
+            t,
+            "\nA new upstream tag to a signed channel: `cargo xtask bump {}` on a copy of \
+             the tree, `dist --source --version {0}` (deb, rpm, sysext) and `repo --channels \
+             minor`, once, {}:\n\n\
+             | step | seconds | Go's work |\n|---|---:|---|",
+            r.version,
+            if r.cold {
+                "Go's build cache and kubedist's program cache empty, the module cache kept \
+                 (a tag nothing was built from yet)"
+            } else {
+                "with the caches as they were"
+            }
+        );
+        for (name, seconds, go) in &r.bump {
+            let _ = writeln!(
+                t,
+                "| bump: {name} | {seconds:.1} | {} |",
+                if *go { "yes" } else { "" }
+            );
+        }
+        let _ = writeln!(t, "| dist --source | {:.1} | builds |", r.dist);
+        let _ = writeln!(t, "| repo --channels minor | {:.1} | |", r.repo);
+        let own = r.own();
+        let _ = writeln!(
+            t,
+            "\n| goal | measured | target | |\n|---|---:|---:|---|\n\
+             | tag → channel | {:.1} min | ≤ 30 min | {} |\n\
+             | the command's own steps | {:.1} % | ≤ 10 % | {} |",
+            total / 60.0,
+            verdict(total <= 1800.0),
+            100.0 * own / total,
+            verdict(own <= 0.1 * total)
+        );
     }
 
     pub fn images(&mut self, i: &images::Images) {

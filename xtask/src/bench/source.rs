@@ -39,7 +39,7 @@ pub struct SourceBuilds {
 /// build cache and an empty program cache, once: seconds per source.
 pub fn cold(spec: &Spec, work: &Path, arch: Arch) -> Result<Vec<(String, f64)>> {
     let recipes = Recipes::load(&spec.root)?;
-    let mut go = Go::from_env()?;
+    let mut go = Go::from_env(&spec.root)?;
     let mut out = Vec::new();
     for (name, release) in &spec.release.sources {
         let recipe = recipes.get(name)?;
@@ -69,7 +69,7 @@ pub fn cold(spec: &Spec, work: &Path, arch: Arch) -> Result<Vec<(String, f64)>> 
 
 pub fn run(spec: &Spec, work: &Path, arch: Arch, runs: usize) -> Result<SourceBuilds> {
     let recipes = Recipes::load(&spec.root)?;
-    let mut go = Go::from_env()?;
+    let mut go = Go::from_env(&spec.root)?;
     let _ = std::fs::remove_dir_all(work);
     let mut rows = Vec::new();
     for (name, release) in &spec.release.sources {

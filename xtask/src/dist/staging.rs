@@ -48,13 +48,7 @@ pub(super) fn stage_all(
         }
         let mut sysext = Vec::new();
         if let Some(os) = &plan.sysext_os {
-            for image in spec.sysext.images() {
-                let version = match image.1 {
-                    false => Some(plan.k8s_version.as_str()),
-                    true => spec.runtime_version(),
-                };
-                // (No runtime package, no runtime image.)
-                let Some(version) = version else { continue };
+            for (image, version) in spec.sysext_images(&plan.k8s_version) {
                 sysext.push(stage::stage_sysext(
                     spec,
                     image,

@@ -102,14 +102,9 @@ fn staged(tmp: &Path) -> StagedArch {
         .collect();
     let os = SysextOs::parse("flatcar:1.0", &spec.sysext.sysext_level_ids).unwrap();
     let sysext = spec
-        .sysext
-        .images()
+        .sysext_images("1.34.2")
         .into_iter()
-        .map(|image| {
-            let version = match image.1 {
-                false => "1.34.2",
-                true => spec.runtime_version().unwrap(),
-            };
+        .map(|(image, version)| {
             stage::stage_sysext(
                 &spec,
                 image,

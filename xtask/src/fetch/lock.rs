@@ -183,6 +183,32 @@ impl Lock {
         }
     }
 
+    /// Says why a file that has no pin has none yet.
+    pub fn insert_unrecorded(&mut self, key: Key, reason: &str) {
+        if self.get(key).is_some() || self.unrecorded(key) == Some(reason) {
+            return;
+        }
+        self.file
+            .unrecorded
+            .entry(key.source.to_string())
+            .or_default()
+            .entry(key.version.to_string())
+            .or_default()
+            .entry(key.arch.go_name().to_string())
+            .or_default()
+            .insert(key.path.to_string(), reason.to_string());
+        self.changed = true;
+    }
+
+    /// Says where the pins of `what` (`"<source> <version>"`, `"images
+    /// <version>"`) come from, or why there are none; a record kept stays.
+    pub fn insert_record(&mut self, what: &str, text: &str) {
+        if !self.file.records.contains_key(what) {
+            self.file.records.insert(what.to_string(), text.to_string());
+            self.changed = true;
+        }
+    }
+
     /// The digest of the manifest `reference` gives `arch`, once recorded.
     pub fn manifest(&self, reference: &str, arch: Arch) -> Option<&str> {
         self.file
@@ -217,6 +243,11 @@ impl Lock {
         if !self.changed {
             return Ok(());
         }
+        crate::util::write_bytes_atomic(&self.path, self.text()?.as_bytes(), 0o644)
+    }
+
+    /// The lock as `save` writes it.
+    pub fn text(&self) -> Result<String> {
         let mut file = LockFile {
             sources: self.file.sources.clone(),
             unrecorded: self.file.unrecorded.clone(),
@@ -233,7 +264,7 @@ impl Lock {
         file.unrecorded.retain(|_, versions| !versions.is_empty());
         let body = toml::to_string(&file)
             .with_context(|| format!("serialising {}", self.path.display()))?;
-        crate::util::write_bytes_atomic(&self.path, format!("{HEADER}\n{body}").as_bytes(), 0o644)
+        Ok(format!("{HEADER}\n{body}"))
     }
 }
 

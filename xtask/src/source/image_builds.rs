@@ -137,6 +137,26 @@ fn recipe_version(spec: &Spec, recipe: &ImageRecipe, image: &Image) -> Result<St
     }
 }
 
+/// Checks that every image of `images` has a recipe (else names the one
+/// without) and returns `(recipe, tag)` of each image compiled from C whose
+/// tag no Kubernetes version is chosen to build yet (`built_from`).
+pub fn unbuilt_c_tags(root: &Path, images: &Images) -> Result<Vec<(String, String)>> {
+    let recipes = ImageRecipes::load(root)?;
+    let mut out = Vec::new();
+    for image in &images.images {
+        let recipe = recipes.get(image)?;
+        let tag = image.reference.rsplit_once(':').map_or("", |(_, t)| t);
+        if recipe
+            .c
+            .as_ref()
+            .is_some_and(|c| !c.built_from.contains_key(tag))
+        {
+            out.push((image.short_name().to_string(), tag.to_string()));
+        }
+    }
+    Ok(out)
+}
+
 /// What `cargo xtask source --lock` pins: for each recipe and version, the
 /// main packages its go.mod must keep. Each source of the release with its
 /// programs and every image program of the same recipe; the image-only
@@ -218,7 +238,7 @@ pub fn write(spec: &Spec, go: &Go, images: &Images, arches: &[Arch], dir: &Path)
             "{} {}@v{version} with {}",
             image.short_name(),
             source.module,
-            go.version
+            go.toolchain(&super::pins_dir(&spec.root, &recipe.recipe, &version))?
         );
         eprintln!("source: image {}", image.reference);
         let mut manifests = Vec::new();
@@ -444,7 +464,7 @@ fn module_dir(go: &Go, pins: &Path, module: &str, version: &str) -> Result<PathB
         std::fs::copy(pins.join(file), work.path().join(file))?;
     }
     let at = format!("{module}@v{version}");
-    let mut download = go.command(work.path());
+    let mut download = go.command(work.path())?;
     download.args(["mod", "download", "-json", &at]);
     let json = super::run_go(&mut download, &at, &pins.join("go.sum"))?;
     let info: serde_json::Value = serde_json::from_str(&json).context("go mod download -json")?;

@@ -28,6 +28,37 @@ fn a_checksum_mismatch_is_one_line_naming_go_sum_and_the_module() {
 }
 
 #[test]
+fn modules_the_proxy_does_not_serve_are_named_in_one_line() {
+    // What go 1.27's `go mod tidy` printed for k8s.io/kubernetes
+    // v1.38.0-beta.0 on 2026-11-29.
+    let stderr = "go: downloading k8s.io/api v0.38.0-beta.0\n\
+        go: k8s.io/kubernetes/cmd/kube-apiserver imports\n\
+        \tk8s.io/kubernetes/cmd/kube-apiserver/app imports\n\
+        \tk8s.io/apiextensions-api/pkg/apis/apiextensions/v1: k8s.io/apiextensions-api@v0.38.0-beta.0: \
+        reading https://proxy.golang.org/k8s.io/apiextensions-api/@v/v0.38.0-beta.0.zip: 403 Forbidden\n\
+        \tserver response: This module version is not available.\n\
+        go: k8s.io/kubernetes/cmd/kubelet imports\n\
+        \tsigs.k8s.io/iptables-wrappers/pkg/iptables: sigs.k8s.io/iptables-wrappers@v1.0.0: \
+        reading https://proxy.golang.org/sigs.k8s.io/iptables-wrappers/@v/v1.0.0.zip: 403 Forbidden\n";
+    assert_eq!(
+        go_failure(stderr, Path::new("go.sum")),
+        "the Go module proxy does not serve k8s.io/apiextensions-api v0.38.0-beta.0, \
+         sigs.k8s.io/iptables-wrappers v1.0.0, so it cannot be built from source here"
+    );
+}
+
+#[test]
+fn a_module_the_checksum_database_does_not_know_is_refused_naming_it() {
+    let stderr = "go: example.com/m@v1.0.1: verifying go.mod: example.com/m@v1.0.1/go.mod: \
+        reading https://sum.golang.org/lookup/example.com/m@v1.0.1: 404 Not Found\n\
+        \tserver response: not found: example.com/m@v1.0.1: invalid version: unknown revision v1.0.1\n";
+    assert_eq!(
+        go_failure(stderr, Path::new("go.sum")),
+        "the checksum database does not know example.com/m v1.0.1: refused"
+    );
+}
+
+#[test]
 fn every_release_source_has_a_recipe_and_every_recipe_version_its_pins() {
     let root = crate::util::repo_root();
     let spec = Spec::load(&root).unwrap();
@@ -40,7 +71,7 @@ fn every_release_source_has_a_recipe_and_every_recipe_version_its_pins() {
             source.version
         );
     }
-    for (name, recipe) in &recipes.0 {
+    for (name, recipe) in &recipes.recipes {
         for version in recipe.versions.keys() {
             let pins = pins_dir(&root, name, version);
             if pins.exists() {
@@ -63,7 +94,7 @@ fn every_release_source_has_a_recipe_and_every_recipe_version_its_pins() {
 /// A Go toolchain of the machine with its own program cache and, where
 /// given, its own module cache.
 fn go_with(cache: &Path, modcache: Option<&Path>) -> Go {
-    let mut go = Go::from_env().unwrap();
+    let mut go = Go::from_env(&crate::util::repo_root()).unwrap();
     go.cache = cache.to_path_buf();
     if let Some(dir) = modcache {
         go.env.push(("GOMODCACHE".into(), dir.to_path_buf()));
@@ -153,7 +184,7 @@ fn a_module_changed_in_the_module_cache_is_refused_in_one_line_naming_it() {
     let (pins, recipes, version) = pins_copy("cni-plugins");
     let modcache = tempfile::tempdir().unwrap();
     let go = go_with(modcache.path(), Some(&modcache.path().join("mod")));
-    let mut download = go.command(pins.path());
+    let mut download = go.command(pins.path()).unwrap();
     download.args(["mod", "download", "github.com/containernetworking/cni"]);
     run_go(
         &mut download,
@@ -186,4 +217,31 @@ fn a_module_changed_in_the_module_cache_is_refused_in_one_line_naming_it() {
         "{text}"
     );
     assert!(text.contains("modified"), "{text}");
+}
+
+#[test]
+fn a_module_that_needs_a_newer_go_gets_the_toolchain_named_for_that_go() {
+    let go = Go {
+        version: "go1.26.8".into(),
+        toolchains: [("1.27".to_string(), "go1.27.3".to_string())].into(),
+        cache: PathBuf::new(),
+        env: Vec::new(),
+    };
+    assert_eq!(go.toolchain_for("1.24").unwrap(), "go1.26.8");
+    assert_eq!(go.toolchain_for("1.26.8").unwrap(), "go1.26.8");
+    assert_eq!(go.toolchain_for("1.27.0").unwrap(), "go1.27.3");
+    let too_new = go.toolchain_for("1.27.5").unwrap_err().to_string();
+    assert!(
+        too_new.contains("newer than pkg/source.toml's [toolchains] \"1.27\" = \"go1.27.3\""),
+        "{too_new}"
+    );
+    let unnamed = go.toolchain_for("1.28.0").unwrap_err().to_string();
+    assert!(
+        unnamed.contains("names no toolchain for Go 1.28"),
+        "{unnamed}"
+    );
+    // The go line of a go.mod decides.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("go.mod"), "module m\n\ngo 1.27.0\n").unwrap();
+    assert_eq!(go.toolchain(dir.path()).unwrap(), "go1.27.3");
 }

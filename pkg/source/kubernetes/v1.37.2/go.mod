@@ -221,8 +221,6 @@ replace (
 	k8s.io/mount-utils => k8s.io/mount-utils v0.37.2
 	k8s.io/pod-security-admission => k8s.io/pod-security-admission v0.37.2
 	k8s.io/sample-apiserver => k8s.io/sample-apiserver v0.37.2
-	k8s.io/sample-cli-plugin => k8s.io/sample-cli-plugin v0.37.2
-	k8s.io/sample-controller => k8s.io/sample-controller v0.37.2
 	k8s.io/streaming => k8s.io/streaming v0.37.2
 )
 
