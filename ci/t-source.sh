@@ -271,15 +271,18 @@ test_bump_moves_a_copy_of_the_tree_to_another_release() {
     copy=$TMP/checkout
     kd_checkout_copy "$copy"
     bump() { (cd "$copy" && cargo xtask bump "$@"); }
+    # What differs from the commit before the command runs (nothing, on a
+    # clean checkout): the unchanged tree.
     changes() { (cd "$copy" && git status --porcelain --untracked-files=all); }
+    changes >"$TMP/unchanged"
+    unchanged() { changes >"$TMP/changes" && assert_eq "$(cat "$TMP/unchanged")" "$(cat "$TMP/changes")" "$1"; }
     for refused in "1.36.1:1.36.1 is older than 1.36.3" "1.37.99:serves no such version (1.37: newest 1.37.2)"; do
         if bump "${refused%%:*}" >"$TMP/bump.out" 2>"$TMP/bump.err"; then
             echo "assertion failed: bump took ${refused%%:*}" >&2
             return 1
         fi
         assert_one_error "$TMP/bump.err" "${refused#*:}" "(nothing changed)" || return 1
-        changes >"$TMP/changes"
-        assert_empty "$TMP/changes" "bump ${refused%%:*} changed the tree" || return 1
+        unchanged "the tree after bump ${refused%%:*}" || return 1
     done
     # Killed (the whole process group: cargo, the xtask, go) while it pins
     # the release's modules: a stand-in for go holds `go mod tidy` until
@@ -300,10 +303,9 @@ test_bump_moves_a_copy_of_the_tree_to_another_release() {
     done
     assert_grep "pin the release's modules" "$TMP/killed.err" || return 1
     # setsid made the runner the leader of its own process group.
-    kill -KILL -- "-$runner"
+    kill -KILL "-$runner"
     wait "$runner" 2>/dev/null || true
-    changes >"$TMP/changes"
-    assert_empty "$TMP/changes" "a killed bump changed the tree" || return 1
+    unchanged "the tree after a killed bump" || return 1
     # The real move.
     bump "$BUMP_TO" >"$TMP/bump.out" 2>"$TMP/bump.err" || { cat "$TMP/bump.err"; return 1; }
     cat "$TMP/bump.out"
@@ -317,7 +319,7 @@ test_bump_moves_a_copy_of_the_tree_to_another_release() {
     list=$copy/pkg/images/v$BUMP_TO.toml
     assert_grep "^kubernetes = \"$BUMP_TO\"\$" "$list" || return 1
     assert_grep "^reference = \"registry.k8s.io/kube-apiserver:v$BUMP_TO\"\$" "$list" || return 1
-    assert_grep "^require k8s.io/kubernetes v$BUMP_TO\$" "$copy/pkg/source/kubernetes/v$BUMP_TO/go.mod" || return 1
+    assert_grep "^[[:space:]]*k8s.io/kubernetes v$BUMP_TO\( \|\$\)" "$copy/pkg/source/kubernetes/v$BUMP_TO/go.mod" || return 1
     # The images' other modules: each at its tag's version, pinned.
     for name in etcd coredns; do
         tag=$(sed -n "s|^reference = \"registry.k8s.io/\(coredns/\)\{0,1\}$name:v\{0,1\}\([0-9.]*\).*|\2|p" "$list")
