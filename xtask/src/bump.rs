@@ -18,7 +18,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 
-use crate::fetch::{Key, Lock};
+use crate::fetch::Lock;
 use crate::source::{self, image_builds, Go, Recipes};
 use crate::spec::{Arch, Image, Images, Spec, KUBERNETES};
 use crate::version::Version;
@@ -608,23 +608,13 @@ fn write_release(
 fn account_in_lock(tree: &mut Tree, version: &Version, cri_tools: Option<&str>) -> Result<()> {
     let spec = tree.spec_at(&version.to_string(), None)?;
     let mut lock = Lock::load(&tree.root.join("pkg/upstream.lock"))?;
-    for (name, source) in &spec.release.sources {
-        let is_new = name == KUBERNETES || Some(source.version.as_str()) == cri_tools;
-        if !is_new {
-            continue;
+    crate::fetch::each_file(&spec, |key| {
+        let is_new = key.source == KUBERNETES
+            || (key.source == "cri-tools" && Some(key.version) == cri_tools);
+        if is_new {
+            lock.insert_unrecorded(key, UNDOWNLOADED);
         }
-        for arch in Arch::ALL {
-            for path in source.paths(arch) {
-                let key = Key {
-                    source: name,
-                    version: &source.version,
-                    arch,
-                    path: &path,
-                };
-                lock.insert_unrecorded(key, UNDOWNLOADED);
-            }
-        }
-    }
+    });
     lock.insert_record(&format!("images {version}"), UNRECORDED_MANIFESTS);
     let text = lock.text()?;
     tree.write("pkg/upstream.lock", text.into_bytes())
@@ -827,6 +817,38 @@ mod tests {
         .iter()
         .map(|v| Version::parse(v).unwrap())
         .collect()
+    }
+
+    #[test]
+    fn each_version_finds_its_place_and_an_older_patch_is_refused() {
+        let spec = Spec::load(&crate::util::repo_root()).unwrap();
+        let pin = Version::parse(spec.kubernetes_version()).unwrap();
+        let (major, minor) = pin.minor_key();
+        let v = |text: String| Version::parse(&text).unwrap();
+        let next = v(format!("{major}.{}.0", minor + 1));
+        let role = |version: &Version| Role::of(&spec, version).map_err(|e| e.to_string());
+        assert_eq!(role(&next), Ok(Role::NewPin));
+        assert_eq!(role(&v(format!("{next}-rc.0"))), Ok(Role::Prerelease));
+        assert!(role(&v(format!("{major}.{minor}.99-rc.0")))
+            .unwrap_err()
+            .contains("released already"));
+        let oldest = v(spec.release.supported[0].clone());
+        let (_, oldest_minor) = oldest.minor_key();
+        assert_eq!(
+            role(&v(format!("{major}.{oldest_minor}.99"))),
+            Ok(Role::Supported)
+        );
+        assert_eq!(
+            role(&v(format!("{major}.{}.0", oldest_minor - 1))),
+            Ok(Role::Outside)
+        );
+        let older = v(format!("{major}.{oldest_minor}.0"));
+        let refused = refuse_older(&spec, &older).unwrap_err().to_string();
+        assert!(
+            refused.contains(&format!("is older than {oldest}")),
+            "{refused}"
+        );
+        assert!(refuse_older(&spec, &v(format!("{major}.{oldest_minor}.99"))).is_ok());
     }
 
     #[test]

@@ -305,6 +305,23 @@ pub fn ensure(spec: &Spec, arch: Arch, origin: &Origin, cache: &Path) -> Result<
     })
 }
 
+/// Calls `f` with the lock's key of every file of `spec`'s release, for
+/// every architecture.
+pub fn each_file(spec: &Spec, mut f: impl FnMut(Key)) {
+    for (name, source) in &spec.release.sources {
+        for arch in Arch::ALL {
+            for path in source.paths(arch) {
+                f(Key {
+                    source: name,
+                    version: &source.version,
+                    arch,
+                    path: &path,
+                });
+            }
+        }
+    }
+}
+
 /// Every file of `spec`'s release, for every architecture, that
 /// `pkg/upstream.lock` neither pins nor says why it cannot yet
 /// (`<source> <version> <arch> <path>`). For the tidy guard.
@@ -312,21 +329,14 @@ pub fn ensure(spec: &Spec, arch: Arch, origin: &Origin, cache: &Path) -> Result<
 pub fn unaccounted(spec: &Spec) -> Result<Vec<String>> {
     let lock = Lock::load(&lock_path(spec))?;
     let mut out = Vec::new();
-    for (name, source) in &spec.release.sources {
-        for arch in Arch::ALL {
-            for path in source.paths(arch) {
-                let key = Key {
-                    source: name,
-                    version: &source.version,
-                    arch,
-                    path: &path,
-                };
-                if lock.get(key).is_none() && lock.unrecorded(key).is_none() {
-                    out.push(format!("{name} {} {arch} {path}", source.version));
-                }
-            }
+    each_file(spec, |key| {
+        if lock.get(key).is_none() && lock.unrecorded(key).is_none() {
+            out.push(format!(
+                "{} {} {} {}",
+                key.source, key.version, key.arch, key.path
+            ));
         }
-    }
+    });
     // Each image's manifest per architecture, or a record that says why
     // the lock has none yet.
     let remark = format!("images {}", spec.images.kubernetes);
