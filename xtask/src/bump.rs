@@ -1,7 +1,7 @@
 //! `cargo xtask bump VERSION`: the tree moved to another upstream
 //! Kubernetes release in one command. It asks the Go module proxy, pins the
 //! release's modules (`source::lock`, the checksum database on), builds its
-//! programs from source, records the images its kubeadm lists
+//! kubeadm from source, records the images that kubeadm lists
 //! (`pkg/images/`), pins the modules of the images built from other
 //! modules (etcd, CoreDNS), and moves the pin, cri-tools and the window of
 //! supported minors (`pkg/release.toml`) where the version calls for it.
@@ -47,9 +47,6 @@ pub struct Args {
     #[arg(value_name = "VERSION")]
     pub version: String,
 }
-
-/// The module whose tags are Kubernetes' releases.
-const KUBERNETES_MODULE: &str = "k8s.io/kubernetes";
 
 /// Why a file this command adds to `pkg/upstream.lock` has no digest: it
 /// builds from source and downloads nothing.
@@ -115,10 +112,10 @@ fn move_tree(
     steps: &mut Steps,
 ) -> Result<(Version, Vec<String>)> {
     let go = Go::from_env(root)?;
-    let served = steps.time("ask the Go module proxy", || {
-        served_versions(&go, KUBERNETES_MODULE)
-    })?;
-    let version = choose(wanted, &served)?;
+    // The module whose tags are Kubernetes' releases.
+    let module = Recipes::load(root)?.get(KUBERNETES)?.module.clone();
+    let served = steps.time("ask the Go module proxy", || served_versions(&go, &module))?;
+    let version = choose(wanted, &module, &served)?;
     let role = Role::of(spec, &version)?;
     refuse_older(spec, &version)?;
     eprintln!("bump: {KUBERNETES} {version}: {}", role.describe(spec));
@@ -126,7 +123,7 @@ fn move_tree(
     let mut tree = Tree::copy(root)?;
     // The tag's facts and the modules of its programs and images.
     steps.time("pin the release's modules", || {
-        add_facts(&go, &mut tree, KUBERNETES, KUBERNETES_MODULE, &version)?;
+        add_facts(&go, &mut tree, KUBERNETES, &version)?;
         lock_source(&go, &tree, (&version, None), KUBERNETES, &version)
     })?;
     // kubeadm alone: what the image list needs; `dist --source` builds
@@ -209,7 +206,7 @@ impl Role {
             v if v.is_prerelease() && v.minor_key() > pin.minor_key() => Role::Prerelease,
             v if v.is_prerelease() => bail!(
                 "{KUBERNETES} {v}: a pre-release of {}, which is released already (pkg/release.toml \
-                 pins {pin}): refused, nothing changed",
+                 pins {pin}): refused",
                 v.minor()
             ),
             v if v >= &pin => Role::NewPin,
@@ -254,7 +251,7 @@ fn served_versions(go: &Go, module: &str) -> Result<Vec<Version>> {
 
 /// The version `wanted` names among those `served`: itself, or the newest
 /// of a minor `X.Y` (its newest release, else its newest pre-release).
-fn choose(wanted: &str, served: &[Version]) -> Result<Version> {
+fn choose(wanted: &str, module: &str, served: &[Version]) -> Result<Version> {
     let wanted = wanted.trim_start_matches('v');
     let newest = |minor: &str| -> Option<Version> {
         let of_minor: Vec<&Version> = served.iter().filter(|v| v.minor() == minor).collect();
@@ -263,15 +260,15 @@ fn choose(wanted: &str, served: &[Version]) -> Result<Version> {
     };
     if !wanted.contains('-') && wanted.matches('.').count() == 1 {
         return newest(wanted).with_context(|| {
-            format!("{KUBERNETES_MODULE}: the Go module proxy serves no version of {wanted}: refused, nothing changed")
+            format!("{module}: the Go module proxy serves no version of {wanted}: refused")
         });
     }
     let version = Version::parse(wanted)?;
     if !served.contains(&version) {
         let known = newest(&version.minor()).map_or("none".to_string(), |v| format!("newest {v}"));
         bail!(
-            "{KUBERNETES_MODULE} v{version}: the Go module proxy serves no such version ({}: {known}): \
-             refused, nothing changed",
+            "{module} v{version}: the Go module proxy serves no such version ({}: {known}): \
+             refused",
             version.minor()
         );
     }
@@ -306,7 +303,7 @@ fn refuse_older(spec: &Spec, version: &Version) -> Result<()> {
         if other.minor_key() == version.minor_key() && &other > version {
             bail!(
                 "{KUBERNETES} {version} is older than {other}, which the tree carries already \
-                 ({place}): refused, nothing changed"
+                 ({place}): refused"
             );
         }
     }
@@ -315,12 +312,14 @@ fn refuse_older(spec: &Spec, version: &Version) -> Result<()> {
 
 /// `[NAME.versions."VERSION"]` of pkg/source.toml from the proxy, unless
 /// the tree has them.
-fn add_facts(go: &Go, tree: &mut Tree, name: &str, module: &str, version: &Version) -> Result<()> {
+fn add_facts(go: &Go, tree: &mut Tree, name: &str, version: &Version) -> Result<()> {
     let version = version.to_string();
-    if tree.recipes()?.get(name)?.versions.contains_key(&version) {
+    let recipes = tree.recipes()?;
+    let recipe = recipes.get(name)?;
+    if recipe.versions.contains_key(&version) {
         return Ok(());
     }
-    let upstream = source::upstream(go, module, &version)?;
+    let upstream = source::upstream(go, &recipe.module, &version)?;
     tree.edit_toml("pkg/source.toml", |doc| {
         let mut facts = toml_edit::Table::new();
         facts["date"] = toml_edit::value(upstream.time.clone());
@@ -445,9 +444,8 @@ fn lock_image_modules(
         {
             continue;
         }
-        let module = tree.recipes()?.get(name)?.module.clone();
         let at = Version::parse(at)?;
-        add_facts(go, tree, name, &module, &at)?;
+        add_facts(go, tree, name, &at)?;
         lock_source(go, tree, (version, Some(images)), name, &at)?;
     }
     Ok(())
@@ -472,7 +470,7 @@ fn follow_cri_tools(
         .rfind(|v| v.minor_key() == version.minor_key() && !v.is_prerelease());
     match newest {
         Some(v) if v > current => {
-            add_facts(go, tree, name, &module, &v)?;
+            add_facts(go, tree, name, &v)?;
             let recipes = tree.recipes()?;
             let recipe = recipes.get(name)?;
             source::lock(
@@ -687,7 +685,7 @@ impl Tree {
     /// The copy read back as every command reads the tree.
     fn check(&self) -> Result<()> {
         let spec = Spec::load(&self.root).context("the new tree")?;
-        Recipes::load(&self.root)?;
+        let recipes = self.recipes()?;
         Lock::load(&self.root.join("pkg/upstream.lock"))?;
         for version in spec
             .release
@@ -695,7 +693,6 @@ impl Tree {
             .iter()
             .chain(&spec.release.prerelease)
         {
-            let recipes = self.recipes()?;
             let pins = source::pins_dir(&self.root, KUBERNETES, version);
             if !pins.join("go.sum").is_file()
                 || !recipes.get(KUBERNETES)?.versions.contains_key(version)
@@ -806,6 +803,10 @@ impl Steps {
 mod tests {
     use super::*;
 
+    fn choose_k8s(wanted: &str, served: &[Version]) -> Result<Version> {
+        choose(wanted, "k8s.io/kubernetes", served)
+    }
+
     fn served() -> Vec<Version> {
         [
             "1.36.1",
@@ -853,23 +854,26 @@ mod tests {
 
     #[test]
     fn a_minor_names_its_newest_release_else_its_newest_pre_release() {
-        assert_eq!(choose("1.36", &served()).unwrap().to_string(), "1.36.3");
+        assert_eq!(choose_k8s("1.36", &served()).unwrap().to_string(), "1.36.3");
         assert_eq!(
-            choose("1.38", &served()).unwrap().to_string(),
+            choose_k8s("1.38", &served()).unwrap().to_string(),
             "1.38.0-beta.0"
         );
-        assert_eq!(choose("v1.37.2", &served()).unwrap().to_string(), "1.37.2");
+        assert_eq!(
+            choose_k8s("v1.37.2", &served()).unwrap().to_string(),
+            "1.37.2"
+        );
     }
 
     #[test]
     fn a_version_the_proxy_does_not_serve_is_refused_naming_what_it_does() {
-        let e = choose("1.37.9", &served()).unwrap_err().to_string();
+        let e = choose_k8s("1.37.9", &served()).unwrap_err().to_string();
         assert!(
             e.contains("serves no such version (1.37: newest 1.37.2)"),
             "{e}"
         );
-        let e = choose("1.39", &served()).unwrap_err().to_string();
+        let e = choose_k8s("1.39", &served()).unwrap_err().to_string();
         assert!(e.contains("serves no version of 1.39"), "{e}");
-        assert!(choose("1.x", &served()).is_err());
+        assert!(choose_k8s("1.x", &served()).is_err());
     }
 }

@@ -168,15 +168,7 @@ impl Lock {
                 self.changed = true;
             }
         }
-        let paths = self
-            .file
-            .sources
-            .entry(key.source.to_string())
-            .or_default()
-            .entry(key.version.to_string())
-            .or_default()
-            .entry(key.arch.go_name().to_string())
-            .or_default();
+        let paths = paths_mut(&mut self.file.sources, key);
         if paths.get(key.path).map(String::as_str) != Some(sha256) {
             paths.insert(key.path.to_string(), sha256.to_string());
             self.changed = true;
@@ -188,15 +180,7 @@ impl Lock {
         if self.get(key).is_some() || self.unrecorded(key) == Some(reason) {
             return;
         }
-        self.file
-            .unrecorded
-            .entry(key.source.to_string())
-            .or_default()
-            .entry(key.version.to_string())
-            .or_default()
-            .entry(key.arch.go_name().to_string())
-            .or_default()
-            .insert(key.path.to_string(), reason.to_string());
+        paths_mut(&mut self.file.unrecorded, key).insert(key.path.to_string(), reason.to_string());
         self.changed = true;
     }
 
@@ -276,6 +260,18 @@ fn entry<'a>(table: &'a Sources, key: Key) -> Option<&'a str> {
         .get(key.arch.go_name())?
         .get(key.path)
         .map(String::as_str)
+}
+
+/// The paths of `key`'s source, version and architecture in one of the
+/// lock's tables, made where missing.
+fn paths_mut<'a>(table: &'a mut Sources, key: Key) -> &'a mut Paths {
+    table
+        .entry(key.source.to_string())
+        .or_default()
+        .entry(key.version.to_string())
+        .or_default()
+        .entry(key.arch.go_name().to_string())
+        .or_default()
 }
 
 #[cfg(test)]
