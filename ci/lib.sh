@@ -234,16 +234,19 @@ trap kd_cleanup EXIT
 # Booted init systems. kd_boot boots a root with systemd-nspawn, its own
 # init as PID 1 (systemd, sysvinit + OpenRC, runit), in the background; a
 # suite reuses it across tests by NAME, because each test runs in a subshell
-# and a boot's state is kept in files: $KD_WORK/boot.NAME.{nspawn,init,kind,
+# and a boot's state is kept in files: $KD_WORK/boot.NAME.{process,init,kind,
 # console}. What the container mounts stays in its own mount namespace; it
 # shares the host's network (apt in it needs none: the base roots hold the
 # dependencies). Containers still running when the suite exits are killed.
+# With --vm=... the root boots instead as a virtual machine with its own
+# kernel (kd_vm_start below); the same helpers reach it.
 kd_boots_file=$KD_WORK/boots.$$
 
 # kd_boot NAME ROOT KIND [NSPAWN-OPTION...] : boots ROOT, unless NAME is
 # already up (options without spaces: kd_reboot reuses them). KIND: systemd (nspawn --boot), openrc (/sbin/init of
-# sysvinit-core) or runit (runit-init). Waits up to 90 s until the init
-# system has finished starting up, else prints the console log and fails.
+# sysvinit-core) or runit (runit-init). Waits up to 90 s (a VM: 300 s) until
+# the init system has finished starting up, else prints the console log and
+# fails. `kd_boot NAME ROOT KIND --vm=NETNS,IP` boots a VM (kd_vm_start).
 kd_boot() {
     name=$1 root=$2 kind=$3
     shift 3
@@ -254,6 +257,14 @@ kd_boot() {
     printf '%s\n' "$root" >"$state.root"
     printf '%s\n' "$*" >"$state.options"
     printf '%s\n' "${KD_BOOT_CGROUPS:-}" >"$state.cgroups"
+    rm -f "$state.vm"
+    case ${1:-} in
+    --vm=*)
+        kd_vm_start "$name" "$root" "${1#--vm=}"
+        _kd_boot_wait "$name" 3000
+        return
+        ;;
+    esac
     case $kind in
     systemd) set -- --boot "$@" ;;
     openrc | runit) set -- "$@" /sbin/init ;;
@@ -281,23 +292,34 @@ kd_boot() {
     # shellcheck disable=SC2086 # $loops is a list of options
     sh -c "$_kd_join_cgroups" "$(cat "$state.cgroups")" systemd-nspawn -q -D "$root" -M "kd-$name" --register=no --keep-unit \
         --console=passive $loops "$@" </dev/null >>"$state.console" 2>&1 &
-    nspawn=$!
-    printf '%s\n' "$nspawn" >"$state.nspawn"
-    printf '%s %s\n' "$name" "$nspawn" >>"$kd_boots_file"
-    n=900
+    printf '%s\n' "$!" >"$state.process"
+    printf '%s %s\n' "$name" "$!" >>"$kd_boots_file"
+    _kd_boot_wait "$name" 900
+}
+
+# _kd_boot_wait NAME TENTHS : waits TENTHS tenths of a second for NAME's
+# init system to finish starting up (kd_boot_ready), then records its init.
+_kd_boot_wait() {
+    state=$KD_WORK/boot.$1
+    process=$(cat "$state.process")
+    n=$2
     while :; do
-        init=$(ps -o pid= --ppid "$nspawn" 2>/dev/null | tr -d ' ' | head -n 1)
-        if [ -n "$init" ] && kd_boot_ready "$name" "$init"; then break; fi
+        if [ -f "$state.vm" ]; then
+            init=vm
+        else
+            init=$(ps -o pid= --ppid "$process" 2>/dev/null | tr -d ' ' | head -n 1)
+        fi
+        if [ -n "$init" ] && kd_boot_ready "$1" "$init"; then break; fi
         n=$((n - 1))
-        if [ "$n" -le 0 ] || ! kill -0 "$nspawn" 2>/dev/null; then
-            echo "kd_boot: $name ($kind) did not finish booting; its console:" >&2
+        if [ "$n" -le 0 ] || ! kill -0 "$process" 2>/dev/null; then
+            echo "kd_boot: $1 ($(cat "$state.kind")) did not finish booting; its console:" >&2
             tail -n 60 "$state.console" >&2
             return 1
         fi
         sleep 0.1
     done
     printf '%s\n' "$init" >"$state.init"
-    kd_log "booted $name ($kind) in $root, init pid $init"
+    kd_log "booted $1 ($(cat "$state.kind")) in $(cat "$state.root"), init $init"
 }
 
 # kd_installer_bind NAME : the nspawn option kd_installer_run needs NAME
@@ -370,15 +392,23 @@ kd_boot_ready() {
 # kd_booted NAME : NAME is booted and still running.
 kd_booted() {
     state=$KD_WORK/boot.$1
-    [ -f "$state.init" ] && kill -0 "$(cat "$state.nspawn")" 2>/dev/null
+    [ -f "$state.init" ] && kill -0 "$(cat "$state.process")" 2>/dev/null
 }
 
 # _kd_nsenter NAME INIT CMD... : CMD in the namespaces of INIT, the init of
 # the booted NAME, as root, with a clean environment. A node booted in
 # cgroups of its own (KD_BOOT_CGROUPS) runs it there too, in its cgroup
 # namespace, so that what it starts (a service restarted by hand or by
-# kubeadm) is the node's.
+# kubeadm) is the node's. In a VM: over ssh (kd_vm_ssh).
 _kd_nsenter() {
+    if [ -f "$KD_WORK/boot.$1.vm" ]; then
+        _kd_vm=$1
+        shift 2
+        kd_vm_ssh "$_kd_vm" /usr/bin/env -i \
+            PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+            HOME=/root LANG=C.UTF-8 DEBIAN_FRONTEND=noninteractive "$@"
+        return
+    fi
     cgroups=$(cat "$KD_WORK/boot.$1.cgroups" 2>/dev/null || true)
     init=$2
     shift 2
@@ -421,9 +451,9 @@ kd_poweroff() {
     openrc) kd_in_boot "$name" halt -p ;;
     runit) kd_in_boot "$name" /lib/runit/runit-init 0 ;;
     esac
-    nspawn=$(cat "$state.nspawn")
+    process=$(cat "$state.process")
     n=600
-    while kill -0 "$nspawn" 2>/dev/null; do
+    while kill -0 "$process" 2>/dev/null; do
         n=$((n - 1))
         if [ "$n" -le 0 ]; then
             echo "kd_poweroff: $name did not power off in 60 s; its console:" >&2
@@ -449,16 +479,18 @@ kd_reboot() {
 # kd_boot_kill NAME : ends NAME at once (its PID 1, and so every process in it).
 kd_boot_kill() {
     state=$KD_WORK/boot.$1
-    [ -f "$state.nspawn" ] || return 0
-    nspawn=$(cat "$state.nspawn")
-    init=$(ps -o pid= --ppid "$nspawn" 2>/dev/null | tr -d ' ' | head -n 1)
-    [ -z "$init" ] || kill -KILL "$init" 2>/dev/null || true
-    n=100
-    while kill -0 "$nspawn" 2>/dev/null && [ "$n" -gt 0 ]; do
-        sleep 0.1
-        n=$((n - 1))
-    done
-    kill -KILL "$nspawn" 2>/dev/null || true
+    [ -f "$state.process" ] || return 0
+    process=$(cat "$state.process")
+    if [ ! -f "$state.vm" ]; then
+        init=$(ps -o pid= --ppid "$process" 2>/dev/null | tr -d ' ' | head -n 1)
+        [ -z "$init" ] || kill -KILL "$init" 2>/dev/null || true
+        n=100
+        while kill -0 "$process" 2>/dev/null && [ "$n" -gt 0 ]; do
+            sleep 0.1
+            n=$((n - 1))
+        done
+    fi
+    kill -KILL "$process" 2>/dev/null || true
     rm -f "$state.init"
 }
 
@@ -466,8 +498,100 @@ kd_boot_cleanup() {
     [ -f "$kd_boots_file" ] || return 0
     while read -r name _; do
         kd_boot_kill "$name"
+        rm -f "$KD_WORK/boot.$name.disk"
     done <"$kd_boots_file"
     rm -f "$kd_boots_file"
+}
+
+# --- virtual machines: a root on a kernel of its own -------------------------
+# A VM is a Debian root with Debian's cloud kernel, booted by QEMU (TCG:
+# this machine's KVM guests hang) from an ext4 disk made of the root
+# directory at its first boot; a reboot boots the same disk. Its network is
+# a tap device on a bridge of the caller's, its console a file, and the
+# helpers above reach it over ssh as root with a key of the suite's.
+
+# kd_vm_base NAME KIND [PACKAGE...] : a cached root tarball (kd_base_tarball)
+# that boots as a VM with init system KIND (systemd, openrc or runit) and
+# holds PACKAGEs.
+kd_vm_base() {
+    name=$1 kind=$2
+    shift 2
+    case $kind in
+    systemd) set -- systemd systemd-sysv dbus "$@" ;;
+    openrc) set -- sysvinit-core openrc "$@" ;;
+    runit) set -- runit-init runit "$@" ;;
+    esac
+    kd_base_tarball "vm-$name" linux-image-cloud-amd64 initramfs-tools openssh-server "$@"
+}
+
+# kd_vm_key : the private key the VMs let root log in with (made once a run).
+kd_vm_key() {
+    key=$KD_WORK/vm-key.$$
+    [ -f "$key" ] || {
+        ssh-keygen -q -t ed25519 -N '' -C kd-vm -f "$key" >/dev/null
+        kd_remove_on_exit "$key"
+        kd_remove_on_exit "$key.pub"
+    }
+    printf '%s\n' "$key"
+}
+
+# kd_vm_prepare ROOT : makes the unpacked kd_vm_base root ROOT bootable as a
+# VM: its root file system (never checked at boot: the disk is new, and the
+# root has no fsck.ext4) and root's ssh key. openssh-server starts sshd on
+# every init system (on runit, Debian's /etc/sv/ssh).
+kd_vm_prepare() {
+    printf '/dev/vda / ext4 rw,errors=remount-ro 0 0\n' >"$1/etc/fstab"
+    mkdir -p "$1/root/.ssh"
+    chmod 0700 "$1/root/.ssh"
+    cp "$(kd_vm_key).pub" "$1/root/.ssh/authorized_keys"
+}
+
+# kd_vm_start NAME ROOT NETNS,IP : boots ROOT (kd_vm_prepare'd) as NAME: a VM
+# of 2 CPUs and 2 GiB on a tap device kd-NAME in the network namespace NETNS
+# (the caller puts it on its bridge), which its root configures as IP. Its
+# disk is made of ROOT at the first boot.
+kd_vm_start() {
+    name=$1 root=$2 netns=${3%%,*}
+    state=$KD_WORK/boot.$name
+    printf '%s\n' "${3#*,}" >"$state.vm"
+    if [ ! -f "$state.disk" ]; then
+        mkfs.ext4 -q -F -d "$root" -L root "$state.disk.tmp" 12G
+        mv "$state.disk.tmp" "$state.disk"
+    fi
+    tap=kd-$name
+    ip -n "$netns" link show "$tap" >/dev/null 2>&1 || ip -n "$netns" tuntap add "$tap" mode tap
+    # The VM's kernel and initramfs, as its root holds them.
+    set -- "$root"/boot/vmlinuz-*
+    kernel=$(kd_one "$@")
+    set -- "$root"/boot/initrd.img-*
+    initrd=$(kd_one "$@")
+    mac=$(printf '%s' "$name" | sha256sum | sed 's/^\(..\)\(..\)\(..\).*/52:54:00:\1:\2:\3/')
+    ip netns exec "$netns" qemu-system-x86_64 -nodefaults -display none -monitor none \
+        -accel tcg,thread=multi -cpu max -smp 2 -m 2048 \
+        -kernel "$kernel" -initrd "$initrd" \
+        -append "root=/dev/vda rw console=ttyS0 net.ifnames=0 panic=-1" -no-reboot \
+        -drive "file=$state.disk,format=raw,if=virtio,cache=unsafe" \
+        -netdev "tap,id=net0,ifname=$tap,script=no,downscript=no" \
+        -device "virtio-net-pci,netdev=net0,mac=$mac" \
+        -serial "file:$state.console" </dev/null >"$state.qemu" 2>&1 &
+    printf '%s\n' "$!" >"$state.process"
+    printf '%s %s\n' "$name" "$!" >>"$kd_boots_file"
+    printf '%s\n' "$netns" >"$state.netns"
+}
+
+# kd_vm_ssh NAME CMD... : CMD (its words quoted for the remote shell) as root
+# in the VM NAME, stdin passed on.
+kd_vm_ssh() {
+    _kd_state=$KD_WORK/boot.$1
+    shift
+    _kd_cmd=
+    for _kd_a in "$@"; do
+        _kd_cmd="$_kd_cmd '$(printf '%s' "$_kd_a" | sed "s/'/'\\\\''/g")'"
+    done
+    ip netns exec "$(cat "$_kd_state.netns")" ssh -q -i "$(kd_vm_key)" -o BatchMode=yes \
+        -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR \
+        -o ConnectTimeout=5 -o ServerAliveInterval=5 -o ServerAliveCountMax=6 \
+        "root@$(cat "$_kd_state.vm")" "$_kd_cmd"
 }
 
 # kd_busybox_root DIR [SUBDIR...] : makes DIR a bare rpm-host root: the

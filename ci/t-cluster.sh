@@ -27,6 +27,18 @@
 #       podman on the host as docs/installer-image.md says, and upgraded by N's installer
 #       image in the DaemonSet dist ships, imported into the node's
 #       containerd.
+# Three more workers are virtual machines on a kernel of their own (QEMU,
+# Debian 12's cloud kernel, cgroup v2), joined at N-1 after the cluster is
+# up and taken out again before the upgrade, with kubeadm's defaults: no
+# preflight check skipped and, on their kubelets, no failCgroupV1 (a
+# `kubeadm join --patches` file takes the cluster's v1 setting back):
+#   v1  Debian 12, systemd 252 with the systemd cgroup driver (kubelet and
+#       containerd); apt from the signed repository, as cp;
+#   v2  sysvinit + OpenRC, the tarball, as w1;
+#   v3  runit, the tarball, as w2.
+# Their kernel starts without br_netfilter and overlay: the installers load
+# them and the boot does again after a reboot.
+#
 # The container runtime is kubedist-containerd (containerd 2 and runc built
 # from source), installed by each node's own path with its software (apt,
 # dnf, install.sh --runtime, its sysext image, the installer image's
@@ -40,8 +52,9 @@
 # unless its configuration says `failCgroupV1: false`, and kubeadm's
 # SystemVerification preflight check must be skipped (by init, join,
 # upgrade apply and upgrade node). That is said here, in KUBEADM_CONFIG
-# below and in `guide`'s flags, nowhere else in the tests; real nodes
-# should be cgroup v2.
+# below and in `guide`'s flags, nowhere else in the tests, and holds for
+# the nodes in containers alone: the VMs are cgroup v2, as real nodes
+# should be.
 #
 # After the checks of a working cluster at N-1 comes the upgrade to N (the
 # N bundle imported, the channels switched, kubeadm upgraded and held,
@@ -51,7 +64,7 @@
 # with N's packages at the revision of KD_DIST_PREV; KD_DIST's, the next
 # revision of the same release, are published after the upgrade, for the
 # upgrade within a minor. Then N-1's kubelet side by side, the faults (a
-# killed kubelet, a rebooted worker, a restarted containerd) and the
+# killed kubelet, the sysext worker rebooted, a restarted containerd) and the
 # teardown (kubeadm reset, then each node's software taken off its way),
 # compared with a listing of each node taken before the install.
 #
@@ -63,7 +76,7 @@
 # shellcheck source=ci/lib.sh
 . "$(dirname "$0")/lib.sh"
 
-kd_require systemd-nspawn nsenter ip unshare tar jq sha256sum dpkg-deb
+kd_require systemd-nspawn nsenter ip unshare tar jq sha256sum dpkg-deb qemu-system-x86_64 ssh ssh-keygen mkfs.ext4
 kd_require_dist
 XTASK=${KD_XTASK:?run through cargo xtask test}
 
@@ -123,10 +136,15 @@ grep -qx "$PAUSE" "$TMP/bundle.refs" || {
 # installer image's install.sh, deb family).
 NODES="cp w1 w2 w3 w4 w5"
 WORKERS="w1 w2 w3 w4 w5"
-node_ip() { case $1 in cp) echo 10.88.0.11 ;; w1) echo 10.88.0.12 ;; w2) echo 10.88.0.13 ;; w3) echo 10.88.0.14 ;; w4) echo 10.88.0.15 ;; w5) echo 10.88.0.16 ;; esac; }
-node_pods() { case $1 in cp) echo 10.244.0 ;; w1) echo 10.244.1 ;; w2) echo 10.244.2 ;; w3) echo 10.244.3 ;; w4) echo 10.244.4 ;; w5) echo 10.244.5 ;; esac; }
-node_init() { case $1 in w1) echo openrc ;; w2) echo runit ;; *) echo systemd ;; esac; }
-node_way() { case $1 in cp) echo apt ;; w1 | w2) echo tarball ;; w3) echo sysext ;; w4) echo dnf ;; w5) echo installer ;; esac; }
+# The virtual machines, in the cluster from the VM cases to their leaving.
+VMS="v1 v2 v3"
+node_ip() { case $1 in cp) echo 10.88.0.11 ;; w1) echo 10.88.0.12 ;; w2) echo 10.88.0.13 ;; w3) echo 10.88.0.14 ;; w4) echo 10.88.0.15 ;; w5) echo 10.88.0.16 ;;
+    v1) echo 10.88.0.21 ;; v2) echo 10.88.0.22 ;; v3) echo 10.88.0.23 ;; esac; }
+node_pods() { case $1 in cp) echo 10.244.0 ;; w1) echo 10.244.1 ;; w2) echo 10.244.2 ;; w3) echo 10.244.3 ;; w4) echo 10.244.4 ;; w5) echo 10.244.5 ;;
+    v1) echo 10.244.21 ;; v2) echo 10.244.22 ;; v3) echo 10.244.23 ;; esac; }
+node_init() { case $1 in w1 | v2) echo openrc ;; w2 | v3) echo runit ;; *) echo systemd ;; esac; }
+node_way() { case $1 in cp | v1) echo apt ;; w1 | w2 | v2 | v3) echo tarball ;; w3) echo sysext ;; w4) echo dnf ;; w5) echo installer ;; esac; }
+is_vm() { case $1 in v*) true ;; *) false ;; esac; }
 # The family env file NODE's kubelet reads KUBELET_EXTRA_ARGS from.
 env_file() { case $(node_way "$1") in sysext | dnf) echo /etc/sysconfig/kubelet ;; *) echo /etc/default/kubelet ;; esac; }
 SW=kdc-sw.$$
@@ -146,6 +164,11 @@ net_up() {
         ip link set "kdc$n$$" netns "$SW"
         ip -n "$SW" link set "kdc$n$$" master br0 up
     done
+    # A VM's wire is a tap device its QEMU opens (kd_vm_start).
+    for n in $VMS; do
+        ip -n "$SW" tuntap add "kd-$n" mode tap
+        ip -n "$SW" link set "kd-$n" master br0 up
+    done
 }
 
 # node_net NODE : the script that configures NODE's end of the wire at each
@@ -159,7 +182,7 @@ node_net() {
     echo "ip addr replace $(node_ip "$1")/24 dev eth0"
     echo 'ip link set eth0 up'
     echo 'ip route replace default via 10.88.0.1'
-    for m in $NODES; do
+    for m in $NODES $VMS; do
         [ "$m" = "$1" ] || echo "ip route replace $(node_pods "$m").0/24 via $(node_ip "$m")"
     done
 }
@@ -335,20 +358,35 @@ node_root() {
     # Debian's rpm and dnf (with the versionlock plugin): the rpm family's
     # package manager on a booted systemd.
     w4) base=$(kd_base_tarball cluster-dnf systemd systemd-sysv dbus rpm dnf dnf-plugins-core $NODE_TOOLS) ;;
+    # (curl and dig: what this machine runs in a pod's network elsewhere.)
+    v*) base=$(kd_vm_base "cluster-$init" "$init" $NODE_TOOLS curl bind9-dnsutils) ;;
     esac
     r=$TMP/root-$n
     mkdir -p "$r"
     tar -xf "$base" -C "$r" --numeric-owner
-    mkdir -p "$r/etc/containerd/conf.d"
-    runtime_dropin >"$r/etc/containerd/conf.d/99-this-machine.toml"
-    printf '%s' "$NODE_CGROUPS" >"$r/usr/local/sbin/node-cgroups"
+    if is_vm "$n"; then
+        # A kernel of its own: its cgroups are its own, v2 once OpenRC's
+        # mode is set as the guide says (before the first boot, where the
+        # guide reboots).
+        kd_vm_prepare "$r"
+        printf '#!/bin/sh\n' >"$r/usr/local/sbin/node-cgroups"
+        if [ "$init" = openrc ]; then
+            kd_guide_block docs/hosts-without-systemd.md openrc-cgroup-v2 >"$r/root/cgroup-v2.sh"
+            chroot "$r" sh -eu /root/cgroup-v2.sh
+            rm "$r/root/cgroup-v2.sh"
+        fi
+    else
+        mkdir -p "$r/etc/containerd/conf.d"
+        runtime_dropin >"$r/etc/containerd/conf.d/99-this-machine.toml"
+        printf '%s' "$NODE_CGROUPS" >"$r/usr/local/sbin/node-cgroups"
+    fi
     node_net "$n" >"$r/usr/local/sbin/node-net"
     chmod 0755 "$r/usr/local/sbin/node-cgroups" "$r/usr/local/sbin/node-net"
     # No name server exists offline; CoreDNS forwards to this one in vain.
     echo "nameserver 10.88.0.1" >"$r/etc/resolv.conf"
     {
         echo "127.0.0.1 localhost"
-        for m in $NODES; do echo "$(node_ip "$m") kd-$m"; done
+        for m in $NODES $VMS; do echo "$(node_ip "$m") kd-$m"; done
     } >"$r/etc/hosts"
     : >"$r/etc/machine-id"
     echo "kd-$n" >"$r/etc/hostname"
@@ -445,6 +483,10 @@ export SYSTEMD_NSPAWN_API_VFS_WRITABLE=1 SYSTEMD_SECCOMP=0
 # boot_node NODE : boots NODE's root in its cgroups and network namespace.
 boot_node() {
     n=$1
+    if is_vm "$n"; then
+        kd_boot "$n" "$TMP/root-$n" "$(node_init "$n")" "--vm=$SW,$(node_ip "$n")"
+        return
+    fi
     cg_up "$n"
     KD_BOOT_CGROUPS=$(for c in $CONTROLLERS; do printf '/sys/fs/cgroup/%s/kdc-%s.%s ' "$c" "$n" "$$"; done)
     export KD_BOOT_CGROUPS
@@ -527,7 +569,7 @@ JSON
 
 # keep_logs : each node's logs, for a case that failed.
 keep_logs() {
-    for n in $NODES; do
+    for n in $NODES $VMS; do
         kd_booted "$n" || continue
         mkdir -p "$LOGS/$n"
         kd_in_boot "$n" sh -c 'journalctl --no-pager -b 2>/dev/null | tail -n 3000' >"$LOGS/$n/journal" 2>&1 || true
@@ -562,8 +604,18 @@ wait_for() {
 # --- bring-up --------------------------------------------------------------
 
 net_up
-for n in $NODES; do node_root "$n" >/dev/null; done
+for n in $NODES $VMS; do node_root "$n" >/dev/null; done
 for n in $NODES; do boot_node "$n"; done
+# (The VMs at once: under TCG each boot takes 15-50 s.)
+for n in $VMS; do boot_node "$n" & done
+wait
+for n in $VMS; do
+    kd_booted "$n" || {
+        echo "t-cluster: FAIL: VM $n did not boot (above)" >&2
+        echo "0 passed, 1 failed"
+        exit 1
+    }
+done
 
 # set_zone NODE VALUE : an admin's KUBELET_EXTRA_ARGS in NODE's family file.
 set_zone() {
@@ -631,6 +683,8 @@ import_next_bundle() {
 }
 
 test_every_node_installs_offline_its_own_way() {
+    # The VMs install meanwhile: under TCG each takes minutes.
+    for n in $VMS; do vm_install_start "$n"; done
     # (What the teardown compares with.)
     for n in $NODES; do listing "$n" >"$TMP/$n.before"; done
     for n in $NODES; do
@@ -764,15 +818,20 @@ pod_netns() {
         jq -r '.info.runtimeSpec.linux.namespaces[] | select(.type == "network") | .path')
     # (/var/run is a link to /run, which would resolve on this machine.)
     case $path in /var/run/*) path=${path#/var} ;; esac
-    echo "/proc/$(cat "$KD_WORK/boot.$1.init")/root$path"
+    if is_vm "$1"; then echo "$path"; else echo "/proc/$(cat "$KD_WORK/boot.$1.init")/root$path"; fi
 }
 
-# in_pod NODE POD CMD... : CMD of this machine (curl, dig) in the network
-# namespace of POD, which runs on NODE.
+# in_pod NODE POD CMD... : CMD (curl, dig) in the network namespace of POD,
+# which runs on NODE: this machine's, or on a VM the VM's own.
 in_pod() {
+    node=$1
     netns=$(pod_netns "$1" "$2")
     shift 2
-    nsenter --net="$netns" "$@"
+    if is_vm "$node"; then
+        kd_in_boot "$node" nsenter --net="$netns" "$@"
+    else
+        nsenter --net="$netns" "$@"
+    fi
 }
 
 test_pods_on_every_node_reach_each_other_through_services_and_coredns() {
@@ -821,6 +880,202 @@ test_nothing_was_pulled_and_the_bundles_images_are_pinned() {
         # And nothing else: no image came from a registry.
         jq -r '.images[].repoTags[]' "$TMP/$n.images" | sort | comm -23 - "$TMP/old.refs" >"$TMP/$n.others"
         assert_empty "$TMP/$n.others" "kd-$n holds images the bundle does not"
+    done
+}
+
+# --- the VM workers: a kernel of their own, cgroup v2 ------------------------
+
+# vm_patch NODE : NODE's own kubelet settings, a `kubeadm join --patches`
+# file: kubelet's failCgroupV1 default again (the cluster's `false` is for
+# the nodes in containers), and where systemd booted the host, kubeadm's
+# systemd cgroup driver.
+vm_patch() {
+    echo 'failCgroupV1: true'
+    [ "$(node_init "$1")" != systemd ] || echo 'cgroupDriver: systemd'
+}
+
+# vm_kernel NODE : whether NODE's kernel has the modules and settings the
+# kubelet needs (units/kernel/), one line each.
+vm_kernel() {
+    kd_in_boot "$1" sh -c '
+        for m in br_netfilter overlay; do
+            if [ -d "/sys/module/$m" ]; then echo "$m loaded"; else echo "$m not loaded"; fi
+        done
+        for s in net.ipv4.ip_forward net.bridge.bridge-nf-call-iptables; do
+            echo "$s = $(sysctl -n "$s" 2>/dev/null || echo absent)"
+        done
+        echo "cgroup $(stat -fc %T /sys/fs/cgroup)"'
+}
+
+# assert_kernel_as_booted NODE FILE : the kernel of VM NODE as its boot left
+# it (vm_kernel's FILE): the kubelet's modules not loaded (nothing asked for
+# them yet); cgroup v2 alone, but on runit, which mounts none, nothing.
+assert_kernel_as_booted() {
+    if [ "$(node_init "$1")" = runit ]; then
+        assert_grep '^cgroup sysfs$' "$2"
+    else
+        assert_grep '^cgroup cgroup2fs$' "$2"
+    fi
+    assert_grep '^br_netfilter not loaded$' "$2"
+}
+
+# ... and as the node needs it.
+assert_kernel_ready() {
+    assert_grep '^cgroup cgroup2fs$' "$1"
+    assert_grep '^br_netfilter loaded$' "$1"
+    assert_grep '^overlay loaded$' "$1"
+    assert_grep '^net.ipv4.ip_forward = 1$' "$1"
+    assert_grep '^net.bridge.bridge-nf-call-iptables = 1$' "$1"
+}
+
+# pod_cgroup NODE POD : the cgroup of POD's container, as /proc/PID/cgroup
+# on NODE says it.
+pod_cgroup() {
+    id=$(kd_in_boot "$1" crictl ps -q --pod "$(sandbox "$1" "$2")" | head -n 1)
+    pid=$(kd_in_boot "$1" crictl inspect "$id" | jq -r '.info.pid')
+    kd_in_boot "$1" cat "/proc/$pid/cgroup"
+}
+
+# vm_install_start NODE : in the background, the kernel of VM NODE as its
+# boot left it (vm_kernel) and NODE installed its way at N-1, what they
+# printed in $TMP/NODE.{kernel-at-boot,install}, the install's status in
+# $TMP/NODE.install.rc. Once: the VM case starts what the install case did
+# not (a run of some cases alone).
+vm_install_start() {
+    [ ! -f "$TMP/$1.install.started" ] || return 0
+    : >"$TMP/$1.install.started"
+    (
+        rc=0
+        vm_kernel "$1" >"$TMP/$1.kernel-at-boot" 2>&1 &&
+            install "$1" "$OLD_K8S" "$OLD_MINOR" >"$TMP/$1.install" 2>&1 || rc=$?
+        echo "$rc" >"$TMP/$1.install.rc"
+    ) </dev/null >/dev/null 2>&1 &
+}
+
+# Each VM installed its way at N-1 (begun by the install case), then
+# joined with kubeadm's preflight whole and its own kubelet settings:
+# Ready, its kubelet its init system's child with the cgroup driver of its
+# host, and containerd's the same.
+test_the_vm_workers_on_cgroup_v2_join_with_kubeadms_defaults() {
+    for n in $VMS; do vm_install_start "$n"; done
+    for n in $VMS; do
+        wait_for 900 "kd-$n's install to end" test -f "$TMP/$n.install.rc"
+        cat "$TMP/$n.kernel-at-boot" "$TMP/$n.install"
+        assert_eq 0 "$(cat "$TMP/$n.install.rc")" "the exit status of kd-$n's install"
+        assert_kernel_as_booted "$n" "$TMP/$n.kernel-at-boot"
+    done
+    for n in $VMS; do
+        # The installers loaded the modules and applied the settings.
+        assert_grep 'kernel prerequisites: loaded modules: br_netfilter overlay; applied ' "$TMP/$n.install"
+        vm_kernel "$n" >"$TMP/$n.kernel-installed"
+        assert_kernel_ready "$TMP/$n.kernel-installed"
+        cni_conflist "$n" | kd_in_boot "$n" sh -c 'mkdir -p /etc/cni/net.d && cat >/etc/cni/net.d/10-kubedist.conflist'
+        vm_patch "$n" | kd_in_boot "$n" sh -c 'mkdir -p /etc/kubedist-test/patches && cat >/etc/kubedist-test/patches/kubeletconfiguration+merge.yaml'
+    done
+    join=$(kd_in_boot cp kubeadm token create --print-join-command)
+    for n in $VMS; do
+        in_node "$n" "$join --patches /etc/kubedist-test/patches" >"$TMP/$n.kubeadm" 2>&1 ||
+            { cat "$TMP/$n.kubeadm"; return 1; }
+        cat "$TMP/$n.kubeadm"
+        assert_no_grep 'ignored' "$TMP/$n.kubeadm"
+    done
+    for n in $VMS; do
+        wait_for 300 "node kd-$n is Ready" kc wait --for=condition=Ready "node/kd-$n" --timeout=5s
+    done
+    for n in $VMS; do
+        driver=cgroupfs
+        [ "$(node_init "$n")" != systemd ] || driver=systemd
+        kd_in_boot "$n" cat /var/lib/kubelet/config.yaml >"$TMP/$n.kubelet-config"
+        assert_grep "^cgroupDriver: $driver\$" "$TMP/$n.kubelet-config"
+        assert_grep '^failCgroupV1: true$' "$TMP/$n.kubelet-config"
+        kd_in_boot "$n" containerd config dump >"$TMP/$n.containerd-config"
+        if [ "$driver" = systemd ]; then
+            assert_grep 'SystemdCgroup = true' "$TMP/$n.containerd-config"
+        else
+            assert_grep 'SystemdCgroup = false' "$TMP/$n.containerd-config"
+        fi
+        pid=$(kd_in_boot "$n" pgrep -x kubelet)
+        ppid=$(kd_in_boot "$n" ps -o ppid= -p "$pid" | tr -d ' ')
+        assert_eq "$(supervisor_of "$n")" "$(basename "$(kd_in_boot "$n" readlink "/proc/$ppid/exe")")" "the kubelet's parent on kd-$n"
+    done
+}
+
+# A pod on each VM, in a cgroup of the kubelet's driver on cgroup v2,
+# reached through its Service from the control plane's pod, and reaching
+# the control plane's through CoreDNS; no image pulled.
+test_pods_on_the_vm_workers_answer_through_services() {
+    for n in $VMS; do echo_manifest "$n"; done | kc apply -f -
+    for n in $VMS; do
+        wait_for 300 "echo-$n is Ready" kc wait --for=condition=Ready "pod/echo-$n" --timeout=5s
+    done
+    for n in $VMS; do
+        pod_cgroup "$n" "echo-$n" >"$TMP/$n.pod-cgroup"
+        cat "$TMP/$n.pod-cgroup"
+        # cgroup v2: one line, the unified hierarchy's.
+        assert_eq 1 "$(wc -l <"$TMP/$n.pod-cgroup")" "lines of /proc/PID/cgroup on kd-$n"
+        case $(node_init "$n") in
+        systemd) assert_grep '^0::/kubepods.slice/.*\.scope$' "$TMP/$n.pod-cgroup" ;;
+        *) assert_grep '^0::/kubepods/' "$TMP/$n.pod-cgroup" ;;
+        esac
+        cp_ip=$(in_pod "$n" "echo-$n" dig +short +time=5 +tries=3 @10.95.0.10 echo-cp.default.svc.cluster.local)
+        assert_eq "$(kc get svc echo-cp -o jsonpath='{.spec.clusterIP}')" "$cp_ip" "echo-cp's ClusterIP as CoreDNS answers on kd-$n"
+        in_pod "$n" "echo-$n" curl -fsS --max-time 10 "http://$cp_ip:2379/health" >"$TMP/$n-cp.health"
+        assert_grep '"health":"true"' "$TMP/$n-cp.health"
+        ip=$(kc get svc "echo-$n" -o jsonpath='{.spec.clusterIP}')
+        in_pod cp echo-cp curl -fsS --max-time 10 "http://$ip:2379/health" >"$TMP/cp-$n.health"
+        assert_grep '"health":"true"' "$TMP/cp-$n.health"
+        kd_in_boot "$n" crictl images -o json | jq -r '.images[].repoTags[]' | sort | comm -23 - "$TMP/old.refs" >"$TMP/$n.others"
+        assert_empty "$TMP/$n.others" "kd-$n holds images the bundle does not"
+    done
+}
+
+# Each VM rebooted through its init system (the three at once): its
+# kernel comes up without the modules and settings, the boot applies
+# kubedist's files, and the kubelet, the pod and its Service come back,
+# with no image imported again. (The nodes in containers that reboot are
+# the sysext worker's: these show OpenRC's and runit's boots.)
+test_a_rebooted_vm_worker_comes_back_with_its_kernel_settings() {
+    for w in $VMS; do
+        # The logs of the boot to come alone: the earlier ones set aside.
+        case $(node_init "$w") in
+        openrc) kd_in_boot "$w" mv /var/log/rc.log /var/log/rc.log.before-reboot ;;
+        runit) kd_in_boot "$w" sh -c 'mv /var/log/kubelet /var/log/kubelet.before-reboot && mkdir /var/log/kubelet' ;;
+        esac
+        now >"$TMP/$w.rebooted"
+    done
+    pids=
+    for w in $VMS; do
+        kd_reboot "$w" >"$TMP/$w.reboot" 2>&1 &
+        pids="$pids $!"
+    done
+    for p in $pids; do wait "$p" || rebooted=no; done
+    cat "$TMP"/v*.reboot
+    [ -z "${rebooted:-}" ]
+    for w in $VMS; do
+        since=$(cat "$TMP/$w.rebooted")
+        wait_for 300 "kd-$w is Ready after its reboot" back_since "$w" "$since"
+        wait_for 300 "echo-$w runs again after kd-$w's reboot" echo_back_since "$w" "$since"
+        vm_kernel "$w" >"$TMP/$w.kernel-rebooted"
+        cat "$TMP/$w.kernel-rebooted"
+        assert_kernel_ready "$TMP/$w.kernel-rebooted"
+        boot_import "$w" >"$TMP/$w.reboot-import" || true
+        while read -r ref; do
+            assert_grep "$ref: present " "$TMP/$w.reboot-import"
+        done <"$TMP/old.refs"
+        assert_no_grep ': imported ' "$TMP/$w.reboot-import"
+        assert_no_grep 'note:' "$TMP/$w.reboot-import"
+        ip=$(kc get svc "echo-$w" -o jsonpath='{.spec.clusterIP}')
+        wait_for 60 "echo-$w's Service answers cp's pod" in_pod cp echo-cp curl -fsS --max-time 5 "http://$ip:2379/health"
+    done
+}
+
+# The VMs leave before the upgrade, which is the containers' nodes' alone
+# (their reboot showed the graceful power-off).
+test_the_vm_workers_leave_the_cluster() {
+    for n in $VMS; do
+        kc delete pod,service "echo-$n" --wait=false
+        kd_boot_kill "$n"
+        kc delete node "kd-$n"
     done
 }
 
@@ -1127,46 +1382,35 @@ echo_back_since() {
         kc wait --for=condition=Ready "pod/echo-$1" --timeout=5s
 }
 
-# Each worker without packages powered off through its init system and
-# booted again: the kubelet starts by itself (on the sysext host once
-# systemd-sysext.service has merged the image at boot), the node and its
-# pod are Ready again, and the boot-time import finds every bundled image
-# present and imports none. The three are rebooted one after the other
-# and waited for together.
+# The sysext worker powered off through systemd and booted again: the
+# kubelet starts once systemd-sysext.service has merged the image at boot,
+# the node and its pod are Ready again, and the boot-time import finds
+# every bundled image present and imports none. (OpenRC's and runit's
+# boots are the VMs', on a kernel of their own.)
 # (kd_reboot's helpers use $n: the worker is $w here.)
 test_a_rebooted_worker_is_ready_again_with_nothing_imported_again() {
-    for w in w1 w2 w3; do
-        kd_poweroff "$w"
-        # The logs of the boot to come alone: the earlier ones set aside.
-        if [ "$(node_init "$w")" != systemd ]; then
-            log=$TMP/root-$w$(boot_logs "$w")
-            mv "$log" "$log.before-reboot"
-            [ "$(node_init "$w")" = openrc ] || mkdir "$log"
-        fi
-        now >"$TMP/$w.rebooted"
-        kd_reboot "$w"
-    done
-    for w in w1 w2 w3; do
-        since=$(cat "$TMP/$w.rebooted")
-        wait_for 180 "kd-$w is Ready after its reboot" back_since "$w" "$since"
-        wait_for 180 "echo-$w runs again after kd-$w's reboot" echo_back_since "$w" "$since"
-        boot_import "$w" >"$TMP/$w.reboot-import" || true
-        cat "$TMP/$w.reboot-import"
-        while read -r ref; do
-            assert_grep "$ref: present " "$TMP/$w.reboot-import"
-        done <"$TMP/bundle.refs"
-        assert_no_grep ': imported ' "$TMP/$w.reboot-import"
-        # Nothing of N-1's bundle, and no note: the runtime is set up as the
-        # guide says.
-        assert_no_grep 'note:' "$TMP/$w.reboot-import"
-        comm -23 "$TMP/old.refs" "$TMP/bundle.refs" >"$TMP/old-only.refs"
-        while read -r ref; do
-            assert_no_grep "$ref" "$TMP/$w.reboot-import"
-        done <"$TMP/old-only.refs"
-        kd_in_boot "$w" crictl images -o json | jq -r '.images[].repoTags[]' | sort >"$TMP/$w.after-reboot"
-        # N's images and N-1's, which the upgrade left in the runtime.
-        assert_eq "$(cat "$TMP/all.refs")" "$(cat "$TMP/$w.after-reboot")" "the images on kd-$w after its reboot"
-    done
+    w=w3
+    now >"$TMP/$w.rebooted"
+    kd_reboot "$w"
+    since=$(cat "$TMP/$w.rebooted")
+    wait_for 180 "kd-$w is Ready after its reboot" back_since "$w" "$since"
+    wait_for 180 "echo-$w runs again after kd-$w's reboot" echo_back_since "$w" "$since"
+    boot_import "$w" >"$TMP/$w.reboot-import" || true
+    cat "$TMP/$w.reboot-import"
+    while read -r ref; do
+        assert_grep "$ref: present " "$TMP/$w.reboot-import"
+    done <"$TMP/bundle.refs"
+    assert_no_grep ': imported ' "$TMP/$w.reboot-import"
+    # Nothing of N-1's bundle, and no note: the runtime is set up as the
+    # guide says.
+    assert_no_grep 'note:' "$TMP/$w.reboot-import"
+    comm -23 "$TMP/old.refs" "$TMP/bundle.refs" >"$TMP/old-only.refs"
+    while read -r ref; do
+        assert_no_grep "$ref" "$TMP/$w.reboot-import"
+    done <"$TMP/old-only.refs"
+    kd_in_boot "$w" crictl images -o json | jq -r '.images[].repoTags[]' | sort >"$TMP/$w.after-reboot"
+    # N's images and N-1's, which the upgrade left in the runtime.
+    assert_eq "$(cat "$TMP/all.refs")" "$(cat "$TMP/$w.after-reboot")" "the images on kd-$w after its reboot"
     for n in $NODES; do
         wait_for 60 "the echo Services answer from kd-$n's pod" echo_reachable "$n"
     done
@@ -1344,6 +1588,10 @@ kd_test test_every_runtime_is_kubedist_containerd_with_the_kubelets_cgroup_drive
 kd_test test_the_control_plane_kube_proxy_and_coredns_run
 kd_test test_pods_on_every_node_reach_each_other_through_services_and_coredns
 kd_test test_nothing_was_pulled_and_the_bundles_images_are_pinned
+kd_test test_the_vm_workers_on_cgroup_v2_join_with_kubeadms_defaults
+kd_test test_pods_on_the_vm_workers_answer_through_services
+kd_test test_a_rebooted_vm_worker_comes_back_with_its_kernel_settings
+kd_test test_the_vm_workers_leave_the_cluster
 kd_test test_the_cluster_upgrades_to_the_next_minor_offline_through_the_channels
 kd_test test_a_stray_older_bundle_is_refused_and_the_node_keeps_its_own
 kd_test test_a_newer_package_in_the_channel_upgrades_only_what_is_not_held

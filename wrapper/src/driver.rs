@@ -23,7 +23,7 @@ pub fn mismatch<'a>(
             let config = config?;
             let text = std::fs::read_to_string(config).ok()?;
             (
-                setting(&text)?,
+                setting(&text, "cgroupDriver")?,
                 format!("{} (cgroupDriver)", config.display()),
             )
         }
@@ -53,11 +53,11 @@ fn flag<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Option<String> {
     value
 }
 
-/// The top-level `cgroupDriver:` of a KubeletConfiguration in YAML, as
-/// kubeadm writes it (one key per line, the value plain or quoted).
-fn setting(text: &str) -> Option<String> {
+/// The top-level `KEY:` of a KubeletConfiguration in YAML, as kubeadm
+/// writes it (one key per line, the value plain or quoted).
+pub(crate) fn setting(text: &str, key: &str) -> Option<String> {
     text.lines().rev().find_map(|line| {
-        let value = line.strip_prefix("cgroupDriver:")?;
+        let value = line.strip_prefix(key)?.strip_prefix(':')?;
         let value = value.split(" #").next().unwrap_or("").trim();
         Some(value.trim_matches(|c| c == '"' || c == '\'').to_string())
     })

@@ -8,6 +8,7 @@
 //! - [`version`]: `KUBELET_VERSION` → kubelet binary
 //! - [`wait`]: waiting for kubeadm's `--config` file
 //! - [`driver`]: a systemd cgroup driver on a host without systemd, said in one line
+//! - [`cgroups`]: a host whose cgroups the kubelet cannot use, named (and waited on)
 //! - [`explain`]: the `--print` JSON
 //! - [`cli`]: the wrapper's options
 
@@ -16,6 +17,7 @@
 include!(concat!(env!("OUT_DIR"), "/families.rs"));
 
 pub mod argv;
+pub mod cgroups;
 pub mod chain;
 pub mod cli;
 pub mod driver;
@@ -106,6 +108,12 @@ pub fn run(args: &[OsString]) -> Result<i32, Error> {
         // A dry run: after explaining, fail where a real start would fail,
         // so that an init script can use --print as a pre-start check.
         check(&plan)?;
+        if let Some(problem) = cgroups::problem(root) {
+            return Err(Error::input(problem));
+        }
+        if let Some(line) = cgroups::v1_note(root, plan.config.as_deref()) {
+            log(&line);
+        }
         return Ok(0);
     }
 
@@ -123,6 +131,18 @@ pub fn run(args: &[OsString]) -> Result<i32, Error> {
         check(&plan)?;
     }
 
+    // A host whose cgroups no kubelet can use is named, and waited on (a
+    // mount fixes it) rather than crash-looped on; cgroup v1 is noted.
+    if let Some(problem) = cgroups::problem(root) {
+        if settings.wait.is_zero() {
+            return Err(Error::input(problem));
+        }
+        wait::Waiter::new(settings.wait, settings.wait_log_interval)
+            .until_none(problem, || cgroups::problem(root))?;
+    }
+    if let Some(line) = cgroups::v1_note(root, plan.config.as_deref()) {
+        log(&line);
+    }
     if let Some(line) = driver::mismatch(root, plan.argv.iter(), plan.config.as_deref()) {
         log(&line);
     }

@@ -92,6 +92,51 @@ impl Waiter {
     }
 }
 
+impl Waiter {
+    /// Returns once `problem` says nothing, or fails when the limit is
+    /// reached; `first` is what it said before the wait, logged at once and
+    /// then now and then.
+    pub fn until_none(
+        &mut self,
+        first: String,
+        problem: impl Fn() -> Option<String>,
+    ) -> Result<(), Error> {
+        log(&format!(
+            "{first}; waiting, giving up after {} s",
+            self.limit.as_secs()
+        ));
+        let mut last = first;
+        loop {
+            let elapsed = self.started.elapsed();
+            if elapsed >= self.limit {
+                return Err(Error::gave_up(format!(
+                    "gave up after {} s: {last}",
+                    self.limit.as_secs()
+                )));
+            }
+            sleep(POLL.min(self.limit - elapsed));
+            match problem() {
+                None => {
+                    log(&format!(
+                        "fixed after {} s; starting the kubelet",
+                        self.started.elapsed().as_secs()
+                    ));
+                    return Ok(());
+                }
+                Some(now) => last = now,
+            }
+            if elapsed >= self.next_log {
+                log(&format!(
+                    "still: {last} ({} s of {} s)",
+                    elapsed.as_secs(),
+                    self.limit.as_secs()
+                ));
+                self.next_log = elapsed + self.log_every;
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -135,6 +180,25 @@ mod tests {
         assert_eq!(err.code(), 1);
         assert!(err.to_string().contains("gave up after 0 s"), "{err}");
         assert!(start.elapsed() < Duration::from_secs(2));
+    }
+
+    #[test]
+    fn waits_until_the_problem_is_gone_or_gives_up() {
+        let calls = std::cell::Cell::new(0);
+        let mut waiter = Waiter::new(Duration::from_secs(10), Duration::from_secs(60));
+        waiter
+            .until_none("no cgroups".into(), || {
+                calls.set(calls.get() + 1);
+                (calls.get() < 2).then(|| "still none".to_string())
+            })
+            .unwrap();
+        assert_eq!(calls.get(), 2);
+        let mut waiter = Waiter::new(Duration::from_millis(300), Duration::from_secs(60));
+        let err = waiter
+            .until_none("no cgroups".into(), || Some("no cgroups yet".into()))
+            .unwrap_err();
+        assert_eq!(err.code(), 1);
+        assert_eq!(err.to_string(), "gave up after 0 s: no cgroups yet");
     }
 
     #[test]
