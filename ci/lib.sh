@@ -650,6 +650,9 @@ _kd_run() {
         root=$1; shift
         mount -t proc proc "$root/proc"
         mount -t sysfs sysfs "$root/sys"
+        # The host'"'"'s cgroups, as a host has them mounted (kubelet-wrapper
+        # waits where nothing is).
+        mount --rbind /sys/fs/cgroup "$root/sys/fs/cgroup"
         mount --rbind /dev "$root/dev"
         mount -t tmpfs tmpfs "$root/run"
         [ -n "$(ip link show lo 2>/dev/null)" ] && ip link set lo up 2>/dev/null
