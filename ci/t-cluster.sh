@@ -466,14 +466,16 @@ INITD
     # Each release's files in a directory of their own (docs/air-gapped.md,
     # step 2): the bundle, on a tarball node the tarball, and their
     # SHA256SUMS.
-    mkdir -p "$r/srv/kubedist/v$OLD_MINOR" "$r/srv/kubedist/v$MINOR"
+    # (A VM leaves before the upgrade: N-1's alone, a copy on its disk.)
+    mkdir -p "$r/srv/kubedist/v$OLD_MINOR"
     carry "$OLD_BUNDLE" "$r/srv/kubedist/v$OLD_MINOR/"
     cp "$OLD/SHA256SUMS" "$r/srv/kubedist/v$OLD_MINOR/"
-    carry "$BUNDLE" "$r/srv/kubedist/v$MINOR/"
-    cp "$KD_DIST/SHA256SUMS" "$r/srv/kubedist/v$MINOR/"
-    if [ "$(node_way "$n")" = tarball ]; then
-        carry "$OLD_TARBALL" "$r/srv/kubedist/v$OLD_MINOR/"
-        carry "$TARBALL" "$r/srv/kubedist/v$MINOR/"
+    [ "$(node_way "$n")" != tarball ] || carry "$OLD_TARBALL" "$r/srv/kubedist/v$OLD_MINOR/"
+    if ! is_vm "$n"; then
+        mkdir -p "$r/srv/kubedist/v$MINOR"
+        carry "$BUNDLE" "$r/srv/kubedist/v$MINOR/"
+        cp "$KD_DIST/SHA256SUMS" "$r/srv/kubedist/v$MINOR/"
+        [ "$(node_way "$n")" != tarball ] || carry "$TARBALL" "$r/srv/kubedist/v$MINOR/"
     fi
     printf '%s\n' "$r"
 }
@@ -606,9 +608,14 @@ wait_for() {
 net_up
 for n in $NODES $VMS; do node_root "$n" >/dev/null; done
 for n in $NODES; do boot_node "$n"; done
-# (The VMs at once: under TCG each boot takes 15-50 s.)
-for n in $VMS; do boot_node "$n" & done
-wait
+# (The VMs at once: under TCG each boot takes 15-50 s. Their own pids: the
+# containers' nspawn processes are this shell's children too.)
+pids=
+for n in $VMS; do
+    boot_node "$n" &
+    pids="$pids $!"
+done
+for p in $pids; do wait "$p" || true; done
 for n in $VMS; do
     kd_booted "$n" || {
         echo "t-cluster: FAIL: VM $n did not boot (above)" >&2

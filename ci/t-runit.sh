@@ -210,6 +210,40 @@ sleep 1
 EOF
 }
 
+# A host whose runit mounts no cgroup file system (Debian's runit-init, on a
+# kernel of its own: the cluster's VM worker): the wrapper names it and waits
+# without flapping, and the same process becomes the kubelet once a cgroup
+# file system is there (this machine's, bound back).
+test_waits_for_a_cgroup_file_system_without_flapping() {
+	kd_in_root "$ROOT" "$PRELUDE" <<'EOF'
+touch /var/lib/kubelet/config.yaml
+mkdir -p /tmp/host-cgroup
+mount --rbind /sys/fs/cgroup /tmp/host-cgroup
+umount -R /sys/fs/cgroup
+[ "$(stat -f -c %T /sys/fs/cgroup)" = sysfs ] || fail "something is still mounted on /sys/fs/cgroup"
+echo "== --print, an init script's pre-start check, fails with the line"
+if kubelet-wrapper --settings $SV/conf --print >/dev/null 2>/tmp/print.err; then
+	fail "kubelet-wrapper --print passed with nothing on /sys/fs/cgroup"
+fi
+cat /tmp/print.err
+grep -q '^kubelet-wrapper: nothing is mounted on /sys/fs/cgroup: mount cgroup v2 there' /tmp/print.err ||
+	fail "--print did not name the missing cgroup file system"
+start_runsv KUBELET_WRAPPER_WAIT_LOG_INTERVAL=1
+wait_until 15 test -n "$(sv_pid)" || fail "the service did not start"
+waiter=$(sv_pid)
+sleep 3
+[ "$(starts)" = 0 ] || fail "the kubelet started with nothing on /sys/fs/cgroup"
+[ "$(sv_pid)" = "$waiter" ] || fail "the waiting wrapper was restarted (flapping)"
+cat /var/log/kubelet/current
+grep -q 'nothing is mounted on /sys/fs/cgroup' /var/log/kubelet/current || fail "no line naming /sys/fs/cgroup in the log"
+grep -q 'still: nothing is mounted' /var/log/kubelet/current || fail "no periodic line"
+echo "== cgroups mounted: the same process becomes the kubelet"
+mount --rbind /tmp/host-cgroup /sys/fs/cgroup
+wait_until 10 has_starts 1 || fail "the kubelet did not start once /sys/fs/cgroup was mounted"
+[ "$(standin_pid)" = "$waiter" ] || fail "the kubelet runs as $(standin_pid), not as the wrapper's pid $waiter"
+EOF
+}
+
 test_conf_is_honoured_and_never_run() {
 	kd_in_root "$ROOT" "$PRELUDE" <<'EOF'
 touch /var/lib/kubelet/config.yaml
@@ -239,5 +273,6 @@ kd_test test_killed_kubelet_restarts_after_backoff
 kd_test test_restart_is_quick_and_reads_new_flags
 kd_test test_sv_stop_leaves_nothing_running
 kd_test test_waits_for_kubeadm_without_flapping
+kd_test test_waits_for_a_cgroup_file_system_without_flapping
 kd_test test_conf_is_honoured_and_never_run
 kd_summary
