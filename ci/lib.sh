@@ -441,7 +441,9 @@ kd_boot_script() {
 }
 
 # kd_poweroff NAME : shuts NAME down through its own init system and waits
-# for the container to end (60 s, then it is killed and this fails).
+# for the container to end (60 s; a VM, whose shutdown under TCG with the
+# kubelet's 30 s drain took longer than that: 180 s), then it is killed and
+# this fails.
 kd_poweroff() {
     name=$1
     state=$KD_WORK/boot.$name
@@ -453,10 +455,12 @@ kd_poweroff() {
     esac
     process=$(cat "$state.process")
     n=600
+    [ ! -f "$state.vm" ] || n=1800
+    limit=$((n / 10))
     while kill -0 "$process" 2>/dev/null; do
         n=$((n - 1))
         if [ "$n" -le 0 ]; then
-            echo "kd_poweroff: $name did not power off in 60 s; its console:" >&2
+            echo "kd_poweroff: $name did not power off in $limit s; its console:" >&2
             tail -n 40 "$state.console" >&2
             kd_boot_kill "$name"
             return 1
