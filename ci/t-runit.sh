@@ -20,7 +20,7 @@
 kd_require unshare tar shellcheck
 kd_require_dist
 
-BASE=$(kd_base_tarball runit runit procps jq)
+BASE=$(kd_base_tarball runit runit procps jq mount)
 set -- "$KD_DIST"/kubedist-*-linux-amd64.tar.gz
 if [ $# -ne 1 ] || [ ! -f "$1" ]; then
 	echo "$KD_SUITE: FAIL: expected one kubedist-*-linux-amd64.tar.gz in $KD_DIST" >&2
