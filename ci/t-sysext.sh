@@ -124,6 +124,9 @@ in_host() {
         mount --make-rshared "$root"
         mount -t proc proc "$root/proc"
         mount -t sysfs sysfs "$root/sys"
+        # The host'"'"'s cgroups, as a host has them (kubelet-wrapper waits
+        # where nothing is mounted).
+        mount --rbind /sys/fs/cgroup "$root/sys/fs/cgroup"
         mount --rbind /dev "$root/dev"
         mount -t tmpfs tmpfs "$root/run"
         exec chroot "$root" /usr/bin/env -i \
