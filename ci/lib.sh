@@ -468,6 +468,7 @@ kd_poweroff() {
         sleep 0.1
     done
     rm -f "$state.init"
+    [ ! -f "$state.vm" ] || _kd_vm_ssh_close "$name"
     kd_log "powered off $name"
 }
 
@@ -496,6 +497,7 @@ kd_boot_kill() {
     fi
     kill -KILL "$process" 2>/dev/null || true
     rm -f "$state.init"
+    [ ! -f "$state.vm" ] || _kd_vm_ssh_close "$1"
 }
 
 kd_boot_cleanup() {
@@ -551,7 +553,8 @@ kd_vm_prepare() {
 }
 
 # kd_vm_start NAME ROOT NETNS,IP : boots ROOT (kd_vm_prepare'd) as NAME: a VM
-# of 2 CPUs and 2 GiB on a tap device kd-NAME in the network namespace NETNS
+# of one CPU (a worker needs no more, and the machine's CPUs are shared by
+# every node of a suite) and 2 GiB on a tap device kd-NAME in the network namespace NETNS
 # (the caller puts it on its bridge), which its root configures as IP. Its
 # disk is made of ROOT at the first boot.
 kd_vm_start() {
@@ -571,7 +574,7 @@ kd_vm_start() {
     initrd=$(kd_one "$@")
     mac=$(printf '%s' "$name" | sha256sum | sed 's/^\(..\)\(..\)\(..\).*/52:54:00:\1:\2:\3/')
     ip netns exec "$netns" qemu-system-x86_64 -nodefaults -display none -monitor none \
-        -accel tcg,thread=multi -cpu max -smp 2 -m 2048 \
+        -accel tcg,thread=multi -cpu max -smp 1 -m 2048 \
         -kernel "$kernel" -initrd "$initrd" \
         -append "root=/dev/vda rw console=ttyS0 net.ifnames=0 panic=-1" -no-reboot \
         -drive "file=$state.disk,format=raw,if=virtio,cache=unsafe" \
@@ -592,10 +595,22 @@ kd_vm_ssh() {
     for _kd_a in "$@"; do
         _kd_cmd="$_kd_cmd '$(printf '%s' "$_kd_a" | sed "s/'/'\\\\''/g")'"
     done
+    # One connection a VM, its sessions multiplexed: a key exchange under
+    # TCG costs about a second, and the suites run hundreds of commands.
     ip netns exec "$(cat "$_kd_state.netns")" ssh -q -i "$(kd_vm_key)" -o BatchMode=yes \
         -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR \
         -o ConnectTimeout=5 -o ServerAliveInterval=5 -o ServerAliveCountMax=6 \
+        -o ControlMaster=auto -o "ControlPath=$_kd_state.ssh" -o ControlPersist=60 \
         "root@$(cat "$_kd_state.vm")" "$_kd_cmd"
+}
+
+# _kd_vm_ssh_close NAME : the VM NAME's shared connection ended (its VM is
+# gone: a new boot needs a new one).
+_kd_vm_ssh_close() {
+    _kd_state=$KD_WORK/boot.$1
+    [ -S "$_kd_state.ssh" ] || return 0
+    ssh -q -o "ControlPath=$_kd_state.ssh" -O exit x 2>/dev/null || true
+    rm -f "$_kd_state.ssh"
 }
 
 # kd_busybox_root DIR [SUBDIR...] : makes DIR a bare rpm-host root: the

@@ -36,8 +36,12 @@
 #       containerd); apt from the signed repository, as cp;
 #   v2  sysvinit + OpenRC, the tarball, as w1;
 #   v3  runit, the tarball, as w2.
-# Their kernel starts without br_netfilter and overlay: the installers load
-# them and the boot does again after a reboot.
+# Each installs its way in a container first, its root booted there by its
+# own init as the others are (under TCG an install with its bundle's import
+# took 5-11 minutes), then powers off and boots that root as its VM
+# (vm_move): kubedist's modules-load.d and sysctl.d files are what loads
+# br_netfilter and overlay and sets the sysctls on that kernel, at its first
+# boot and again after a reboot.
 #
 # The container runtime is kubedist-containerd (containerd 2 and runc built
 # from source), installed by each node's own path with its software (apt,
@@ -158,7 +162,9 @@ net_up() {
     ip -n "$SW" link add br0 type bridge
     ip -n "$SW" addr add 10.88.0.1/24 dev br0
     ip -n "$SW" link set br0 up
-    for n in $NODES; do
+    # (A VM worker's veth serves its root while it installs in a
+    # container; vm_move takes it away.)
+    for n in $NODES $VMS; do
         ip netns add "kdc-$n.$$"
         ip link add "kdc$n$$" type veth peer name eth0 netns "kdc-$n.$$"
         ip link set "kdc$n$$" netns "$SW"
@@ -188,7 +194,7 @@ node_net() {
 }
 
 net_down() {
-    for n in $NODES; do ip netns del "kdc-$n.$$" 2>/dev/null || true; done
+    for n in $NODES $VMS; do ip netns del "kdc-$n.$$" 2>/dev/null || true; done
     ip netns del "$SW" 2>/dev/null || true
 }
 
@@ -364,22 +370,12 @@ node_root() {
     r=$TMP/root-$n
     mkdir -p "$r"
     tar -xf "$base" -C "$r" --numeric-owner
-    if is_vm "$n"; then
-        # A kernel of its own: its cgroups are its own, v2 once OpenRC's
-        # mode is set as the guide says (before the first boot, where the
-        # guide reboots).
-        kd_vm_prepare "$r"
-        printf '#!/bin/sh\n' >"$r/usr/local/sbin/node-cgroups"
-        if [ "$init" = openrc ]; then
-            kd_guide_block docs/hosts-without-systemd.md openrc-cgroup-v2 >"$r/root/cgroup-v2.sh"
-            chroot "$r" sh -eu /root/cgroup-v2.sh
-            rm "$r/root/cgroup-v2.sh"
-        fi
-    else
+    # (A VM worker's runtime runs no container before vm_move: no drop-in.)
+    if ! is_vm "$n"; then
         mkdir -p "$r/etc/containerd/conf.d"
         runtime_dropin >"$r/etc/containerd/conf.d/99-this-machine.toml"
-        printf '%s' "$NODE_CGROUPS" >"$r/usr/local/sbin/node-cgroups"
     fi
+    printf '%s' "$NODE_CGROUPS" >"$r/usr/local/sbin/node-cgroups"
     node_net "$n" >"$r/usr/local/sbin/node-net"
     chmod 0755 "$r/usr/local/sbin/node-cgroups" "$r/usr/local/sbin/node-net"
     # No name server exists offline; CoreDNS forwards to this one in vain.
@@ -482,10 +478,11 @@ INITD
 
 export SYSTEMD_NSPAWN_API_VFS_WRITABLE=1 SYSTEMD_SECCOMP=0
 
-# boot_node NODE : boots NODE's root in its cgroups and network namespace.
+# boot_node NODE : boots NODE's root in its cgroups and network namespace;
+# a VM worker's, once vm_move has moved it, as its VM.
 boot_node() {
     n=$1
-    if is_vm "$n"; then
+    if [ -f "$TMP/$n.moved" ]; then
         kd_boot "$n" "$TMP/root-$n" "$(node_init "$n")" "--vm=$SW,$(node_ip "$n")"
         return
     fi
@@ -607,22 +604,7 @@ wait_for() {
 
 net_up
 for n in $NODES $VMS; do node_root "$n" >/dev/null; done
-for n in $NODES; do boot_node "$n"; done
-# (The VMs at once: under TCG each boot takes 15-50 s. Their own pids: the
-# containers' nspawn processes are this shell's children too.)
-pids=
-for n in $VMS; do
-    boot_node "$n" &
-    pids="$pids $!"
-done
-for p in $pids; do wait "$p" || true; done
-for n in $VMS; do
-    kd_booted "$n" || {
-        echo "t-cluster: FAIL: VM $n did not boot (above)" >&2
-        echo "0 passed, 1 failed"
-        exit 1
-    }
-done
+for n in $NODES $VMS; do boot_node "$n"; done
 
 # set_zone NODE VALUE : an admin's KUBELET_EXTRA_ARGS in NODE's family file.
 set_zone() {
@@ -690,10 +672,24 @@ import_next_bundle() {
 }
 
 test_every_node_installs_offline_its_own_way() {
-    # The VMs install meanwhile: under TCG each takes minutes.
-    for n in $VMS; do vm_install_start "$n"; done
     # (What the teardown compares with.)
     for n in $NODES; do listing "$n" >"$TMP/$n.before"; done
+    # The VM workers first: once installed each becomes its VM (vm_move)
+    # while the others install; their own pod network and kubelet settings
+    # go with them.
+    for n in $VMS; do
+        install "$n" "$OLD_K8S" "$OLD_MINOR"
+        cni_conflist "$n" | kd_in_boot "$n" sh -c 'mkdir -p /etc/cni/net.d && cat >/etc/cni/net.d/10-kubedist.conflist'
+        vm_patch "$n" | kd_in_boot "$n" sh -c 'mkdir -p /etc/kubedist-test/patches && cat >/etc/kubedist-test/patches/kubeletconfiguration+merge.yaml'
+        : >"$TMP/$n.move.started"
+        # (Its files named before: the helpers' variables are global.)
+        moved=$TMP/$n.move
+        (
+            rc=0
+            vm_move "$n" >"$moved" 2>&1 || rc=$?
+            echo "$rc" >"$moved.rc"
+        ) </dev/null >/dev/null 2>&1 &
+    done
     for n in $NODES; do
         install "$n" "$OLD_K8S" "$OLD_MINOR"
     done
@@ -799,6 +795,9 @@ spec:
   nodeName: kd-$1
   # runc's seccomp, as kubeadm's static pods have it too.
   securityContext: { seccompProfile: { type: RuntimeDefault } }
+  # Its node's for good: a node that reboots slowly (a VM under TCG) may be
+  # away longer than the 300 s after which a pod is evicted by default.
+  tolerations: [{ operator: Exists, effect: NoExecute }]
   containers:
   - name: etcd
     image: $ETCD
@@ -914,19 +913,8 @@ vm_kernel() {
         echo "cgroup $(stat -fc %T /sys/fs/cgroup)"'
 }
 
-# assert_kernel_as_booted NODE FILE : the kernel of VM NODE as its boot left
-# it (vm_kernel's FILE): the kubelet's modules not loaded (nothing asked for
-# them yet); cgroup v2 alone, but on runit, which mounts none, nothing.
-assert_kernel_as_booted() {
-    if [ "$(node_init "$1")" = runit ]; then
-        assert_grep '^cgroup sysfs$' "$2"
-    else
-        assert_grep '^cgroup cgroup2fs$' "$2"
-    fi
-    assert_grep '^br_netfilter not loaded$' "$2"
-}
-
-# ... and as the node needs it.
+# assert_kernel_ready FILE : the kernel as vm_kernel's FILE says, as the
+# node needs it.
 assert_kernel_ready() {
     assert_grep '^cgroup cgroup2fs$' "$1"
     assert_grep '^br_netfilter loaded$' "$1"
@@ -943,41 +931,61 @@ pod_cgroup() {
     kd_in_boot "$1" cat "/proc/$pid/cgroup"
 }
 
-# vm_install_start NODE : in the background, the kernel of VM NODE as its
-# boot left it (vm_kernel) and NODE installed its way at N-1, what they
-# printed in $TMP/NODE.{kernel-at-boot,install}, the install's status in
-# $TMP/NODE.install.rc. Once: the VM case starts what the install case did
-# not (a run of some cases alone).
-vm_install_start() {
-    [ ! -f "$TMP/$1.install.started" ] || return 0
-    : >"$TMP/$1.install.started"
-    (
-        rc=0
-        vm_kernel "$1" >"$TMP/$1.kernel-at-boot" 2>&1 &&
-            install "$1" "$OLD_K8S" "$OLD_MINOR" >"$TMP/$1.install" 2>&1 || rc=$?
-        echo "$rc" >"$TMP/$1.install.rc"
-    ) </dev/null >/dev/null 2>&1 &
+# vm_move NODE : VM worker NODE, installed in its container, powered off
+# there and booted as its VM on the same root: its veth and writable v1
+# cgroups given up, its boot's logs so far set aside, OpenRC's cgroup mode
+# set as the guide says (where the guide reboots), its disk made.
+vm_move() {
+    r=$TMP/root-$1
+    kd_poweroff "$1"
+    ip netns del "kdc-$1.$$"
+    printf '#!/bin/sh\n' >"$r/usr/local/sbin/node-cgroups"
+    case $(node_init "$1") in
+    openrc)
+        mv "$r/var/log/rc.log" "$r/var/log/rc.log.in-container"
+        kd_guide_block docs/hosts-without-systemd.md openrc-cgroup-v2 >"$r/root/cgroup-v2.sh"
+        chroot "$r" sh -eu /root/cgroup-v2.sh
+        rm "$r/root/cgroup-v2.sh"
+        ;;
+    runit) mv "$r/var/log/kubelet" "$r/var/log/kubelet.in-container" && mkdir "$r/var/log/kubelet" ;;
+    esac
+    kd_vm_prepare "$r"
+    : >"$TMP/$1.moved"
+    boot_node "$1"
+    # Its runtime's store is on its disk now: not twice on this machine's.
+    rm -rf "$r/var/lib/containerd"
 }
 
-# Each VM installed its way at N-1 (begun by the install case), then
-# joined with kubeadm's preflight whole and its own kubelet settings:
-# Ready, its kubelet its init system's child with the cgroup driver of its
-# host, and containerd's the same.
+# assert_boot_imported_nothing NODE FILE : what NODE's boot-time import
+# said (boot_import, kept in FILE): every bundled image of N-1 present,
+# none imported, no note.
+assert_boot_imported_nothing() {
+    boot_import "$1" >"$2" || true
+    while read -r ref; do
+        assert_grep "$ref: present " "$2"
+    done <"$TMP/old.refs"
+    assert_no_grep ': imported ' "$2"
+    assert_no_grep 'note:' "$2"
+}
+
+# Each VM, installed its way at N-1 in its container and booted on its own
+# kernel: the boot applied kubedist's modules and settings and found every
+# image present; then joined with kubeadm's preflight whole and its own
+# kubelet settings: Ready, its kubelet its init system's child with the
+# cgroup driver of its host, and containerd's the same.
 test_the_vm_workers_on_cgroup_v2_join_with_kubeadms_defaults() {
-    for n in $VMS; do vm_install_start "$n"; done
     for n in $VMS; do
-        wait_for 900 "kd-$n's install to end" test -f "$TMP/$n.install.rc"
-        cat "$TMP/$n.kernel-at-boot" "$TMP/$n.install"
-        assert_eq 0 "$(cat "$TMP/$n.install.rc")" "the exit status of kd-$n's install"
-        assert_kernel_as_booted "$n" "$TMP/$n.kernel-at-boot"
+        [ -f "$TMP/$n.move.started" ] ||
+            { echo "kd-$n was not installed: the install case installs the VM workers" >&2; return 1; }
+        wait_for 600 "kd-$n's boot as a VM to end" test -f "$TMP/$n.move.rc"
+        cat "$TMP/$n.move"
+        assert_eq 0 "$(cat "$TMP/$n.move.rc")" "the exit status of kd-$n's move to its VM"
     done
     for n in $VMS; do
-        # The installers loaded the modules and applied the settings.
-        assert_grep 'kernel prerequisites: loaded modules: br_netfilter overlay; applied ' "$TMP/$n.install"
-        vm_kernel "$n" >"$TMP/$n.kernel-installed"
-        assert_kernel_ready "$TMP/$n.kernel-installed"
-        cni_conflist "$n" | kd_in_boot "$n" sh -c 'mkdir -p /etc/cni/net.d && cat >/etc/cni/net.d/10-kubedist.conflist'
-        vm_patch "$n" | kd_in_boot "$n" sh -c 'mkdir -p /etc/kubedist-test/patches && cat >/etc/kubedist-test/patches/kubeletconfiguration+merge.yaml'
+        vm_kernel "$n" >"$TMP/$n.kernel-booted"
+        cat "$TMP/$n.kernel-booted"
+        assert_kernel_ready "$TMP/$n.kernel-booted"
+        assert_boot_imported_nothing "$n" "$TMP/$n.first-import"
     done
     join=$(kd_in_boot cp kubeadm token create --print-join-command)
     for n in $VMS; do
@@ -1065,12 +1073,7 @@ test_a_rebooted_vm_worker_comes_back_with_its_kernel_settings() {
         vm_kernel "$w" >"$TMP/$w.kernel-rebooted"
         cat "$TMP/$w.kernel-rebooted"
         assert_kernel_ready "$TMP/$w.kernel-rebooted"
-        boot_import "$w" >"$TMP/$w.reboot-import" || true
-        while read -r ref; do
-            assert_grep "$ref: present " "$TMP/$w.reboot-import"
-        done <"$TMP/old.refs"
-        assert_no_grep ': imported ' "$TMP/$w.reboot-import"
-        assert_no_grep 'note:' "$TMP/$w.reboot-import"
+        assert_boot_imported_nothing "$w" "$TMP/$w.reboot-import"
         ip=$(kc get svc "echo-$w" -o jsonpath='{.spec.clusterIP}')
         wait_for 60 "echo-$w's Service answers cp's pod" in_pod cp echo-cp curl -fsS --max-time 5 "http://$ip:2379/health"
     done

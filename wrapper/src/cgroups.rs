@@ -14,6 +14,8 @@
 
 use std::path::Path;
 
+use crate::{log, wait::Waiter, Error};
+
 /// The controllers the kubelet sets its pods' limits with.
 const NEEDED: [&str; 4] = ["cpu", "cpuset", "memory", "pids"];
 
@@ -53,6 +55,22 @@ pub fn mounted(root: &Path) -> Mounted {
         SYSFS_MAGIC => Mounted::Nothing,
         _ => Mounted::Unknown,
     }
+}
+
+/// The host's cgroups before the kubelet starts: where no kubelet could
+/// run, an error without `waiter`, else a wait for the fix (a mount); on
+/// cgroup v1, a line of what to change.
+pub fn check(root: &Path, config: Option<&Path>, waiter: Option<Waiter>) -> Result<(), Error> {
+    if let Some(first) = problem(root) {
+        let Some(mut waiter) = waiter else {
+            return Err(Error::input(first));
+        };
+        waiter.until_none(first, || problem(root))?;
+    }
+    if let Some(line) = v1_note(root, config) {
+        log(&line);
+    }
+    Ok(())
 }
 
 /// Why no kubelet can run on the host's cgroups, in one line, or `None`.

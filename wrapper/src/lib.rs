@@ -108,12 +108,7 @@ pub fn run(args: &[OsString]) -> Result<i32, Error> {
         // A dry run: after explaining, fail where a real start would fail,
         // so that an init script can use --print as a pre-start check.
         check(&plan)?;
-        if let Some(problem) = cgroups::problem(root) {
-            return Err(Error::input(problem));
-        }
-        if let Some(line) = cgroups::v1_note(root, plan.config.as_deref()) {
-            log(&line);
-        }
+        cgroups::check(root, plan.config.as_deref(), None)?;
         return Ok(0);
     }
 
@@ -133,16 +128,9 @@ pub fn run(args: &[OsString]) -> Result<i32, Error> {
 
     // A host whose cgroups no kubelet can use is named, and waited on (a
     // mount fixes it) rather than crash-looped on; cgroup v1 is noted.
-    if let Some(problem) = cgroups::problem(root) {
-        if settings.wait.is_zero() {
-            return Err(Error::input(problem));
-        }
-        wait::Waiter::new(settings.wait, settings.wait_log_interval)
-            .until_none(problem, || cgroups::problem(root))?;
-    }
-    if let Some(line) = cgroups::v1_note(root, plan.config.as_deref()) {
-        log(&line);
-    }
+    let waiter = (!settings.wait.is_zero())
+        .then(|| wait::Waiter::new(settings.wait, settings.wait_log_interval));
+    cgroups::check(root, plan.config.as_deref(), waiter)?;
     if let Some(line) = driver::mismatch(root, plan.argv.iter(), plan.config.as_deref()) {
         log(&line);
     }

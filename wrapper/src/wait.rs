@@ -64,35 +64,16 @@ impl Waiter {
             ));
             self.announced = Some(path.to_path_buf());
         }
-        loop {
-            if path.exists() {
-                log(&format!(
-                    "{shown} appeared after {} s; starting the kubelet",
-                    self.started.elapsed().as_secs()
-                ));
-                return Ok(());
-            }
-            let elapsed = self.started.elapsed();
-            if elapsed >= self.limit {
-                return Err(Error::gave_up(format!(
-                    "gave up after {} s: {shown} still does not exist (run kubeadm init or kubeadm join; when restarted, the wrapper waits again)",
-                    self.limit.as_secs()
-                )));
-            }
-            if elapsed >= self.next_log {
-                log(&format!(
-                    "still waiting for {shown} ({} s of {} s)",
-                    elapsed.as_secs(),
-                    self.limit.as_secs()
-                ));
-                self.next_log = elapsed + self.log_every;
-            }
-            sleep(POLL.min(self.limit - elapsed));
-        }
+        self.until_gone(
+            || (!path.exists()).then(String::new),
+            Lines {
+                still: &|_| format!("still waiting for {shown}"),
+                gave_up: &|_| format!("{shown} still does not exist (run kubeadm init or kubeadm join; when restarted, the wrapper waits again)"),
+                done: &format!("{shown} appeared"),
+            },
+        )
     }
-}
 
-impl Waiter {
     /// Returns once `problem` says nothing, or fails when the limit is
     /// reached; `first` is what it said before the wait, logged at once and
     /// then now and then.
@@ -105,36 +86,60 @@ impl Waiter {
             "{first}; waiting, giving up after {} s",
             self.limit.as_secs()
         ));
-        let mut last = first;
+        self.until_gone(
+            problem,
+            Lines {
+                still: &|now| format!("still: {now}"),
+                gave_up: &|now| now.to_string(),
+                done: "fixed",
+            },
+        )
+    }
+
+    /// The one wait: `problem` polled until it says nothing (`done` is
+    /// logged) or the limit is reached (`gave_up` of its last word), `still`
+    /// of it logged now and then.
+    fn until_gone(
+        &mut self,
+        problem: impl Fn() -> Option<String>,
+        lines: Lines,
+    ) -> Result<(), Error> {
         loop {
             let elapsed = self.started.elapsed();
+            let Some(now) = problem() else {
+                log(&format!(
+                    "{} after {} s; starting the kubelet",
+                    lines.done,
+                    elapsed.as_secs()
+                ));
+                return Ok(());
+            };
             if elapsed >= self.limit {
                 return Err(Error::gave_up(format!(
-                    "gave up after {} s: {last}",
-                    self.limit.as_secs()
+                    "gave up after {} s: {}",
+                    self.limit.as_secs(),
+                    (lines.gave_up)(&now)
                 )));
-            }
-            sleep(POLL.min(self.limit - elapsed));
-            match problem() {
-                None => {
-                    log(&format!(
-                        "fixed after {} s; starting the kubelet",
-                        self.started.elapsed().as_secs()
-                    ));
-                    return Ok(());
-                }
-                Some(now) => last = now,
             }
             if elapsed >= self.next_log {
                 log(&format!(
-                    "still: {last} ({} s of {} s)",
+                    "{} ({} s of {} s)",
+                    (lines.still)(&now),
                     elapsed.as_secs(),
                     self.limit.as_secs()
                 ));
                 self.next_log = elapsed + self.log_every;
             }
+            sleep(POLL.min(self.limit - elapsed));
         }
     }
+}
+
+/// What a wait logs, given what its problem says now.
+struct Lines<'a> {
+    still: &'a dyn Fn(&str) -> String,
+    gave_up: &'a dyn Fn(&str) -> String,
+    done: &'a str,
 }
 
 #[cfg(test)]
