@@ -252,6 +252,8 @@ kd_boot() {
     shift 3
     if kd_booted "$name"; then return 0; fi
     state=$KD_WORK/boot.$name
+    # (The boot before's console kept: its shutdown is in it.)
+    [ ! -s "$state.console" ] || mv "$state.console" "$state.console.before"
     : >"$state.console"
     printf '%s\n' "$kind" >"$state.kind"
     printf '%s\n' "$root" >"$state.root"
@@ -309,7 +311,8 @@ _kd_boot_wait() {
         else
             init=$(ps -o pid= --ppid "$process" 2>/dev/null | tr -d ' ' | head -n 1)
         fi
-        if [ -n "$init" ] && kd_boot_ready "$1" "$init"; then break; fi
+        # (Quiet: a VM refuses ssh until it has started sshd.)
+        if [ -n "$init" ] && kd_boot_ready "$1" "$init" 2>/dev/null; then break; fi
         n=$((n - 1))
         if [ "$n" -le 0 ] || ! kill -0 "$process" 2>/dev/null; then
             echo "kd_boot: $1 ($(cat "$state.kind")) did not finish booting; its console:" >&2
@@ -596,11 +599,13 @@ kd_vm_ssh() {
         _kd_cmd="$_kd_cmd '$(printf '%s' "$_kd_a" | sed "s/'/'\\\\''/g")'"
     done
     # One connection a VM, its sessions multiplexed: a key exchange under
-    # TCG costs about a second, and the suites run hundreds of commands.
-    ip netns exec "$(cat "$_kd_state.netns")" ssh -q -i "$(kd_vm_key)" -o BatchMode=yes \
+    # TCG costs about a second, and the suites run hundreds of commands. It
+    # lasts until the VM powers off or is killed (_kd_vm_ssh_close): one that
+    # ends when idle can end as a session starts, which then fails.
+    ip netns exec "$(cat "$_kd_state.netns")" ssh -i "$(kd_vm_key)" -o BatchMode=yes \
         -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR \
         -o ConnectTimeout=5 -o ServerAliveInterval=5 -o ServerAliveCountMax=6 \
-        -o ControlMaster=auto -o "ControlPath=$_kd_state.ssh" -o ControlPersist=60 \
+        -o ControlMaster=auto -o "ControlPath=$_kd_state.ssh" -o ControlPersist=yes \
         "root@$(cat "$_kd_state.vm")" "$_kd_cmd"
 }
 

@@ -579,7 +579,7 @@ keep_logs() {
     done
     kd_in_boot cp kubectl --kubeconfig /etc/kubernetes/admin.conf get events -A >"$LOGS/events" 2>&1 || true
     kd_in_boot cp kubectl --kubeconfig /etc/kubernetes/admin.conf get pods -A -o wide >"$LOGS/pods" 2>&1 || true
-    cp "$KD_WORK"/boot.*.console "$LOGS/" 2>/dev/null || true
+    cp "$KD_WORK"/boot.*.console "$KD_WORK"/boot.*.console.before "$LOGS/" 2>/dev/null || true
 }
 
 # kubectl ARGS... : kubectl on the control plane, as its admin.
@@ -968,51 +968,91 @@ assert_boot_imported_nothing() {
     assert_no_grep 'note:' "$2"
 }
 
+# on_vms FUNCTION : FUNCTION NODE for every VM at once, what each printed
+# shown after it, in turn; fails when one did. (Each VM has a CPU of its
+# own: one VM at a time would leave one of this machine's two idle.)
+on_vms() {
+    pids=
+    for vm in $VMS; do
+        "$1" "$vm" >"$TMP/$vm.$1" 2>&1 &
+        pids="$pids $!"
+    done
+    all=ok
+    for p in $pids; do wait "$p" || all=failed; done
+    for vm in $VMS; do cat "$TMP/$vm.$1"; done
+    [ "$all" = ok ]
+}
+
+# vm_join NODE : VM NODE's part of the case below: booted, joined, checked.
+vm_join() {
+    [ -f "$TMP/$1.move.started" ] ||
+        { echo "kd-$1 was not installed: the install case installs the VM workers" >&2; return 1; }
+    wait_for 600 "kd-$1's boot as a VM to end" test -f "$TMP/$1.move.rc"
+    cat "$TMP/$1.move"
+    assert_eq 0 "$(cat "$TMP/$1.move.rc")" "the exit status of kd-$1's move to its VM"
+    vm_kernel "$1" >"$TMP/$1.kernel-booted"
+    cat "$TMP/$1.kernel-booted"
+    assert_kernel_ready "$TMP/$1.kernel-booted"
+    assert_boot_imported_nothing "$1" "$TMP/$1.first-import"
+    in_node "$1" "$(cat "$TMP/join")" >"$TMP/$1.kubeadm" 2>&1 ||
+        { cat "$TMP/$1.kubeadm"; return 1; }
+    cat "$TMP/$1.kubeadm"
+    assert_no_grep 'ignored' "$TMP/$1.kubeadm"
+    wait_for 300 "node kd-$1 is Ready" kc wait --for=condition=Ready "node/kd-$1" --timeout=5s
+    driver=cgroupfs
+    [ "$(node_init "$1")" != systemd ] || driver=systemd
+    kd_in_boot "$1" cat /var/lib/kubelet/config.yaml >"$TMP/$1.kubelet-config"
+    assert_grep "^cgroupDriver: $driver\$" "$TMP/$1.kubelet-config"
+    assert_grep '^failCgroupV1: true$' "$TMP/$1.kubelet-config"
+    kd_in_boot "$1" containerd config dump >"$TMP/$1.containerd-config"
+    if [ "$driver" = systemd ]; then
+        assert_grep 'SystemdCgroup = true' "$TMP/$1.containerd-config"
+    else
+        assert_grep 'SystemdCgroup = false' "$TMP/$1.containerd-config"
+    fi
+    pid=$(kd_in_boot "$1" pgrep -x kubelet)
+    ppid=$(kd_in_boot "$1" ps -o ppid= -p "$pid" | tr -d ' ')
+    assert_eq "$(supervisor_of "$1")" "$(basename "$(kd_in_boot "$1" readlink "/proc/$ppid/exe")")" "the kubelet's parent on kd-$1"
+}
+
 # Each VM, installed its way at N-1 in its container and booted on its own
 # kernel: the boot applied kubedist's modules and settings and found every
 # image present; then joined with kubeadm's preflight whole and its own
 # kubelet settings: Ready, its kubelet its init system's child with the
 # cgroup driver of its host, and containerd's the same.
 test_the_vm_workers_on_cgroup_v2_join_with_kubeadms_defaults() {
-    for n in $VMS; do
-        [ -f "$TMP/$n.move.started" ] ||
-            { echo "kd-$n was not installed: the install case installs the VM workers" >&2; return 1; }
-        wait_for 600 "kd-$n's boot as a VM to end" test -f "$TMP/$n.move.rc"
-        cat "$TMP/$n.move"
-        assert_eq 0 "$(cat "$TMP/$n.move.rc")" "the exit status of kd-$n's move to its VM"
-    done
-    for n in $VMS; do
-        vm_kernel "$n" >"$TMP/$n.kernel-booted"
-        cat "$TMP/$n.kernel-booted"
-        assert_kernel_ready "$TMP/$n.kernel-booted"
-        assert_boot_imported_nothing "$n" "$TMP/$n.first-import"
-    done
-    join=$(kd_in_boot cp kubeadm token create --print-join-command)
-    for n in $VMS; do
-        in_node "$n" "$join --patches /etc/kubedist-test/patches" >"$TMP/$n.kubeadm" 2>&1 ||
-            { cat "$TMP/$n.kubeadm"; return 1; }
-        cat "$TMP/$n.kubeadm"
-        assert_no_grep 'ignored' "$TMP/$n.kubeadm"
-    done
-    for n in $VMS; do
-        wait_for 300 "node kd-$n is Ready" kc wait --for=condition=Ready "node/kd-$n" --timeout=5s
-    done
-    for n in $VMS; do
-        driver=cgroupfs
-        [ "$(node_init "$n")" != systemd ] || driver=systemd
-        kd_in_boot "$n" cat /var/lib/kubelet/config.yaml >"$TMP/$n.kubelet-config"
-        assert_grep "^cgroupDriver: $driver\$" "$TMP/$n.kubelet-config"
-        assert_grep '^failCgroupV1: true$' "$TMP/$n.kubelet-config"
-        kd_in_boot "$n" containerd config dump >"$TMP/$n.containerd-config"
-        if [ "$driver" = systemd ]; then
-            assert_grep 'SystemdCgroup = true' "$TMP/$n.containerd-config"
-        else
-            assert_grep 'SystemdCgroup = false' "$TMP/$n.containerd-config"
-        fi
-        pid=$(kd_in_boot "$n" pgrep -x kubelet)
-        ppid=$(kd_in_boot "$n" ps -o ppid= -p "$pid" | tr -d ' ')
-        assert_eq "$(supervisor_of "$n")" "$(basename "$(kd_in_boot "$n" readlink "/proc/$ppid/exe")")" "the kubelet's parent on kd-$n"
-    done
+    echo "$(kd_in_boot cp kubeadm token create --print-join-command) --patches /etc/kubedist-test/patches" >"$TMP/join"
+    on_vms vm_join
+}
+
+# resolves_to NODE POD NAME IP : CoreDNS answers IP for NAME to POD on NODE.
+resolves_to() { [ "$(in_pod "$1" "$2" dig +short +time=5 +tries=1 @10.95.0.10 "$3")" = "$4" ]; }
+
+# vm_pod NODE : VM NODE's part of the case below: its echo pod checked.
+vm_pod() {
+    wait_for 300 "echo-$1 is Ready" kc wait --for=condition=Ready "pod/echo-$1" --timeout=5s
+    pod_cgroup "$1" "echo-$1" >"$TMP/$1.pod-cgroup"
+    cat "$TMP/$1.pod-cgroup"
+    # cgroup v2: one line, the unified hierarchy's.
+    assert_eq 1 "$(wc -l <"$TMP/$1.pod-cgroup")" "lines of /proc/PID/cgroup on kd-$1"
+    case $(node_init "$1") in
+    systemd) assert_grep '^0::/kubepods.slice/.*\.scope$' "$TMP/$1.pod-cgroup" ;;
+    *) assert_grep '^0::/kubepods/' "$TMP/$1.pod-cgroup" ;;
+    esac
+    # (A pod Ready may come before its node's kube-proxy, under TCG slow to
+    # start, has written the Services' rules.)
+    cp_ip=$(kc get svc echo-cp -o jsonpath='{.spec.clusterIP}')
+    wait_for 120 "CoreDNS answers echo-cp's ClusterIP to echo-$1" \
+        resolves_to "$1" "echo-$1" echo-cp.default.svc.cluster.local "$cp_ip"
+    wait_for 60 "echo-cp's Service answers echo-$1" in_pod "$1" "echo-$1" curl -fsS --max-time 10 "http://$cp_ip:2379/health"
+    in_pod "$1" "echo-$1" curl -fsS --max-time 10 "http://$cp_ip:2379/health" >"$TMP/$1-cp.health"
+    assert_grep '"health":"true"' "$TMP/$1-cp.health"
+    ip=$(kc get svc "echo-$1" -o jsonpath='{.spec.clusterIP}')
+    wait_for 60 "echo-$1's Service answers echo-cp" in_pod cp echo-cp curl -fsS --max-time 10 "http://$ip:2379/health"
+    in_pod cp echo-cp curl -fsS --max-time 10 "http://$ip:2379/health" >"$TMP/cp-$1.health"
+    assert_grep '"health":"true"' "$TMP/cp-$1.health"
+    kd_in_boot "$1" crictl images -o json | jq -r '.images[].repoTags[]' | sort | comm -23 - "$TMP/old.refs" >"$TMP/$1.others"
+    assert_empty "$TMP/$1.others" "kd-$1 holds images the bundle does not"
 }
 
 # A pod on each VM, in a cgroup of the kubelet's driver on cgroup v2,
@@ -1020,28 +1060,27 @@ test_the_vm_workers_on_cgroup_v2_join_with_kubeadms_defaults() {
 # the control plane's through CoreDNS; no image pulled.
 test_pods_on_the_vm_workers_answer_through_services() {
     for n in $VMS; do echo_manifest "$n"; done | kc apply -f -
-    for n in $VMS; do
-        wait_for 300 "echo-$n is Ready" kc wait --for=condition=Ready "pod/echo-$n" --timeout=5s
-    done
-    for n in $VMS; do
-        pod_cgroup "$n" "echo-$n" >"$TMP/$n.pod-cgroup"
-        cat "$TMP/$n.pod-cgroup"
-        # cgroup v2: one line, the unified hierarchy's.
-        assert_eq 1 "$(wc -l <"$TMP/$n.pod-cgroup")" "lines of /proc/PID/cgroup on kd-$n"
-        case $(node_init "$n") in
-        systemd) assert_grep '^0::/kubepods.slice/.*\.scope$' "$TMP/$n.pod-cgroup" ;;
-        *) assert_grep '^0::/kubepods/' "$TMP/$n.pod-cgroup" ;;
-        esac
-        cp_ip=$(in_pod "$n" "echo-$n" dig +short +time=5 +tries=3 @10.95.0.10 echo-cp.default.svc.cluster.local)
-        assert_eq "$(kc get svc echo-cp -o jsonpath='{.spec.clusterIP}')" "$cp_ip" "echo-cp's ClusterIP as CoreDNS answers on kd-$n"
-        in_pod "$n" "echo-$n" curl -fsS --max-time 10 "http://$cp_ip:2379/health" >"$TMP/$n-cp.health"
-        assert_grep '"health":"true"' "$TMP/$n-cp.health"
-        ip=$(kc get svc "echo-$n" -o jsonpath='{.spec.clusterIP}')
-        in_pod cp echo-cp curl -fsS --max-time 10 "http://$ip:2379/health" >"$TMP/cp-$n.health"
-        assert_grep '"health":"true"' "$TMP/cp-$n.health"
-        kd_in_boot "$n" crictl images -o json | jq -r '.images[].repoTags[]' | sort | comm -23 - "$TMP/old.refs" >"$TMP/$n.others"
-        assert_empty "$TMP/$n.others" "kd-$n holds images the bundle does not"
-    done
+    on_vms vm_pod
+}
+
+# vm_reboot NODE : VM NODE's part of the case below: rebooted through its
+# init system, and back.
+vm_reboot() {
+    # The logs of the boot to come alone: the earlier ones set aside.
+    case $(node_init "$1") in
+    openrc) kd_in_boot "$1" mv /var/log/rc.log /var/log/rc.log.before-reboot ;;
+    runit) kd_in_boot "$1" sh -c 'mv /var/log/kubelet /var/log/kubelet.before-reboot && mkdir /var/log/kubelet' ;;
+    esac
+    since=$(now)
+    kd_reboot "$1"
+    wait_for 300 "kd-$1 is Ready after its reboot" back_since "$1" "$since"
+    wait_for 300 "echo-$1 runs again after kd-$1's reboot" echo_back_since "$1" "$since"
+    vm_kernel "$1" >"$TMP/$1.kernel-rebooted"
+    cat "$TMP/$1.kernel-rebooted"
+    assert_kernel_ready "$TMP/$1.kernel-rebooted"
+    assert_boot_imported_nothing "$1" "$TMP/$1.reboot-import"
+    ip=$(kc get svc "echo-$1" -o jsonpath='{.spec.clusterIP}')
+    wait_for 60 "echo-$1's Service answers cp's pod" in_pod cp echo-cp curl -fsS --max-time 5 "http://$ip:2379/health"
 }
 
 # Each VM rebooted through its init system (the three at once): its
@@ -1050,33 +1089,7 @@ test_pods_on_the_vm_workers_answer_through_services() {
 # with no image imported again. (The nodes in containers that reboot are
 # the sysext worker's: these show OpenRC's and runit's boots.)
 test_a_rebooted_vm_worker_comes_back_with_its_kernel_settings() {
-    for w in $VMS; do
-        # The logs of the boot to come alone: the earlier ones set aside.
-        case $(node_init "$w") in
-        openrc) kd_in_boot "$w" mv /var/log/rc.log /var/log/rc.log.before-reboot ;;
-        runit) kd_in_boot "$w" sh -c 'mv /var/log/kubelet /var/log/kubelet.before-reboot && mkdir /var/log/kubelet' ;;
-        esac
-        now >"$TMP/$w.rebooted"
-    done
-    pids=
-    for w in $VMS; do
-        kd_reboot "$w" >"$TMP/$w.reboot" 2>&1 &
-        pids="$pids $!"
-    done
-    for p in $pids; do wait "$p" || rebooted=no; done
-    cat "$TMP"/v*.reboot
-    [ -z "${rebooted:-}" ]
-    for w in $VMS; do
-        since=$(cat "$TMP/$w.rebooted")
-        wait_for 300 "kd-$w is Ready after its reboot" back_since "$w" "$since"
-        wait_for 300 "echo-$w runs again after kd-$w's reboot" echo_back_since "$w" "$since"
-        vm_kernel "$w" >"$TMP/$w.kernel-rebooted"
-        cat "$TMP/$w.kernel-rebooted"
-        assert_kernel_ready "$TMP/$w.kernel-rebooted"
-        assert_boot_imported_nothing "$w" "$TMP/$w.reboot-import"
-        ip=$(kc get svc "echo-$w" -o jsonpath='{.spec.clusterIP}')
-        wait_for 60 "echo-$w's Service answers cp's pod" in_pod cp echo-cp curl -fsS --max-time 5 "http://$ip:2379/health"
-    done
+    on_vms vm_reboot
 }
 
 # The VMs leave before the upgrade, which is the containers' nodes' alone
