@@ -370,6 +370,11 @@ node_root() {
     r=$TMP/root-$n
     mkdir -p "$r"
     tar -xf "$base" -C "$r" --numeric-owner
+    # crictl's 2 s for an answer from containerd is too short for a VM under
+    # TCG with its pods starting: the suite's crictl waits 30 s there.
+    if is_vm "$n"; then
+        printf 'runtime-endpoint: unix:///run/containerd/containerd.sock\ntimeout: 30\n' >"$r/etc/crictl.yaml"
+    fi
     # (A VM worker's runtime runs no container before vm_move: no drop-in.)
     if ! is_vm "$n"; then
         mkdir -p "$r/etc/containerd/conf.d"
