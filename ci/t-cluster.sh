@@ -1102,7 +1102,7 @@ test_a_rebooted_vm_worker_comes_back_with_its_kernel_settings() {
     on_vms vm_reboot
     # (One after the other: the three at once left too little of the
     # machine for the Services' rules.)
-    for n in $VMS; do vm_back "$n"; done
+    for vm in $VMS; do vm_back "$vm"; done
 }
 
 # The VMs leave before the upgrade, which is the containers' nodes' alone
