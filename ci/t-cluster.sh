@@ -571,6 +571,11 @@ cni_conflist() {
 JSON
 }
 
+# write_cni NODE : NODE's pod network (cni_conflist) in its /etc/cni/net.d.
+write_cni() {
+    cni_conflist "$1" | kd_in_boot "$1" sh -c 'mkdir -p /etc/cni/net.d && cat >/etc/cni/net.d/10-kubedist.conflist'
+}
+
 # keep_logs : each node's logs, for a case that failed.
 keep_logs() {
     for n in $NODES $VMS; do
@@ -684,7 +689,7 @@ test_every_node_installs_offline_its_own_way() {
     # go with them.
     for n in $VMS; do
         install "$n" "$OLD_K8S" "$OLD_MINOR"
-        cni_conflist "$n" | kd_in_boot "$n" sh -c 'mkdir -p /etc/cni/net.d && cat >/etc/cni/net.d/10-kubedist.conflist'
+        write_cni "$n"
         vm_patch "$n" | kd_in_boot "$n" sh -c 'mkdir -p /etc/kubedist-test/patches && cat >/etc/kubedist-test/patches/kubeletconfiguration+merge.yaml'
         : >"$TMP/$n.move.started"
         # (Its files named before: the helpers' variables are global.)
@@ -703,7 +708,7 @@ test_every_node_installs_offline_its_own_way() {
         # A booted host applies the packages'"'"' kernel settings at boot; in a
         # container the installers leave that to the boot (kernel_apply).
         in_node "$n" 'sysctl -q --system'
-        cni_conflist "$n" | kd_in_boot "$n" sh -c 'mkdir -p /etc/cni/net.d && cat >/etc/cni/net.d/10-kubedist.conflist'
+        write_cni "$n"
     done
 }
 
