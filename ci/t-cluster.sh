@@ -1064,8 +1064,9 @@ pod_until() {
 
 # resolves NAME IP : a CHECK of pod_until: CoreDNS answers IP for NAME.
 resolves() { printf '[ "$(dig +short +time=5 +tries=1 @10.95.0.10 %s)" = %s ]' "$1" "$2"; }
-# answers IP : a CHECK of pod_until: the echo pod behind IP answers.
-answers() { printf 'curl -fsS --max-time 10 http://%s:2379/health' "$1"; }
+# answers IP [SECONDS] : a CHECK of pod_until: the echo pod behind IP
+# answers within SECONDS (10).
+answers() { printf 'curl -fsS --max-time %s http://%s:2379/health' "${2:-10}" "$1"; }
 
 # vm_pod NODE : VM NODE's part of the case below: its echo pod checked.
 vm_pod() {
@@ -1124,7 +1125,7 @@ vm_back() {
     assert_kernel_ready "$TMP/$1.kernel-rebooted"
     assert_boot_imported_nothing "$1" "$TMP/$1.reboot-import"
     ip=$(kc get svc "echo-$1" -o jsonpath='{.spec.clusterIP}')
-    pod_until cp echo-cp 180 "echo-$1's Service answers cp's pod" "$(answers "$ip")"
+    pod_until cp echo-cp 180 "echo-$1's Service answers cp's pod" "$(answers "$ip" 5)"
 }
 
 # Each VM rebooted through its init system (the three at once): its
