@@ -564,10 +564,10 @@ kd_vm_prepare() {
 }
 
 # kd_vm_start NAME ROOT NETNS,IP : boots ROOT (kd_vm_prepare'd) as NAME: a VM
-# of one CPU (a worker needs no more, and the machine's CPUs are shared by
-# every node of a suite) and 2 GiB on a tap device kd-NAME in the network namespace NETNS
-# (the caller puts it on its bridge), which its root configures as IP. Its
-# disk is made of ROOT at the first boot.
+# of KD_VM_CPUS CPUs (1 unless the suite says: the machine's CPUs are
+# shared by every node of a suite) and 2 GiB on a tap device kd-NAME in the
+# network namespace NETNS (the caller puts it on its bridge), which its root
+# configures as IP. Its disk is made of ROOT at the first boot.
 kd_vm_start() {
     name=$1 root=$2 netns=${3%%,*}
     state=$KD_WORK/boot.$name
@@ -589,7 +589,7 @@ kd_vm_start() {
     initrd=$(kd_one "$@")
     mac=$(printf '%s' "$name" | sha256sum | sed 's/^\(..\)\(..\)\(..\).*/52:54:00:\1:\2:\3/')
     ip netns exec "$netns" qemu-system-x86_64 -nodefaults -display none -monitor none \
-        -accel tcg,thread=multi -cpu max -smp 1 -m 2048 \
+        -accel tcg,thread=multi -cpu max -smp "${KD_VM_CPUS:-1}" -m 2048 \
         -kernel "$kernel" -initrd "$initrd" \
         -append "root=/dev/vda rw console=ttyS0 net.ifnames=0 panic=-1 tsc=reliable" -no-reboot \
         -drive "file=$state.disk,format=raw,if=virtio,cache=unsafe" \

@@ -149,6 +149,13 @@ VMS=${KD_VMS:-v1}
 for vm in $VMS; do
     case $vm in v1 | v2 | v3) ;; *) echo "t-cluster: KD_VMS: $vm is not a VM worker (v1, v2, v3)" >&2 && exit 2 ;; esac
 done
+# Each VM's CPUs: this machine's, shared by the VMs, one at least and two at
+# most. While a VM works the containers' nodes mostly wait: a lone VM of
+# one CPU left the other idle.
+# shellcheck disable=SC2086 # the VMs, as words
+KD_VM_CPUS=$(($(nproc) / $(printf '%s\n' $VMS | wc -l)))
+[ "$KD_VM_CPUS" -ge 1 ] || KD_VM_CPUS=1
+[ "$KD_VM_CPUS" -le 2 ] || KD_VM_CPUS=2
 node_ip() { case $1 in cp) echo 10.88.0.11 ;; w1) echo 10.88.0.12 ;; w2) echo 10.88.0.13 ;; w3) echo 10.88.0.14 ;; w4) echo 10.88.0.15 ;; w5) echo 10.88.0.16 ;;
     v1) echo 10.88.0.21 ;; v2) echo 10.88.0.22 ;; v3) echo 10.88.0.23 ;; esac; }
 node_pods() { case $1 in cp) echo 10.244.0 ;; w1) echo 10.244.1 ;; w2) echo 10.244.2 ;; w3) echo 10.244.3 ;; w4) echo 10.244.4 ;; w5) echo 10.244.5 ;;
@@ -514,6 +521,25 @@ $2
 EOF
 }
 
+# at_once FUNCTION NODE... : FUNCTION NODE for every NODE at once, what
+# each printed shown after it, in turn; fails when one did. A node's
+# install, upgrade or VM waits on one thing at a time: one node after the
+# other left one of this machine's two CPUs idle. (The functions run in
+# subshells: what they set stays there.)
+at_once() {
+    _at_fn=$1
+    shift
+    _at_pids=
+    for _at_node in "$@"; do
+        "$_at_fn" "$_at_node" >"$TMP/$_at_node.$_at_fn" 2>&1 &
+        _at_pids="$_at_pids $!"
+    done
+    _at_all=ok
+    for _at_pid in $_at_pids; do wait "$_at_pid" || _at_all=failed; done
+    for _at_node in "$@"; do cat "$TMP/$_at_node.$_at_fn"; done
+    [ "$_at_all" = ok ]
+}
+
 # The kubeadm configuration docs/air-gapped.md gives for an air-gapped node: the
 # release it runs (no label: those need the internet), the images as the
 # bundle names them, never pulled; the cgroup driver of hosts without systemd
@@ -679,6 +705,9 @@ install() {
     [ "$(node_way "$1")" = tarball ] || in_node "$1" "$(guide "$1" bundle "$2" "$3")"
 }
 
+# install_older NODE : NODE installed at N-1, its way.
+install_older() { install "$1" "$OLD_K8S" "$OLD_MINOR"; }
+
 # import_next_bundle NODE : N's images bundle imported on NODE, before the
 # upgrade, as the guide's step 4 says.
 import_next_bundle() {
@@ -707,9 +736,7 @@ test_every_node_installs_offline_its_own_way() {
             echo "$rc" >"$moved.rc"
         ) </dev/null >/dev/null 2>&1 &
     done
-    for n in $NODES; do
-        install "$n" "$OLD_K8S" "$OLD_MINOR"
-    done
+    at_once install_older $NODES
     for n in $WORKERS; do set_zone "$n" "a-$n"; done
     for n in $NODES; do
         # A booted host applies the packages'"'"' kernel settings at boot; in a
@@ -985,21 +1012,6 @@ assert_boot_imported_nothing() {
     assert_no_grep 'note:' "$2"
 }
 
-# on_vms FUNCTION : FUNCTION NODE for every VM at once, what each printed
-# shown after it, in turn; fails when one did. (Each VM has a CPU of its
-# own: one VM at a time would leave one of this machine's two idle.)
-on_vms() {
-    pids=
-    for vm in $VMS; do
-        "$1" "$vm" >"$TMP/$vm.$1" 2>&1 &
-        pids="$pids $!"
-    done
-    all=ok
-    for p in $pids; do wait "$p" || all=failed; done
-    for vm in $VMS; do cat "$TMP/$vm.$1"; done
-    [ "$all" = ok ]
-}
-
 # vm_join NODE : VM NODE's part of the case below: booted, joined, checked.
 vm_join() {
     [ -f "$TMP/$1.move.started" ] ||
@@ -1039,7 +1051,7 @@ vm_join() {
 # cgroup driver of its host, and containerd's the same.
 test_the_vm_workers_on_cgroup_v2_join_with_kubeadms_defaults() {
     echo "$(kd_in_boot cp kubeadm token create --print-join-command) --patches /etc/kubedist-test/patches" >"$TMP/join"
-    on_vms vm_join
+    at_once vm_join $VMS
 }
 
 # pod_until NODE POD SECONDS WHAT CHECK : the shell command CHECK, in the
@@ -1100,7 +1112,7 @@ vm_pod() {
 # the control plane's through CoreDNS; no image pulled.
 test_pods_on_the_vm_workers_answer_through_services() {
     for n in $VMS; do echo_manifest "$n"; done | kc apply -f -
-    on_vms vm_pod
+    at_once vm_pod $VMS
 }
 
 # vm_reboot NODE : VM NODE's part of the case below: rebooted through its
@@ -1134,7 +1146,7 @@ vm_back() {
 # with no image imported again. (The nodes in containers that reboot are
 # the sysext worker's: these show OpenRC's and runit's boots.)
 test_a_rebooted_vm_worker_comes_back_with_its_kernel_settings() {
-    on_vms vm_reboot
+    at_once vm_reboot $VMS
     # (One after the other: the three at once left too little of the
     # machine for the Services' rules.)
     for vm in $VMS; do vm_back "$vm"; done
@@ -1226,9 +1238,9 @@ test_the_cluster_upgrades_to_the_next_minor_offline_through_the_channels() {
     probe=$!
     # N's images on every node first: `upgrade apply` rolls kube-proxy and
     # CoreDNS out to the workers at once.
-    for n in $NODES; do import_next_bundle "$n"; done
+    at_once import_next_bundle $NODES
     in_node cp "$(guide cp upgrade-control-plane "$K8S" "$MINOR")"
-    for n in $WORKERS; do upgrade_worker "$n"; done
+    at_once upgrade_worker $WORKERS
     for n in $NODES; do
         wait_for 180 "kd-$n's kubelet reports v$K8S" kubelet_version_is "$n" "$K8S"
         wait_for 120 "kd-$n is Ready at v$K8S" kc wait --for=condition=Ready "node/kd-$n" --timeout=5s
@@ -1296,6 +1308,48 @@ pkg_versions() {
 # each_held VERSION : VERSION once for each package of $HELD, a line each.
 each_held() { for _ in $HELD; do echo "$1"; done; }
 
+# newer_package NODE : the case below on NODE, a node of the channels.
+newer_package() {
+    n=$1
+    old=$(kubelet_pid "$n")
+    old_containerd=$(containerd_pid "$n")
+    kd_in_boot "$n" crictl ps -q | sort >"$TMP/$n.containers-before"
+    # The channel offers the newer package (its metadata read afresh).
+    case $(node_way "$n") in
+    apt) in_node "$n" "
+        apt-get update -q
+        apt-cache madison kubelet | grep ' $K8S-$REV '
+        apt-get upgrade -y -q" ;;
+    dnf) in_node "$n" "
+        dnf makecache -y -q --refresh
+        dnf -q --disableplugin=versionlock list --available kubelet | grep ' $K8S-$REV '
+        dnf upgrade -y -q" ;;
+    esac
+    assert_eq "$(each_held "$K8S-$PREV_REV")" "$(pkg_versions "$n" $HELD)" "kd-$n's held packages after a plain upgrade"
+    # The runtime is not held: upgraded, and restarted on its new
+    # binary, every container kept (their shims outlive containerd).
+    assert_eq "$RUNTIME_VERSION-$REV" "$(pkg_versions "$n" kubedist-containerd)" "kd-$n's kubedist-containerd after a plain upgrade"
+    wait_for 60 "kd-$n's containerd runs again after its upgrade" containerd_restarted "$n" "$old_containerd"
+    kd_in_boot "$n" crictl ps -q | sort >"$TMP/$n.containers-after"
+    assert_eq "$(cat "$TMP/$n.containers-before")" "$(cat "$TMP/$n.containers-after")" "kd-$n's container IDs across the runtime's upgrade"
+    [ -s "$TMP/$n.containers-before" ] || { echo "assertion failed: kd-$n ran no container; the test proves nothing" >&2; return 1; }
+    assert_eq "$old" "$(kubelet_pid "$n")" "kd-$n's kubelet pid after a plain upgrade that upgraded no kubelet"
+    case $(node_way "$n") in
+    apt) in_node "$n" "
+        apt-mark unhold $HELD
+        apt-get upgrade -y -q
+        apt-mark hold $HELD" ;;
+    dnf) in_node "$n" "
+        dnf versionlock delete $HELD
+        dnf upgrade -y -q
+        dnf versionlock add $HELD" ;;
+    esac
+    assert_eq "$(each_held "$K8S-$REV")" "$(pkg_versions "$n" $HELD)" "kd-$n's packages after the released upgrade"
+    wait_for 60 "kd-$n's kubelet is restarted on the new package" kubelet_restarted "$n" "$old"
+    since=$(now)
+    wait_for 120 "kd-$n is Ready on the new package" back_since "$n" "$since"
+}
+
 # A newer package of N published to the channel the nodes already follow:
 # a plain `apt-get upgrade` and `dnf upgrade` leave the held kubeadm,
 # kubelet and kubectl where they are (apt-mark hold, dnf versionlock);
@@ -1311,45 +1365,7 @@ test_a_newer_package_in_the_channel_upgrades_only_what_is_not_held() {
         rm -rf "$TMP/root-$n/srv/kubedist/repo"
         cp -al "$TMP/repo" "$TMP/root-$n/srv/kubedist/repo"
     done
-    for n in cp w4; do
-        old=$(kubelet_pid "$n")
-        old_containerd=$(containerd_pid "$n")
-        kd_in_boot "$n" crictl ps -q | sort >"$TMP/$n.containers-before"
-        # The channel offers the newer package (its metadata read afresh).
-        case $(node_way "$n") in
-        apt) in_node "$n" "
-            apt-get update -q
-            apt-cache madison kubelet | grep ' $K8S-$REV '
-            apt-get upgrade -y -q" ;;
-        dnf) in_node "$n" "
-            dnf makecache -y -q --refresh
-            dnf -q --disableplugin=versionlock list --available kubelet | grep ' $K8S-$REV '
-            dnf upgrade -y -q" ;;
-        esac
-        assert_eq "$(each_held "$K8S-$PREV_REV")" "$(pkg_versions "$n" $HELD)" "kd-$n's held packages after a plain upgrade"
-        # The runtime is not held: upgraded, and restarted on its new
-        # binary, every container kept (their shims outlive containerd).
-        assert_eq "$RUNTIME_VERSION-$REV" "$(pkg_versions "$n" kubedist-containerd)" "kd-$n's kubedist-containerd after a plain upgrade"
-        wait_for 60 "kd-$n's containerd runs again after its upgrade" containerd_restarted "$n" "$old_containerd"
-        kd_in_boot "$n" crictl ps -q | sort >"$TMP/$n.containers-after"
-        assert_eq "$(cat "$TMP/$n.containers-before")" "$(cat "$TMP/$n.containers-after")" "kd-$n's container IDs across the runtime's upgrade"
-        [ -s "$TMP/$n.containers-before" ] || { echo "assertion failed: kd-$n ran no container; the test proves nothing" >&2; return 1; }
-        assert_eq "$old" "$(kubelet_pid "$n")" "kd-$n's kubelet pid after a plain upgrade that upgraded no kubelet"
-        case $(node_way "$n") in
-        apt) in_node "$n" "
-            apt-mark unhold $HELD
-            apt-get upgrade -y -q
-            apt-mark hold $HELD" ;;
-        dnf) in_node "$n" "
-            dnf versionlock delete $HELD
-            dnf upgrade -y -q
-            dnf versionlock add $HELD" ;;
-        esac
-        assert_eq "$(each_held "$K8S-$REV")" "$(pkg_versions "$n" $HELD)" "kd-$n's packages after the released upgrade"
-        wait_for 60 "kd-$n's kubelet is restarted on the new package" kubelet_restarted "$n" "$old"
-        since=$(now)
-        wait_for 120 "kd-$n is Ready on the new package" back_since "$n" "$since"
-    done
+    at_once newer_package cp w4
 }
 
 # kubelet_pid NODE : the kubelet's pid in NODE, or nothing.
@@ -1585,6 +1601,9 @@ not_kubedists() {
     esac
 }
 
+# reset NODE : kubeadm's state taken off NODE.
+reset() { in_node "$1" 'kubeadm reset -f'; }
+
 # uninstall NODE : kubedist's software taken off NODE its way: the
 # packages purged or erased, the tarball's files uninstalled, the sysext
 # image unmerged and removed with the CNI plugins it copied (docs/air-gapped.md).
@@ -1622,10 +1641,9 @@ test_kubeadm_reset_and_the_uninstalls_leave_nothing_of_kubedist() {
     # The installer's DaemonSet first, while the cluster is there.
     kc -n kube-system delete ds kubedist-installer --wait=true
     in_node w2 'sv stop kubelet'
-    for n in $WORKERS cp; do
-        in_node "$n" 'kubeadm reset -f'
-    done
-    for n in $NODES; do uninstall "$n"; done
+    at_once reset $WORKERS
+    reset cp
+    at_once uninstall $NODES
     for n in $WORKERS; do
         # Nothing of kubedist's runs: no kubelet, wrapper or their supervisor.
         kd_in_boot "$n" pgrep -a -f 'kubelet|supervise-daemon kubelet|runsv kubelet' >"$TMP/$n.running" || true
