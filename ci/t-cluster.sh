@@ -1609,8 +1609,8 @@ not_kubedists() {
     esac
 }
 
-# reset NODE : kubeadm's state taken off NODE.
-reset() { in_node "$1" 'kubeadm reset -f'; }
+# kubeadm_reset NODE : kubeadm's state taken off NODE.
+kubeadm_reset() { in_node "$1" 'kubeadm reset -f'; }
 
 # uninstall NODE : kubedist's software taken off NODE its way: the
 # packages purged or erased, the tarball's files uninstalled, the sysext
@@ -1649,8 +1649,8 @@ test_kubeadm_reset_and_the_uninstalls_leave_nothing_of_kubedist() {
     # The installer's DaemonSet first, while the cluster is there.
     kc -n kube-system delete ds kubedist-installer --wait=true
     in_node w2 'sv stop kubelet'
-    at_once reset $WORKERS
-    reset cp
+    at_once kubeadm_reset $WORKERS
+    kubeadm_reset cp
     at_once uninstall $NODES
     for n in $WORKERS; do
         # Nothing of kubedist's runs: no kubelet, wrapper or their supervisor.
