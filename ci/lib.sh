@@ -24,10 +24,12 @@ KD_REPO=$(cd "$(dirname "$0")/.." && pwd)
 # The base roots and test packages the suites build once, in the home
 # directory, where a fresh clone finds them again (keyed by what they hold).
 KD_CACHE=${KD_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kubedist/ci}
-KD_WORK=${KD_WORK:-$KD_REPO/target/ci-work}
+KD_SUITE=$(basename "$0" .sh)
+# Each suite's work apart from the others' (`cargo xtask test` runs suites
+# at once): its roots, logs and booted nodes' state, named by node.
+KD_WORK=${KD_WORK:-$KD_REPO/target/ci-work/${KD_SUITE#t-}}
 # The tools ci/install-deps takes from PyPI (SBOM checkers, Go).
 PATH=$PATH:$KD_REPO/target/ci-tools/sbom/bin
-KD_SUITE=$(basename "$0" .sh)
 KD_SUITE_CODENAME=bookworm
 KD_MIRROR=${KD_MIRROR:-http://deb.debian.org/debian}
 kd_passed=0
@@ -79,17 +81,21 @@ kd_base_tarball() {
         [ $# -eq 0 ] || include=$(printf '%s,' "$@")
         kd_log "building base root '$name' (${include%,}) with mmdebstrap"
         # Package lists are kept so apt-get in the root can resolve real
-        # dependencies from the archive without an update of its own.
+        # dependencies from the archive without an update of its own. Built
+        # in a directory of its own and renamed into place: suites running
+        # at once may build the same root.
+        _kd_build=$(mktemp -d "$KD_CACHE/.build.XXXXXX")
         mmdebstrap --quiet --variant=apt --skip=cleanup/apt/lists \
             ${include:+--include="${include%,}"} \
-            "$KD_SUITE_CODENAME" "$tarball.tmp.tar" "$KD_MIRROR" >&2
-        mv "$tarball.tmp.tar" "$tarball"
+            "$KD_SUITE_CODENAME" "$_kd_build/root.tar" "$KD_MIRROR" >&2
+        mv "$_kd_build/root.tar" "$tarball"
+        rmdir "$_kd_build"
     fi
     printf '%s\n' "$tarball"
 }
 
 # kd_new_root TARBALL : unpacks a fresh root and prints its path. Roots live
-# under target/ci-work and are removed when the suite exits. They are listed
+# under target/ci-work/SUITE/ and are removed when the suite exits. They are listed
 # in a file, not a variable: `ROOT=$(kd_new_root ...)` runs in a subshell,
 # whose variables the exit trap would never see.
 kd_roots_file=$KD_WORK/roots.$$
@@ -181,8 +187,10 @@ kd_provides_rpm() {
             --define "_topdir $top" --define "_rpmdir $top/out" \
             --define 'use_source_date_epoch_as_buildtime 1' \
             --define '_buildhost kubedist.invalid' "$spec" >&2
-        mv "$top"/out/noarch/kubedist-test-provides-*.noarch.rpm "$out.tmp"
-        mv "$out.tmp" "$out"
+        # Copied into the cache's file system, then renamed into place.
+        _kd_tmp=$(mktemp "$out.XXXXXX")
+        mv "$top"/out/noarch/kubedist-test-provides-*.noarch.rpm "$_kd_tmp"
+        mv "$_kd_tmp" "$out"
         rm -rf "$top"
     fi
     printf '%s\n' "$out"
@@ -191,10 +199,10 @@ kd_provides_rpm() {
 # kd_suite_dir : prints the suite's own work directory, made afresh and
 # removed when the suite exits.
 kd_suite_dir() {
-    rm -rf "${KD_WORK:?}/$KD_SUITE"
-    mkdir -p "$KD_WORK/$KD_SUITE"
-    kd_remove_on_exit "$KD_WORK/$KD_SUITE"
-    printf '%s\n' "$KD_WORK/$KD_SUITE"
+    rm -rf "${KD_WORK:?}/tmp"
+    mkdir -p "$KD_WORK/tmp"
+    kd_remove_on_exit "$KD_WORK/tmp"
+    printf '%s\n' "$KD_WORK/tmp"
 }
 
 # kd_remove_on_exit PATH : PATH is removed when the suite exits.

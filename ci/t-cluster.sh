@@ -73,7 +73,7 @@
 # compared with a listing of each node taken before the install.
 #
 # Node logs (journal, OpenRC's and svlogd's, the kubelet's and containerd's,
-# kubectl get events) are kept under target/ci-work/t-cluster.logs when a
+# kubectl get events) are kept under target/ci-work/cluster/logs when a
 # case fails, as the cluster was before its teardown. Run it alone: cargo xtask test cluster.
 
 # shellcheck disable=SC2016,SC2086 # $... in single quotes is for the inner shell; package lists split
@@ -87,7 +87,7 @@ XTASK=${KD_XTASK:?run through cargo xtask test}
 kd_own_mount_namespace "$0" "$@"
 
 TMP=$(kd_suite_dir)
-LOGS=$KD_WORK/t-cluster.logs
+LOGS=$KD_WORK/logs
 rm -rf "$LOGS"
 
 # The release installed (N-1) and the one upgraded to (N): each one's

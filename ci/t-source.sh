@@ -53,7 +53,7 @@ XTASK=${KD_XTASK:?run through cargo xtask test}
 # The containers' mounts stay in the suite's own mount namespace.
 kd_own_mount_namespace "$0" "$@"
 
-TMP=$KD_WORK/t-source
+TMP=$KD_WORK/tmp
 rm -rf "$TMP"
 mkdir -p "$TMP"
 

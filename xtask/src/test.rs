@@ -7,13 +7,18 @@
 //!    inputs, package revision bumped), with the real `dist`;
 //! 4. runs every `ci/t-*.sh` suite against them (real dpkg/apt, rpm/dnf,
 //!    OpenRC, runit, the tarball installer, systemd-sysext, linters, and
-//!    systemd, OpenRC and runit booted as PID 1), each in clean roots;
+//!    systemd, OpenRC and runit booted as PID 1), each in clean roots, as
+//!    many at once as the machine has CPUs (most of a suite's time is one
+//!    process waiting on another), the longest first, each output line
+//!    tagged with its suite's name;
 //! 5. prints how long each phase took (every step before the suites as well
 //!    as each suite: docs/testing.md keeps the budget per phase) and one
 //!    closing line for the suites: `suites: N passed, N failed`.
 
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::Mutex;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
@@ -71,6 +76,10 @@ pub struct Args {
     /// Never run ci/install-deps, even as root with tools missing.
     #[arg(long)]
     no_install: bool,
+    /// How many suites run at once [default: the machine's CPUs]; 1 runs
+    /// them one after the other, their output untagged.
+    #[arg(long, short, value_name = "N")]
+    jobs: Option<usize>,
 }
 
 pub fn run(root: &Path, args: &Args) -> Result<()> {
@@ -161,53 +170,50 @@ pub fn run(root: &Path, args: &Args) -> Result<()> {
     // The suites run this binary directly where they signal a step (cargo
     // would take the signal instead).
     let xtask = std::env::current_exe().context("locating the xtask binary")?;
-    let mut passed = 0u32;
-    let mut failed = 0u32;
-    let mut report = Vec::new();
+    let runs: Vec<SuiteRun> = suites
+        .iter()
+        .map(|path| {
+            let name = suite_name(path);
+            let (prev, cur) = match &from_source {
+                Some((prev, cur)) if ON_SOURCE_BUILDS.contains(&name.as_str()) => (prev, cur),
+                _ => (&prev, &cur),
+            };
+            let mut command = Command::new("sh");
+            if let Some(older) = older
+                .as_ref()
+                .filter(|_| ON_OLDER_RELEASE.contains(&name.as_str()))
+            {
+                command.env("KD_DIST_OLDER", older);
+            }
+            command
+                .arg(path)
+                .current_dir(root)
+                .env("KD_DIST_PREV", prev)
+                .env("KD_DIST", cur)
+                .env("KD_ONLY", cases(&name))
+                .env("KD_XTASK", &xtask)
+                .env("SOURCE_DATE_EPOCH", TEST_EPOCH);
+            SuiteRun { name, command }
+        })
+        .collect();
+    let jobs = args
+        .jobs
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+        .clamp(1, runs.len());
     let suites_started = Instant::now();
-    for suite in &suites {
-        let name = suite_name(suite);
-        eprintln!("==> {name}");
-        let started = Instant::now();
-        let (prev, cur) = match &from_source {
-            Some(built) if ON_SOURCE_BUILDS.contains(&name.as_str()) => built,
-            _ => &(prev.clone(), cur.clone()),
-        };
-        let mut command = Command::new("sh");
-        if let Some(older) = older
-            .as_ref()
-            .filter(|_| ON_OLDER_RELEASE.contains(&name.as_str()))
-        {
-            command.env("KD_DIST_OLDER", older);
-        }
-        let output = command
-            .arg(suite)
-            .current_dir(root)
-            .env("KD_DIST_PREV", prev)
-            .env("KD_DIST", cur)
-            .env("KD_ONLY", cases(&name))
-            .env("KD_XTASK", &xtask)
-            .env("SOURCE_DATE_EPOCH", TEST_EPOCH)
-            .stderr(Stdio::inherit())
-            .output()
-            .with_context(|| format!("running {}", suite.display()))?;
-        let stdout = String::from_utf8_lossy(&output.stdout);
-        print!("{stdout}");
-        let counts = stdout.lines().rev().find_map(parse_counts);
-        let (p, f) = match (counts, output.status.success()) {
-            (Some((p, f)), true) => (p, f),
-            // A suite that died without its closing line, or exited non-zero
-            // with none failed, counts as one failure: never as a pass.
-            (Some((p, f)), false) => (p, f.max(1)),
-            (None, ok) => (0, if ok { 0 } else { 1 }),
-        };
-        passed += p;
-        failed += f;
-        report.push(format!(
-            "  {name:<12} {p:>3} passed {f:>3} failed  {:>5.0} s",
-            started.elapsed().as_secs_f64()
-        ));
-    }
+    let mut outcomes = run_suites(runs, jobs)?;
+    outcomes.sort_by(|a, b| a.name.cmp(&b.name));
+    let passed: u32 = outcomes.iter().map(|o| o.passed).sum();
+    let failed: u32 = outcomes.iter().map(|o| o.failed).sum();
+    let report: Vec<String> = outcomes
+        .iter()
+        .map(|o| {
+            format!(
+                "  {:<12} {:>3} passed {:>3} failed  {:>5.0} s",
+                o.name, o.passed, o.failed, o.seconds
+            )
+        })
+        .collect();
     phases.print();
     println!(
         "\nsuite results ({:.0} s in all):\n{}",
@@ -219,6 +225,135 @@ pub fn run(root: &Path, args: &Args) -> Result<()> {
         bail!("{failed} test(s) failed");
     }
     Ok(())
+}
+
+/// The suites, longest first as measured (docs/testing.md, "Time"): they
+/// start in this order, so that a long one does not start last and run
+/// alone. A suite not named here starts after these.
+const LONGEST_FIRST: &[&str] = &[
+    "cluster", "tarball", "dist", "repo", "source", "boot", "deb", "fuzz", "oci", "sysext",
+    "zypper", "images", "lint", "rpm", "openrc", "runit", "systemd",
+];
+
+/// A suite to run: its name (`deb` for ci/t-deb.sh) and its command.
+struct SuiteRun {
+    name: String,
+    command: Command,
+}
+
+/// How a suite ended.
+struct Outcome {
+    name: String,
+    passed: u32,
+    failed: u32,
+    seconds: f64,
+}
+
+/// Runs `runs`, `jobs` at a time, longest first; with more than one at a
+/// time each line a suite prints is tagged with its name.
+fn run_suites(mut runs: Vec<SuiteRun>, jobs: usize) -> Result<Vec<Outcome>> {
+    let rank = |name: &str| {
+        LONGEST_FIRST
+            .iter()
+            .position(|s| *s == name)
+            .unwrap_or(LONGEST_FIRST.len())
+    };
+    runs.sort_by_key(|r| rank(&r.name));
+    let tagged = jobs > 1;
+    let queue = Mutex::new(runs.into_iter());
+    let outcomes = Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for _ in 0..jobs {
+            scope.spawn(|| loop {
+                // (The queue's lock is let go before the suite runs.)
+                let next = queue.lock().expect("queue").next();
+                let Some(run) = next else { break };
+                let outcome = run_suite(run, tagged);
+                outcomes.lock().expect("outcomes").push(outcome);
+            });
+        }
+    });
+    outcomes
+        .into_inner()
+        .expect("outcomes")
+        .into_iter()
+        .collect()
+}
+
+/// Runs one suite, relaying its output line by line as it comes, and reads
+/// its closing line.
+fn run_suite(mut run: SuiteRun, tagged: bool) -> Result<Outcome> {
+    let name = run.name;
+    eprintln!("==> {name}");
+    let started = Instant::now();
+    let mut child = run
+        .command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("running ci/t-{name}.sh"))?;
+    let tag = if tagged {
+        format!("{name:>7} | ")
+    } else {
+        String::new()
+    };
+    let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
+    let counts = std::thread::scope(|scope| {
+        let relay_stderr = scope.spawn(|| relay(stderr, &tag, Stream::Stderr));
+        let counts = relay(stdout, &tag, Stream::Stdout);
+        let _ = relay_stderr.join();
+        counts
+    });
+    let status = child
+        .wait()
+        .with_context(|| format!("waiting for ci/t-{name}.sh"))?;
+    let (passed, failed) = match (counts, status.success()) {
+        (Some((p, f)), true) => (p, f),
+        // A suite that died without its closing line, or exited non-zero
+        // with none failed, counts as one failure: never as a pass.
+        (Some((p, f)), false) => (p, f.max(1)),
+        (None, ok) => (0, if ok { 0 } else { 1 }),
+    };
+    let seconds = started.elapsed().as_secs_f64();
+    if tagged {
+        eprintln!("<== {name}: {passed} passed, {failed} failed ({seconds:.0} s)");
+    }
+    Ok(Outcome {
+        name,
+        passed,
+        failed,
+        seconds,
+    })
+}
+
+#[derive(Clone, Copy)]
+enum Stream {
+    Stdout,
+    Stderr,
+}
+
+/// Copies `from` line by line to our `to`, each line after `tag` (one
+/// print a line, so lines of suites running at once never mix), and returns
+/// the last closing line `N passed, N failed` it saw.
+fn relay(from: Option<impl Read>, tag: &str, to: Stream) -> Option<(u32, u32)> {
+    let mut reader = BufReader::new(from?);
+    let mut line = Vec::new();
+    let mut counts = None;
+    loop {
+        line.clear();
+        match reader.read_until(b'\n', &mut line) {
+            Ok(0) | Err(_) => return counts,
+            Ok(_) => {}
+        }
+        let text = String::from_utf8_lossy(&line);
+        let text = text.trim_end_matches('\n');
+        counts = parse_counts(text).or(counts);
+        match to {
+            Stream::Stdout => println!("{tag}{text}"),
+            Stream::Stderr => eprintln!("{tag}{text}"),
+        }
+    }
 }
 
 /// How long each step before the suites took, in the order they ran.
@@ -394,7 +529,9 @@ fn status(cmd: &mut Command, what: &str) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_counts;
+    use std::path::Path;
+
+    use super::{parse_counts, suite_name, LONGEST_FIRST};
 
     #[test]
     fn closing_lines_parse() {
@@ -402,5 +539,24 @@ mod tests {
         assert_eq!(parse_counts("  3 passed, 2 failed "), Some((3, 2)));
         assert_eq!(parse_counts("ok   t-deb::install (3 s)"), None);
         assert_eq!(parse_counts("x passed, 1 failed"), None);
+    }
+
+    /// Every suite has its place in the order they start in, and only those.
+    #[test]
+    fn longest_first_names_every_suite_once() {
+        let ci = Path::new(env!("CARGO_MANIFEST_DIR")).join("../ci");
+        let mut suites: Vec<String> = std::fs::read_dir(&ci)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| {
+                let n = p.file_name().unwrap().to_string_lossy();
+                n.starts_with("t-") && n.ends_with(".sh")
+            })
+            .map(|p| suite_name(&p))
+            .collect();
+        suites.sort();
+        let mut named: Vec<String> = LONGEST_FIRST.iter().map(|s| s.to_string()).collect();
+        named.sort();
+        assert_eq!(named, suites);
     }
 }
