@@ -94,6 +94,14 @@ kd_base_tarball() {
     printf '%s\n' "$tarball"
 }
 
+# kd_fixtures : the fixtures directory `dist --fixtures` reads for the
+# pinned release; `cargo xtask test` writes it for every architecture
+# before the suites, so none rewrites it while another reads it.
+kd_fixtures() {
+    printf '%s/target/fixtures/%s\n' "$KD_REPO" \
+        "$(sed -n 's/^kubernetes = "\(.*\)"$/\1/p' "$KD_REPO/pkg/images.toml")"
+}
+
 # kd_new_root TARBALL : unpacks a fresh root and prints its path. Roots live
 # under target/ci-work/SUITE/ and are removed when the suite exits. They are listed
 # in a file, not a variable: `ROOT=$(kd_new_root ...)` runs in a subshell,

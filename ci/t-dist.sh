@@ -33,7 +33,7 @@ kd_require_dist
 # The epoch of KD_DIST (`cargo xtask test` passes it to the suites). cargo
 # itself never sees it: `cargo xtask` builds the xtask without it.
 EPOCH=${SOURCE_DATE_EPOCH:-1700000000}
-FIXTURES=$KD_REPO/target/fixtures
+FIXTURES=$(kd_fixtures)
 TMP=$KD_WORK/t-dist
 rm -rf "$TMP"
 mkdir -p "$TMP"

@@ -419,7 +419,7 @@ SCRIPT
 # repository path; and pins of those images in pkg/images.toml's format.
 REG_PORT=5055
 REG=http://127.0.0.1:$REG_PORT
-FIXTURE_IMAGES=$KD_REPO/target/fixtures/images
+FIXTURE_IMAGES=$(kd_fixtures)/images
 start_registry() {
 	if curl -fs "$REG/v2/" >/dev/null; then
 		echo "something else listens on 127.0.0.1:$REG_PORT" >&2
@@ -602,7 +602,7 @@ PY
 # but a program that prints LIST for `config images list` (and is the
 # stand-in otherwise); dist then checks pkg/images.toml against it.
 from_dir_with_kubeadm() { # DIR LIST
-	fix=$KD_REPO/target/fixtures
+	fix=$(kd_fixtures)
 	rm -rf "$1"
 	cp -al "$fix" "$1"
 	k=$1/kubernetes/v$(sed -n 's/^kubernetes = "\(.*\)"$/\1/p' "$KD_REPO/pkg/images.toml")/bin/linux/amd64/kubeadm

@@ -29,8 +29,8 @@ use crate::spec::{Arch, Spec};
 #[derive(clap::Args, Debug)]
 #[command(after_long_help = "\
 Examples:
-  cargo xtask fixtures target/fixtures --arch amd64,arm64
-  cargo xtask dist --from target/fixtures --arch amd64
+  cargo xtask fixtures /tmp/kd-fixtures --arch amd64,arm64
+  cargo xtask dist --from /tmp/kd-fixtures --arch amd64
 
 Other architectures need Debian's packages of theirs (added as root when
 missing), e.g. on an amd64 host:
@@ -66,19 +66,27 @@ pub fn run(spec: &Spec, args: &Args) -> Result<()> {
         .debs
         .clone()
         .unwrap_or_else(|| spec.root.join("target/debian-debs"));
+    let _held = lock_beside(&args.dir)?;
     write(spec, &args.dir, &arches, &debs)?;
     println!("fixtures: wrote {}", args.dir.display());
     Ok(())
 }
 
-/// The fixtures directory of `--fixtures`: `target/fixtures` of the checkout.
-pub fn default_dir(root: &Path) -> PathBuf {
-    root.join("target/fixtures")
+/// The fixtures directory of `--fixtures`: `target/fixtures/VERSION` of the
+/// checkout, one a release (`dist --version` relabels the fixtures, and a
+/// run for another release must not take this one's away).
+pub fn default_dir(spec: &Spec) -> PathBuf {
+    spec.root
+        .join("target/fixtures")
+        .join(spec.kubernetes_version())
 }
 
 /// `dir` as a fixtures directory holding at least `arches`: kept when it
-/// already does, else (re)written for those and the arches it had.
+/// already does, else (re)written for those and the arches it had. Runs at
+/// once (the test suites') take turns on a lock beside `dir`, so that a
+/// writer sees, and keeps, the architectures another one added.
 pub fn ensure(spec: &Spec, dir: &Path, arches: &[Arch]) -> Result<PathBuf> {
+    let _held = lock_beside(dir)?;
     // Complete for an arch when every file of pkg/release.toml is there
     // (`ensure` of fetch verifies their checksums afterwards).
     let has = |arch: &Arch| {
@@ -130,6 +138,20 @@ pub fn ensure(spec: &Spec, dir: &Path, arches: &[Arch]) -> Result<PathBuf> {
         write(spec, dir, &all, &spec.root.join("target/debian-debs"))?;
     }
     Ok(dir.to_path_buf())
+}
+
+/// The lock of the fixtures directory `dir`, `DIR.lock` beside it, taken
+/// (after its holder lets go) and held until dropped.
+fn lock_beside(dir: &Path) -> Result<std::fs::File> {
+    let dir = std::path::absolute(dir).with_context(|| dir.display().to_string())?;
+    let name = dir
+        .file_name()
+        .with_context(|| format!("{}: not a directory name", dir.display()))?;
+    let parent = dir.parent().unwrap_or(Path::new("/"));
+    std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
+    let lock = parent.join(format!("{}.lock", name.to_string_lossy()));
+    crate::util::lock_file(&lock, 0o644, true)
+        .with_context(|| format!("{}: cannot take the lock", lock.display()))
 }
 
 /// Writes the fixtures directory `dir` for `arches`.

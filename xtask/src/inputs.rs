@@ -27,7 +27,7 @@ pub struct InputArgs {
     /// Use offline test inputs instead of the upstream release: Debian's
     /// real kubectl and CNI plugins, and recorder stand-ins (labelled as such
     /// in every package description) for kubelet, kubeadm and crictl.
-    /// Written to target/fixtures on first use, as `cargo xtask fixtures`
+    /// Written to target/fixtures/VERSION on first use, as `cargo xtask fixtures`
     /// does. For trials and tests on hosts without internet.
     #[arg(long, conflicts_with_all = ["from", "mirror"])]
     pub fixtures: bool,
@@ -134,7 +134,7 @@ pub fn images_from(spec: &Spec, args: &InputArgs) -> Result<ImagesFrom, String> 
     }
     let dir = match (&args.origin.from, args.fixtures) {
         (Some(dir), _) => dir.clone(),
-        (None, true) => crate::fixtures::default_dir(&spec.root),
+        (None, true) => crate::fixtures::default_dir(spec),
         (None, false) => return Ok(ImagesFrom::Registry),
     };
     let layout = dir.join(from_dir::IMAGES);
@@ -157,7 +157,7 @@ impl Inputs {
         installer_base: bool,
     ) -> Result<Inputs> {
         let programs = if args.fixtures {
-            ProgramsFrom::Fixtures(crate::fixtures::default_dir(&spec.root))
+            ProgramsFrom::Fixtures(crate::fixtures::default_dir(spec))
         } else if args.source {
             ProgramsFrom::Source {
                 dir: crate::source::default_dir(&spec.root),

@@ -152,6 +152,22 @@ pub fn run(root: &Path, args: &Args) -> Result<()> {
         return Ok(());
     }
 
+    // Every architecture's fixtures first: a suite's `dist --fixtures` then
+    // never rewrites the directory another suite is reading.
+    let spec = crate::spec::Spec::load(root)?;
+    let fixtures = crate::fixtures::default_dir(&spec);
+    let every_arch = crate::spec::Arch::ALL.map(|a| a.go_name()).join(",");
+    eprintln!("==> cargo xtask fixtures (every architecture)");
+    phases.time("the fixtures of every architecture", || {
+        status(
+            Command::new(std::env::current_exe().context("locating the xtask binary")?)
+                .arg("fixtures")
+                .arg(&fixtures)
+                .args(["--arch", &every_arch])
+                .env("SOURCE_DATE_EPOCH", TEST_EPOCH),
+            "cargo xtask fixtures",
+        )
+    })?;
     let (prev, cur) = build_releases(root, Inputs::Fixtures, &mut phases)?;
     let from_source = match suites
         .iter()

@@ -11,6 +11,28 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use anyhow::{bail, Context, Result};
 
+/// Opens (creating, with `mode`) the lock file `path` and takes its
+/// exclusive lock, held until the file is dropped: waiting for its holder
+/// when `wait`, else failing at once (`WouldBlock`).
+pub fn lock_file(path: &Path, mode: u32, wait: bool) -> std::io::Result<File> {
+    let file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(mode)
+        .open(path)?;
+    use rustix::fs::FlockOperation::{LockExclusive, NonBlockingLockExclusive};
+    rustix::fs::flock(
+        &file,
+        if wait {
+            LockExclusive
+        } else {
+            NonBlockingLockExclusive
+        },
+    )?;
+    Ok(file)
+}
+
 /// The temp name of `path`: `.NAME.tmp-PID-N` beside it. Hidden, so a
 /// listing of `*.deb`, `*.rpm` or `*.tar.gz` never picks one up; the same
 /// directory, so the final rename is atomic; unique per process and call,

@@ -160,8 +160,7 @@ fn sized(
     logs: &Path,
     host: Arch,
 ) -> Result<(Bundle, std::result::Result<Import, String>)> {
-    let fixtures =
-        crate::fixtures::ensure(spec, &crate::fixtures::default_dir(&spec.root), &[host])?;
+    let fixtures = crate::fixtures::ensure(spec, &crate::fixtures::default_dir(spec), &[host])?;
     let from = work.join("sized-inputs");
     fs::create_dir_all(&from).with_context(|| format!("creating {}", from.display()))?;
     for entry in

@@ -2,9 +2,9 @@
 //! appears whole (temp file + rename), directories are swapped in with one
 //! rename, modes are explicit.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -65,22 +65,13 @@ pub fn staging_dir(target: &Path) -> Result<PathBuf> {
 /// Holds an exclusive lock on `path` until dropped; fails at once when
 /// another run holds it.
 pub fn lock(path: &Path) -> Result<File> {
-    let file = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(FILE_MODE)
-        .open(path)
-        .with_context(|| format!("{}: cannot open lock file", path.display()))?;
-    rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).with_context(
-        || {
-            format!(
-                "{}: another `cargo xtask repo` is writing this repository",
-                path.display()
-            )
-        },
-    )?;
-    Ok(file)
+    crate::util::lock_file(path, FILE_MODE, false).map_err(|e| match e.kind() {
+        io::ErrorKind::WouldBlock => anyhow::anyhow!(
+            "{}: another `cargo xtask repo` is writing this repository",
+            path.display()
+        ),
+        _ => anyhow::Error::new(e).context(format!("{}: cannot open lock file", path.display())),
+    })
 }
 
 /// Puts the metadata tree `staged` in the place of `target` and removes
