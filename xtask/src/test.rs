@@ -3,14 +3,15 @@
 //! 1. installs what the suites need when it is missing and we are root
 //!    (`ci/install-deps`), so a fresh machine needs no other step;
 //! 2. `cargo test --workspace`;
-//! 3. builds the fixture inputs and two releases from them, N-1 and N (same
-//!    inputs, package revision bumped), with the real `dist`;
+//! 3. writes the fixture inputs of every architecture and builds two
+//!    releases from them, N-1 and N (same inputs, package revision bumped),
+//!    with the real `dist`;
 //! 4. runs every `ci/t-*.sh` suite against them (real dpkg/apt, rpm/dnf,
 //!    OpenRC, runit, the tarball installer, systemd-sysext, linters, and
 //!    systemd, OpenRC and runit booted as PID 1), each in clean roots, as
-//!    many at once as the machine has CPUs (most of a suite's time is one
-//!    process waiting on another), the longest first, each output line
-//!    tagged with its suite's name;
+//!    many at once as the machine has CPUs (one suite alone leaves a CPU
+//!    idle much of its time), the longest first, each output line tagged
+//!    with its suite's name;
 //! 5. prints how long each phase took (every step before the suites as well
 //!    as each suite: docs/testing.md keeps the budget per phase) and one
 //!    closing line for the suites: `suites: N passed, N failed`.
@@ -152,6 +153,9 @@ pub fn run(root: &Path, args: &Args) -> Result<()> {
         return Ok(());
     }
 
+    // The suites run this binary directly where they signal a step (cargo
+    // would take the signal instead).
+    let xtask = std::env::current_exe().context("locating the xtask binary")?;
     // Every architecture's fixtures first: a suite's `dist --fixtures` then
     // never rewrites the directory another suite is reading.
     let spec = crate::spec::Spec::load(root)?;
@@ -160,7 +164,7 @@ pub fn run(root: &Path, args: &Args) -> Result<()> {
     eprintln!("==> cargo xtask fixtures (every architecture)");
     phases.time("the fixtures of every architecture", || {
         status(
-            Command::new(std::env::current_exe().context("locating the xtask binary")?)
+            Command::new(&xtask)
                 .arg("fixtures")
                 .arg(&fixtures)
                 .args(["--arch", &every_arch])
@@ -183,9 +187,6 @@ pub fn run(root: &Path, args: &Args) -> Result<()> {
         true => Some(build_older_release(root, &mut phases)?),
         false => None,
     };
-    // The suites run this binary directly where they signal a step (cargo
-    // would take the signal instead).
-    let xtask = std::env::current_exe().context("locating the xtask binary")?;
     let runs: Vec<SuiteRun> = suites
         .iter()
         .map(|path| {
