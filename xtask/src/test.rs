@@ -24,6 +24,8 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 
+use crate::spec::Spec;
+
 /// Tools the suites run; `ci/install-deps` installs them.
 const TOOLS: &[&str] = &[
     "mmdebstrap",
@@ -158,7 +160,7 @@ pub fn run(root: &Path, args: &Args) -> Result<()> {
     let xtask = std::env::current_exe().context("locating the xtask binary")?;
     // Every architecture's fixtures first: a suite's `dist --fixtures` then
     // never rewrites the directory another suite is reading.
-    let spec = crate::spec::Spec::load(root)?;
+    let spec = Spec::load(root)?;
     let fixtures = crate::fixtures::default_dir(&spec);
     let every_arch = crate::spec::Arch::ALL.map(|a| a.go_name()).join(",");
     eprintln!("==> cargo xtask fixtures (every architecture)");
@@ -184,7 +186,7 @@ pub fn run(root: &Path, args: &Args) -> Result<()> {
         .iter()
         .any(|s| ON_OLDER_RELEASE.contains(&suite_name(s).as_str()))
     {
-        true => Some(build_older_release(root, &mut phases)?),
+        true => Some(build_older_release(&spec, &mut phases)?),
         false => None,
     };
     let runs: Vec<SuiteRun> = suites
@@ -420,8 +422,7 @@ const CLUSTER_FORMATS: &str = "deb,rpm,tar,sysext,oci,images";
 /// Builds, for amd64 from source, the cluster's formats of the supported
 /// release before the pin (pkg/release.toml's `supported`), and returns its
 /// output directory.
-fn build_older_release(root: &Path, phases: &mut Phases) -> Result<PathBuf> {
-    let spec = crate::spec::Spec::load(root)?;
+fn build_older_release(spec: &Spec, phases: &mut Phases) -> Result<PathBuf> {
     let supported = &spec.release.supported;
     // Spec::load checked: the pin is the newest of `supported`.
     let version = supported
@@ -429,7 +430,7 @@ fn build_older_release(root: &Path, phases: &mut Phases) -> Result<PathBuf> {
         .checked_sub(2)
         .map(|i| supported[i].clone())
         .context("pkg/release.toml: `supported` has no release before the pin")?;
-    let out = root.join("target/ci-dist/source/older");
+    let out = spec.root.join("target/ci-dist/source/older");
     // The runtime's sysext image at the default codec: it is the same image
     // as release prev's (one name and revision in the repository), and
     // must be the same bytes.
