@@ -1,5 +1,7 @@
 //! The artifact cache of `cargo xtask dist`: an artifact whose inputs did not
-//! change is copied from here instead of being compressed again.
+//! change is copied from here instead of being compressed again, and its
+//! SBOM instead of being read back from it (an entry of its own, whose key
+//! adds what the document says of the artifact: `dist::jobs`).
 //!
 //! Content-addressed: an entry's key is the SHA-256 of everything that could
 //! change the artifact's bytes: this xtask program itself (its version and

@@ -150,7 +150,7 @@ Compression (see docs/performance.md for times and sizes):
         "
 An artifact whose inputs, codec and level did not change since an earlier run
 is copied from the artifact cache (target/artifact-cache) instead of being
-built again; the bytes are the same.",
+built again, and so is its SBOM; the bytes are the same.",
     );
     help
 }

@@ -160,22 +160,52 @@ fn write_artifact(
         }
     };
     let sbom = sbom::path_of(&path);
-    let doc = sbom::document(
-        &path,
-        &sha256,
-        &subject(plan, job, &path),
-        origins,
-        plan.options.epoch,
-    )
-    .with_context(|| format!("the SBOM of {}", path.display()))?;
-    crate::util::write_bytes_atomic(&sbom, &doc, 0o644)?;
+    let subject = subject(plan, job, &path);
+    // The SBOM reads every file back from the artifact: for an artifact
+    // the cache had, the document the cache kept with it, under a key of
+    // its own (what the SBOM says of the artifact's files, its subject and
+    // their origins, changes no byte of the artifact: an origin's URL).
+    let sbom_key = match (&plan.cache, &key) {
+        (Some(cache), Some(key)) => Some(cache.key(&sbom_inputs(key, &subject, origins)?)),
+        _ => None,
+    };
+    let kept = match (&plan.cache, &sbom_key) {
+        (Some(cache), Some(sbom_key)) => cache.fetch(sbom_key, built_dir)?,
+        _ => None,
+    };
+    if kept.is_none() {
+        let doc = sbom::document(&path, &sha256, &subject, origins, plan.options.epoch)
+            .with_context(|| format!("the SBOM of {}", path.display()))?;
+        crate::util::write_bytes_atomic(&sbom, &doc, 0o644)?;
+        if let (Some(cache), Some(sbom_key)) = (&plan.cache, &sbom_key) {
+            cache.store(sbom_key, &sbom)?;
+        }
+    }
     Ok(Built {
         path,
         sha256,
         sbom,
-        cache_key: key,
+        cache_keys: key.into_iter().chain(sbom_key).collect(),
         cached,
     })
+}
+
+/// What an artifact's SBOM depends on besides the artifact's own bytes
+/// (`artifact_key`, its cache key): what the document says the artifact is
+/// and where its files came from.
+fn sbom_inputs(
+    artifact_key: &str,
+    subject: &sbom::Subject,
+    origins: &[sbom::Origin],
+) -> Result<String> {
+    Ok(format!(
+        "the SBOM of {artifact_key}\n{}\n{}\n{}\n{}\n{}\n",
+        subject.name,
+        subject.version,
+        subject.purl,
+        subject.licence,
+        serde_json::to_string(origins)?
+    ))
 }
 
 /// The payload a job compresses, in bytes, for scheduling.
@@ -269,7 +299,53 @@ pub(super) struct Built {
     pub sha256: String,
     /// `<artifact>.spdx.json`, beside it.
     pub sbom: PathBuf,
-    /// Its artifact cache entry, kept when the cache is pruned.
-    pub cache_key: Option<String>,
+    /// Its artifact cache entries (the artifact's and its SBOM's), kept
+    /// when the cache is pruned.
+    pub cache_keys: Vec<String>,
     pub cached: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sbom_inputs;
+    use crate::sbom::{Origin, Subject};
+
+    /// A kept SBOM is used only for what it says: another subject or an
+    /// origin that changed no byte of the artifact (its URL) is another
+    /// document.
+    #[test]
+    fn a_kept_sbom_is_keyed_by_its_subject_and_origins() {
+        let subject = || Subject {
+            name: "kubelet".into(),
+            version: "1.37.2-1".into(),
+            purl: "pkg:deb/kubedist/kubelet@1.37.2-1?arch=amd64".into(),
+            licence: "Apache-2.0".into(),
+        };
+        let origin = |url: &str| Origin {
+            name: "kubelet".into(),
+            version: "1.37.2".into(),
+            supplier: "Organization: Kubernetes".into(),
+            url: Some(url.into()),
+            purl: "pkg:golang/k8s.io/kubernetes@v1.37.2".into(),
+            sha256: "0".repeat(64),
+            yields: vec![("kubelet".into(), "0".repeat(64))],
+            comment: String::new(),
+            linked: Vec::new(),
+            blobs: Vec::new(),
+        };
+        let inputs =
+            |subject: &Subject, url: &str| sbom_inputs("key", subject, &[origin(url)]).unwrap();
+        let first = inputs(&subject(), "https://dl.k8s.io/a");
+        assert_eq!(first, inputs(&subject(), "https://dl.k8s.io/a"));
+        assert_ne!(first, inputs(&subject(), "https://mirror.example/a"));
+        let renamed = Subject {
+            purl: "pkg:deb/kubedist/kubelet@1.37.2-1?arch=arm64".into(),
+            ..subject()
+        };
+        assert_ne!(first, inputs(&renamed, "https://dl.k8s.io/a"));
+        assert_ne!(
+            first,
+            sbom_inputs("another key", &subject(), &[origin("https://dl.k8s.io/a")]).unwrap()
+        );
+    }
 }

@@ -80,7 +80,7 @@ pub(super) fn publish(
     if let Some(cache) = &plan.cache {
         // Room for a few runs like this one.
         let size: u64 = summary.iter().map(|r| r.1).sum();
-        let keys: Vec<String> = written.iter().filter_map(|b| b.cache_key.clone()).collect();
+        let keys: Vec<String> = written.iter().flat_map(|b| b.cache_keys.clone()).collect();
         if let Err(e) = cache.prune(&keys, (4 * size).max(1 << 30)) {
             eprintln!("warning: artifact cache: {e:#}");
         }
