@@ -2,17 +2,18 @@
 //!
 //! 1. installs what the suites need when it is missing and we are root
 //!    (`ci/install-deps`), so a fresh machine needs no other step;
-//! 2. `cargo test --workspace`;
-//! 3. writes the fixture inputs of every architecture and builds two
-//!    releases from them, N-1 and N (same inputs, package revision bumped),
-//!    with the real `dist`;
+//! 2. at once, as three chains of steps (one alone leaves a CPU idle much
+//!    of its time): `cargo test --workspace`; the fixture inputs of every
+//!    architecture and two releases built from them, N-1 and N (same
+//!    inputs, package revision bumped), with the real `dist`; and the
+//!    releases built from source the suites on source builds read;
 //! 4. runs every `ci/t-*.sh` suite against them (real dpkg/apt, rpm/dnf,
 //!    OpenRC, runit, the tarball installer, systemd-sysext, linters, and
 //!    systemd, OpenRC and runit booted as PID 1), each in clean roots, as
 //!    many at once as the machine has CPUs (one suite alone leaves a CPU
 //!    idle much of its time), the longest first, each output line tagged
 //!    with its suite's name;
-//! 5. prints how long each phase took (every step before the suites as well
+//! 5. prints how long each step took (every step before the suites as well
 //!    as each suite: docs/testing.md keeps the budget per phase) and one
 //!    closing line for the suites: `suites: N passed, N failed`.
 
@@ -108,37 +109,6 @@ pub fn run(root: &Path, args: &Args) -> Result<()> {
             .join(" ")
     };
     let ci = std::env::var("CI").is_ok_and(|v| v == "true");
-    let mut phases = Phases::default();
-
-    let missing: Vec<_> = TOOLS.iter().filter(|t| !crate::util::on_path(t)).collect();
-    if !missing.is_empty() {
-        if !args.no_install && crate::util::is_root() {
-            eprintln!("==> installing missing test tools ({missing:?}) with ci/install-deps");
-            phases.time("ci/install-deps", || {
-                status(
-                    Command::new("sh").arg(root.join("ci/install-deps")),
-                    "ci/install-deps",
-                )
-            })?;
-        } else if ci {
-            bail!("missing tools {missing:?}: run `sudo ci/install-deps`");
-        } else {
-            eprintln!("warning: missing tools {missing:?}; suites needing them will be skipped (sudo ci/install-deps installs them)");
-        }
-    }
-
-    if selected("cargo") {
-        eprintln!("==> cargo test --workspace");
-        phases.time("cargo test --workspace", || {
-            status(
-                Command::new(crate::util::cargo())
-                    .args(["test", "--workspace"])
-                    .current_dir(root),
-                "cargo test",
-            )
-        })?;
-    }
-
     let mut suites: Vec<PathBuf> = std::fs::read_dir(root.join("ci"))
         .context("reading ci/")?
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -150,44 +120,92 @@ pub fn run(root: &Path, args: &Args) -> Result<()> {
         .filter(|p| selected(&suite_name(p)))
         .collect();
     suites.sort();
-    if suites.is_empty() {
-        phases.print();
-        return Ok(());
+    let wanted = |names: &[&str]| {
+        suites
+            .iter()
+            .any(|s| names.contains(&suite_name(s).as_str()))
+    };
+    let (cargo_tests, need_source, need_older) = (
+        selected("cargo"),
+        wanted(ON_SOURCE_BUILDS),
+        wanted(ON_OLDER_RELEASE),
+    );
+
+    // Three chains of steps before the suites, at once where there are
+    // more than one: cargo's tests; the fixtures and their releases; the
+    // releases from source.
+    let chains = [cargo_tests, !suites.is_empty(), need_source || need_older];
+    let steps = Steps::new(chains.iter().filter(|c| **c).count() > 1);
+
+    let missing: Vec<_> = TOOLS.iter().filter(|t| !crate::util::on_path(t)).collect();
+    if !missing.is_empty() {
+        if !args.no_install && crate::util::is_root() {
+            eprintln!("missing test tools {missing:?}: installing them");
+            steps.run(
+                "",
+                "ci/install-deps",
+                Command::new("sh").arg(root.join("ci/install-deps")),
+            )?;
+        } else if ci {
+            bail!("missing tools {missing:?}: run `sudo ci/install-deps`");
+        } else {
+            eprintln!("warning: missing tools {missing:?}; suites needing them will be skipped (sudo ci/install-deps installs them)");
+        }
     }
 
     // The suites run this binary directly where they signal a step (cargo
     // would take the signal instead).
     let xtask = std::env::current_exe().context("locating the xtask binary")?;
-    // Every architecture's fixtures first: a suite's `dist --fixtures` then
-    // never rewrites the directory another suite is reading.
     let spec = Spec::load(root)?;
-    let fixtures = crate::fixtures::default_dir(&spec);
-    let every_arch = crate::spec::Arch::ALL.map(|a| a.go_name()).join(",");
-    eprintln!("==> cargo xtask fixtures (every architecture)");
-    phases.time("the fixtures of every architecture", || {
-        status(
-            Command::new(&xtask)
-                .arg("fixtures")
-                .arg(&fixtures)
-                .args(["--arch", &every_arch])
-                .env("SOURCE_DATE_EPOCH", TEST_EPOCH),
-            "cargo xtask fixtures",
-        )
-    })?;
-    let (prev, cur) = build_releases(root, Inputs::Fixtures, &mut phases)?;
-    let from_source = match suites
-        .iter()
-        .any(|s| ON_SOURCE_BUILDS.contains(&suite_name(s).as_str()))
-    {
-        true => Some(build_releases(root, Inputs::Source, &mut phases)?),
-        false => None,
-    };
-    let older = match suites
-        .iter()
-        .any(|s| ON_OLDER_RELEASE.contains(&suite_name(s).as_str()))
-    {
-        true => Some(build_older_release(&spec, &mut phases)?),
-        false => None,
+    let (tested, from_fixtures, from_source) = std::thread::scope(|scope| {
+        let tested = scope.spawn(|| -> Result<()> {
+            if cargo_tests {
+                steps.run(
+                    "cargo",
+                    "cargo test --workspace",
+                    Command::new(crate::util::cargo())
+                        .args(["test", "--workspace"])
+                        .current_dir(root),
+                )?;
+            }
+            Ok(())
+        });
+        let from_source = scope.spawn(|| -> Result<(Option<_>, Option<_>)> {
+            let releases = match need_source {
+                true => Some(build_releases(root, Inputs::Source, &steps)?),
+                false => None,
+            };
+            let older = match need_older {
+                true => Some(build_older_release(&spec, &steps)?),
+                false => None,
+            };
+            Ok((releases, older))
+        });
+        let from_fixtures = (|| -> Result<Option<_>> {
+            if suites.is_empty() {
+                return Ok(None);
+            }
+            // Every architecture's fixtures first: a suite's `dist
+            // --fixtures` then never rewrites the directory another suite
+            // is reading.
+            let every_arch = crate::spec::Arch::ALL.map(|a| a.go_name()).join(",");
+            steps.run(
+                "fixtures",
+                "cargo xtask fixtures (every architecture)",
+                Command::new(&xtask)
+                    .arg("fixtures")
+                    .arg(crate::fixtures::default_dir(&spec))
+                    .args(["--arch", &every_arch])
+                    .env("SOURCE_DATE_EPOCH", TEST_EPOCH),
+            )?;
+            Ok(Some(build_releases(root, Inputs::Fixtures, &steps)?))
+        })();
+        (joined(tested), from_fixtures, joined(from_source))
+    });
+    tested?;
+    let ((from_source, older), Some((prev, cur))) = (from_source?, from_fixtures?) else {
+        steps.print();
+        return Ok(());
     };
     let runs: Vec<SuiteRun> = suites
         .iter()
@@ -233,7 +251,7 @@ pub fn run(root: &Path, args: &Args) -> Result<()> {
             )
         })
         .collect();
-    phases.print();
+    steps.print();
     println!(
         "\nsuite results ({:.0} s in all):\n{}",
         suites_started.elapsed().as_secs_f64(),
@@ -244,6 +262,13 @@ pub fn run(root: &Path, args: &Args) -> Result<()> {
         bail!("{failed} test(s) failed");
     }
     Ok(())
+}
+
+/// What a chain's thread returned, or an error if it panicked.
+fn joined<T>(handle: std::thread::ScopedJoinHandle<'_, Result<T>>) -> Result<T> {
+    handle
+        .join()
+        .unwrap_or_else(|_| Err(anyhow::anyhow!("a chain of steps panicked")))
 }
 
 /// The suites, longest first as measured (docs/testing.md, "Time"): they
@@ -305,28 +330,12 @@ fn run_suite(mut run: SuiteRun, tagged: bool) -> Result<Outcome> {
     let name = run.name;
     eprintln!("==> {name}");
     let started = Instant::now();
-    let mut child = run
-        .command
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .with_context(|| format!("running ci/t-{name}.sh"))?;
     let tag = if tagged {
         format!("{name:>7} | ")
     } else {
         String::new()
     };
-    let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
-    let counts = std::thread::scope(|scope| {
-        let relay_stderr = scope.spawn(|| relay(stderr, &tag, Stream::Stderr));
-        let counts = relay(stdout, &tag, Stream::Stdout);
-        let _ = relay_stderr.join();
-        counts
-    });
-    let status = child
-        .wait()
-        .with_context(|| format!("waiting for ci/t-{name}.sh"))?;
+    let (status, counts) = relayed(&mut run.command, &tag, &format!("ci/t-{name}.sh"))?;
     let (passed, failed) = match (counts, status.success()) {
         (Some((p, f)), true) => (p, f),
         // A suite that died without its closing line, or exited non-zero
@@ -344,6 +353,33 @@ fn run_suite(mut run: SuiteRun, tagged: bool) -> Result<Outcome> {
         failed,
         seconds,
     })
+}
+
+/// Runs `command` (`what`), its output relayed line by line after `tag`,
+/// and returns how it ended and the last closing line `N passed, N failed`
+/// it printed.
+fn relayed(
+    command: &mut Command,
+    tag: &str,
+    what: &str,
+) -> Result<(std::process::ExitStatus, Option<(u32, u32)>)> {
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("starting {what}"))?;
+    let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
+    let counts = std::thread::scope(|scope| {
+        let relay_stderr = scope.spawn(|| relay(stderr, tag, Stream::Stderr));
+        let counts = relay(stdout, tag, Stream::Stdout);
+        let _ = relay_stderr.join();
+        counts
+    });
+    let status = child
+        .wait()
+        .with_context(|| format!("waiting for {what}"))?;
+    Ok((status, counts))
 }
 
 #[derive(Clone, Copy)]
@@ -375,27 +411,64 @@ fn relay(from: Option<impl Read>, tag: &str, to: Stream) -> Option<(u32, u32)> {
     }
 }
 
-/// How long each step before the suites took, in the order they ran.
-#[derive(Default)]
-struct Phases(Vec<(String, f64)>);
+/// The steps before the suites: commands whose output is relayed line by
+/// line (tagged with their chain's name when chains run at once), and how
+/// long each took, in the order they ended.
+struct Steps {
+    tagged: bool,
+    times: Mutex<Vec<(String, f64)>>,
+    /// When the first began and the last ended.
+    span: Mutex<Option<(Instant, Instant)>>,
+}
 
-impl Phases {
-    /// Runs `step`, recording its wall time under `name`.
-    fn time<T>(&mut self, name: &str, step: impl FnOnce() -> Result<T>) -> Result<T> {
+impl Steps {
+    fn new(tagged: bool) -> Steps {
+        Steps {
+            tagged,
+            times: Mutex::new(Vec::new()),
+            span: Mutex::new(None),
+        }
+    }
+
+    /// Runs `command` as step `what` of chain `chain` (none: the steps
+    /// before the chains), recording its wall time; an error unless it
+    /// succeeds.
+    fn run(&self, chain: &str, what: &str, command: &mut Command) -> Result<()> {
+        let tag = match self.tagged && !chain.is_empty() {
+            true => format!("{chain:>7} | "),
+            false => String::new(),
+        };
+        eprintln!("{tag}==> {what}");
         let started = Instant::now();
-        let result = step();
-        self.0
-            .push((name.to_string(), started.elapsed().as_secs_f64()));
-        result
+        let ran = relayed(command, &tag, what);
+        let ended = Instant::now();
+        let seconds = (ended - started).as_secs_f64();
+        let mut span = self.span.lock().expect("span");
+        *span = Some((span.map_or(started, |(first, _)| first), ended));
+        self.times
+            .lock()
+            .expect("times")
+            .push((what.to_string(), seconds));
+        let (status, _) = ran?;
+        if !status.success() {
+            bail!("{what} failed ({status})");
+        }
+        Ok(())
     }
 
     fn print(&self) {
-        if self.0.is_empty() {
+        let times = self.times.lock().expect("times");
+        if times.is_empty() {
             return;
         }
-        let total: f64 = self.0.iter().map(|(_, s)| s).sum();
-        println!("\nsteps before the suites ({total:.0} s in all):");
-        for (name, seconds) in &self.0 {
+        let total: f64 = times.iter().map(|(_, s)| s).sum();
+        let wall = self
+            .span
+            .lock()
+            .expect("span")
+            .map_or(0.0, |(first, last)| (last - first).as_secs_f64());
+        println!("\nsteps before the suites ({wall:.0} s; one after another, {total:.0} s):");
+        for (name, seconds) in times.iter() {
             println!("  {name:<58} {seconds:>5.0} s");
         }
     }
@@ -422,7 +495,7 @@ const CLUSTER_FORMATS: &str = "deb,rpm,tar,sysext,oci,images";
 /// Builds, for amd64 from source, the cluster's formats of the supported
 /// release before the pin (pkg/release.toml's `supported`), and returns its
 /// output directory.
-fn build_older_release(spec: &Spec, phases: &mut Phases) -> Result<PathBuf> {
+fn build_older_release(spec: &Spec, steps: &Steps) -> Result<PathBuf> {
     let supported = &spec.release.supported;
     // Spec::load checked: the pin is the newest of `supported`.
     let version = supported
@@ -439,7 +512,8 @@ fn build_older_release(spec: &Spec, phases: &mut Phases) -> Result<PathBuf> {
         crate::emit::codec::Codecs::defaults().of("sysext")
     );
     dist(
-        phases,
+        steps,
+        "source",
         &format!("--source --version {version} (the minor before the pin)"),
         &[
             "--source",
@@ -459,26 +533,24 @@ fn build_older_release(spec: &Spec, phases: &mut Phases) -> Result<PathBuf> {
 /// `cargo xtask dist ARGS --arch amd64 --out OUT` with the tests' epoch,
 /// into an emptied OUT (dist adds to its output directory; a format left
 /// out must not linger from an earlier run).
-fn dist(phases: &mut Phases, what: &str, args: &[&str], out: &Path) -> Result<()> {
+fn dist(steps: &Steps, chain: &str, what: &str, args: &[&str], out: &Path) -> Result<()> {
     match std::fs::remove_dir_all(out) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
             return Err(e).with_context(|| format!("removing {}", out.display()));
         }
         _ => {}
     }
-    eprintln!("==> cargo xtask dist {what}");
     let xtask = std::env::current_exe().context("locating the xtask binary")?;
-    phases.time(&format!("dist {what}"), || {
-        status(
-            Command::new(xtask)
-                .arg("dist")
-                .args(args)
-                .args(["--arch", "amd64", "--out"])
-                .arg(out)
-                .env("SOURCE_DATE_EPOCH", TEST_EPOCH),
-            "cargo xtask dist",
-        )
-    })
+    steps.run(
+        chain,
+        &format!("cargo xtask dist {what}"),
+        Command::new(xtask)
+            .arg("dist")
+            .args(args)
+            .args(["--arch", "amd64", "--out"])
+            .arg(out)
+            .env("SOURCE_DATE_EPOCH", TEST_EPOCH),
+    )
 }
 
 /// What the releases of the suites are built from.
@@ -490,10 +562,10 @@ enum Inputs {
 
 /// Builds releases N-1 and N for amd64 from `inputs` with the real `dist`,
 /// and returns their output directories.
-fn build_releases(root: &Path, inputs: Inputs, phases: &mut Phases) -> Result<(PathBuf, PathBuf)> {
-    let (flag, work) = match inputs {
-        Inputs::Fixtures => ("--fixtures", root.join("target/ci-dist")),
-        Inputs::Source => ("--source", root.join("target/ci-dist/source")),
+fn build_releases(root: &Path, inputs: Inputs, steps: &Steps) -> Result<(PathBuf, PathBuf)> {
+    let (flag, work, chain) = match inputs {
+        Inputs::Fixtures => ("--fixtures", root.join("target/ci-dist"), "fixtures"),
+        Inputs::Source => ("--source", root.join("target/ci-dist/source"), "source"),
     };
     let mut outs = Vec::new();
     for (label, revision) in [("prev", "1"), ("cur", "2")] {
@@ -513,7 +585,8 @@ fn build_releases(root: &Path, inputs: Inputs, phases: &mut Phases) -> Result<(P
         };
         let what = format!("{flag} (release {label}, revision {revision})");
         dist(
-            phases,
+            steps,
+            chain,
             &what,
             &[&[flag, "--revision", revision], formats].concat(),
             &out,
@@ -535,14 +608,6 @@ fn parse_counts(line: &str) -> Option<(u32, u32)> {
     let (p, rest) = line.trim().split_once(" passed, ")?;
     let f = rest.strip_suffix(" failed")?;
     Some((p.parse().ok()?, f.parse().ok()?))
-}
-
-fn status(cmd: &mut Command, what: &str) -> Result<()> {
-    let st = cmd.status().with_context(|| format!("starting {what}"))?;
-    if !st.success() {
-        bail!("{what} failed ({st})");
-    }
-    Ok(())
 }
 
 #[cfg(test)]
