@@ -761,10 +761,13 @@ kd_keep_output() {
 # system but the kernel's and the scratch ones (/proc /sys /dev /run /tmp)
 # and PRUNE... (as seen from DIR), one tab-separated line each: path (as seen
 # from DIR: /etc/hosts), type,
-# mode, numeric owner, link target, the sha256 of a regular file (- for
-# others) and, with --mtime, the modification time; sorted. What "nothing
-# changed" and "nothing left behind" are checked against, here and, through
-# `kd_function kd_listing`, in a root or on a booted node (POSIX sh, GNU find).
+# mode, numeric owner, link target, the BLAKE2b-256 digest of a regular file
+# (- for others) and, with --mtime, the modification time; sorted. What
+# "nothing changed" and "nothing left behind" are checked against, here and,
+# through `kd_function kd_listing`, in a root or on a booted node (POSIX sh,
+# GNU find, coreutils' b2sum: a whole root is hashed each time, and b2sum
+# does it in a third of the time of coreutils' sha256sum, which uses no SHA
+# instructions).
 kd_listing() {
     (
         cd "$1" || exit 1
@@ -780,7 +783,7 @@ kd_listing() {
             # shellcheck disable=SC2086 # $kl_prune is find's words, no globs
             find . -xdev \( $kl_prune -false \) -prune -o -printf "M\t%p\t%y\t%m\t%U:%G\t%l$kl_time\n"
             # shellcheck disable=SC2086
-            find . -xdev \( $kl_prune -false \) -prune -o -type f -exec sha256sum {} + | sed 's/^/S\t/'
+            find . -xdev \( $kl_prune -false \) -prune -o -type f -exec b2sum -l 256 {} + | sed 's/^/S\t/'
         } | awk -F '\t' -v OFS='\t' '
             function seen_from_dir(p) { return p == "." ? "/" : substr(p, 2) }
             $1 == "S" { sum[seen_from_dir(substr($2, 67))] = substr($2, 1, 64); next }
