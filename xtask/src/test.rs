@@ -415,21 +415,18 @@ fn relay(from: Option<impl Read>, tag: &str, to: Stream) -> Option<(u32, u32)> {
 }
 
 /// The steps before the suites: commands whose output is relayed line by
-/// line (tagged with their chain's name when chains run at once), and how
-/// long each took, in the order they ended.
+/// line (tagged with their chain's name when chains run at once), and when
+/// each began and ended, in the order they ended.
 struct Steps {
     tagged: bool,
-    times: Mutex<Vec<(String, f64)>>,
-    /// When the first began and the last ended.
-    span: Mutex<Option<(Instant, Instant)>>,
+    ran: Mutex<Vec<(String, Instant, Instant)>>,
 }
 
 impl Steps {
     fn new(tagged: bool) -> Steps {
         Steps {
             tagged,
-            times: Mutex::new(Vec::new()),
-            span: Mutex::new(None),
+            ran: Mutex::new(Vec::new()),
         }
     }
 
@@ -440,16 +437,12 @@ impl Steps {
         let tag = tag(chain, self.tagged && !chain.is_empty());
         eprintln!("{tag}==> {what}");
         let started = Instant::now();
-        let ran = relayed(command, &tag, what);
-        let ended = Instant::now();
-        let seconds = (ended - started).as_secs_f64();
-        let mut span = self.span.lock().expect("span");
-        *span = Some((span.map_or(started, |(first, _)| first), ended));
-        self.times
+        let relayed = relayed(command, &tag, what);
+        self.ran
             .lock()
-            .expect("times")
-            .push((what.to_string(), seconds));
-        let (status, _) = ran?;
+            .expect("steps")
+            .push((what.to_string(), started, Instant::now()));
+        let (status, _) = relayed?;
         if !status.success() {
             bail!("{what} failed ({status})");
         }
@@ -457,19 +450,21 @@ impl Steps {
     }
 
     fn print(&self) {
-        let times = self.times.lock().expect("times");
-        if times.is_empty() {
+        let ran = self.ran.lock().expect("steps");
+        let (Some(first), Some(last)) = (
+            ran.iter().map(|(_, began, _)| began).min(),
+            ran.iter().map(|(_, _, ended)| ended).max(),
+        ) else {
             return;
-        }
-        let total: f64 = times.iter().map(|(_, s)| s).sum();
-        let wall = self
-            .span
-            .lock()
-            .expect("span")
-            .map_or(0.0, |(first, last)| (last - first).as_secs_f64());
-        println!("\nsteps before the suites ({wall:.0} s; one after another, {total:.0} s):");
-        for (name, seconds) in times.iter() {
-            println!("  {name:<58} {seconds:>5.0} s");
+        };
+        let seconds = |began: &Instant, ended: &Instant| (*ended - *began).as_secs_f64();
+        let total: f64 = ran.iter().map(|(_, b, e)| seconds(b, e)).sum();
+        println!(
+            "\nsteps before the suites ({:.0} s; one after another, {total:.0} s):",
+            seconds(first, last)
+        );
+        for (name, began, ended) in ran.iter() {
+            println!("  {name:<58} {:>5.0} s", seconds(began, ended));
         }
     }
 }
