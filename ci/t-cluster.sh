@@ -1646,8 +1646,9 @@ uninstall() {
 # was (as .rpmsave by rpm).
 test_kubeadm_reset_and_the_uninstalls_leave_nothing_of_kubedist() {
     for n in $WORKERS; do kd_in_boot "$n" cat "$(env_file "$n")" >"$TMP/$n.admin-env"; done
-    # The installer's DaemonSet first, while the cluster is there.
-    kc -n kube-system delete ds kubedist-installer --wait=true
+    # The installer's DaemonSet first, while the cluster is there (the
+    # upgrade made it: a failed upgrade is its own test's failure).
+    kc -n kube-system delete ds kubedist-installer --wait=true --ignore-not-found
     in_node w2 'sv stop kubelet'
     at_once kubeadm_reset $WORKERS
     kubeadm_reset cp

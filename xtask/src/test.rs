@@ -15,8 +15,10 @@
 //!    idle much of its time), the longest first, each output line tagged
 //!    with its suite's name;
 //! 4. prints how long each step took (every step before the suites as well
-//!    as each suite: docs/testing.md keeps the budget per phase) and one
-//!    closing line for the suites: `suites: N passed, N failed`.
+//!    as each suite: docs/testing.md keeps the budget per phase), each
+//!    failed test again with the line naming its cause (a log cut to its
+//!    end still shows them), and one closing line for the suites:
+//!    `suites: N passed, N failed`.
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -255,6 +257,7 @@ pub fn run(root: &Path, args: &Args) -> Result<()> {
         suites_started.elapsed().as_secs_f64(),
         report.join("\n")
     );
+    print_failures(&outcomes);
     println!("suites: {passed} passed, {failed} failed");
     if failed > 0 {
         bail!("{failed} test(s) failed");
@@ -289,6 +292,27 @@ struct Outcome {
     passed: u32,
     failed: u32,
     seconds: f64,
+    failures: Vec<Failure>,
+}
+
+/// Each failed test again, at the end of the output (where a log cut to
+/// its last lines still shows it): its heading, the first line that names
+/// a cause and the last lines of its log.
+fn print_failures(outcomes: &[Outcome]) {
+    let failures: Vec<(&str, &Failure)> = outcomes
+        .iter()
+        .flat_map(|o| o.failures.iter().map(|f| (o.name.as_str(), f)))
+        .collect();
+    if failures.is_empty() {
+        return;
+    }
+    println!("\nfailed tests (the first line naming a cause, then the last lines of each log):");
+    for (suite, failure) in failures {
+        println!("  {suite:>8} | {}", failure.heading);
+        for line in failure.gist() {
+            println!("  {suite:>8} |     {line}");
+        }
+    }
 }
 
 /// Runs `runs`, `jobs` at a time, longest first; with more than one at a
@@ -329,8 +353,8 @@ fn run_suite(mut run: SuiteRun, tagged: bool) -> Result<Outcome> {
     eprintln!("==> {name}");
     let started = Instant::now();
     let tag = tag(&name, tagged);
-    let (status, counts) = relayed(&mut run.command, &tag, &format!("ci/t-{name}.sh"))?;
-    let (passed, failed) = match (counts, status.success()) {
+    let (status, closing) = relayed(&mut run.command, &tag, &format!("ci/t-{name}.sh"))?;
+    let (passed, failed) = match (closing.counts, status.success()) {
         (Some((p, f)), true) => (p, f),
         // A suite that died without its closing line, or exited non-zero
         // with none failed, counts as one failure: never as a pass.
@@ -346,6 +370,7 @@ fn run_suite(mut run: SuiteRun, tagged: bool) -> Result<Outcome> {
         passed,
         failed,
         seconds,
+        failures: closing.failures,
     })
 }
 
@@ -359,13 +384,12 @@ fn tag(name: &str, tagged: bool) -> String {
 }
 
 /// Runs `command` (`what`), its output relayed line by line after `tag`,
-/// and returns how it ended and the last closing line `N passed, N failed`
-/// it printed.
+/// and returns how it ended and what its standard output said of it.
 fn relayed(
     command: &mut Command,
     tag: &str,
     what: &str,
-) -> Result<(std::process::ExitStatus, Option<(u32, u32)>)> {
+) -> Result<(std::process::ExitStatus, Closing)> {
     let mut child = command
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -373,16 +397,16 @@ fn relayed(
         .spawn()
         .with_context(|| format!("starting {what}"))?;
     let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
-    let counts = std::thread::scope(|scope| {
+    let closing = std::thread::scope(|scope| {
         let relay_stderr = scope.spawn(|| relay(stderr, tag, Stream::Stderr));
-        let counts = relay(stdout, tag, Stream::Stdout);
+        let closing = relay(stdout, tag, Stream::Stdout);
         let _ = relay_stderr.join();
-        counts
+        closing
     });
     let status = child
         .wait()
         .with_context(|| format!("waiting for {what}"))?;
-    Ok((status, counts))
+    Ok((status, closing))
 }
 
 #[derive(Clone, Copy)]
@@ -393,20 +417,21 @@ enum Stream {
 
 /// Copies `from` line by line to our `to`, each line after `tag` (one
 /// print a line, so lines of suites running at once never mix), and returns
-/// the last closing line `N passed, N failed` it saw.
-fn relay(from: Option<impl Read>, tag: &str, to: Stream) -> Option<(u32, u32)> {
-    let mut reader = BufReader::new(from?);
+/// what the lines said of how it ended.
+fn relay(from: Option<impl Read>, tag: &str, to: Stream) -> Closing {
+    let mut closing = Closing::default();
+    let Some(from) = from else { return closing };
+    let mut reader = BufReader::new(from);
     let mut line = Vec::new();
-    let mut counts = None;
     loop {
         line.clear();
         match reader.read_until(b'\n', &mut line) {
-            Ok(0) | Err(_) => return counts,
+            Ok(0) | Err(_) => return closing,
             Ok(_) => {}
         }
         let text = String::from_utf8_lossy(&line);
         let text = text.trim_end_matches('\n');
-        counts = parse_counts(text).or(counts);
+        closing.see(text);
         match to {
             Stream::Stdout => println!("{tag}{text}"),
             Stream::Stderr => eprintln!("{tag}{text}"),
@@ -614,6 +639,73 @@ fn suite_name(path: &Path) -> String {
     stem.trim_start_matches("t-").to_string()
 }
 
+/// What a suite's output said of how it ended: its last closing line
+/// `N passed, N failed`, and each failed test (ci/lib.sh's `kd_test`
+/// prints `FAIL` and the last lines of the test's log, indented).
+#[derive(Default)]
+struct Closing {
+    counts: Option<(u32, u32)>,
+    failures: Vec<Failure>,
+    /// The last line began or continued a failed test's lines.
+    in_failure: bool,
+}
+
+impl Closing {
+    fn see(&mut self, line: &str) {
+        self.counts = parse_counts(line).or(self.counts);
+        if let Some(heading) = line.strip_prefix("FAIL ") {
+            // (The log's path is in the suite's output above.)
+            let heading = heading.split("; last lines of ").next().unwrap_or(heading);
+            self.failures.push(Failure {
+                heading: format!("FAIL {heading}"),
+                lines: Vec::new(),
+            });
+            self.in_failure = true;
+            return;
+        }
+        match (self.in_failure, line.strip_prefix(FAILURE_INDENT)) {
+            (true, Some(logged)) => {
+                let failure = self.failures.last_mut().expect("a FAIL line began it");
+                failure.lines.push(logged.to_string());
+            }
+            _ => self.in_failure = false,
+        }
+    }
+}
+
+/// How kd_test indents the log lines it prints under a `FAIL` line.
+const FAILURE_INDENT: &str = "    ";
+
+/// A failed test: its `FAIL` line and the log lines printed under it.
+struct Failure {
+    heading: String,
+    lines: Vec<String>,
+}
+
+impl Failure {
+    /// The words that mark the line saying why a test failed.
+    const CAUSES: &'static [&'static str] = &["assertion failed", "error", "FATAL", "timed out"];
+    /// How many of the log's last lines the gist keeps.
+    const LAST: usize = 4;
+
+    /// The first line naming a cause, unless it is among the last lines,
+    /// then the last lines.
+    fn gist(&self) -> Vec<&str> {
+        let last = self.lines.len().saturating_sub(Self::LAST);
+        let cause = self
+            .lines
+            .iter()
+            .position(|l| Self::CAUSES.iter().any(|c| l.contains(c)))
+            .filter(|&i| i < last);
+        let mut gist: Vec<&str> = cause.map(|i| self.lines[i].as_str()).into_iter().collect();
+        if cause.is_some_and(|i| i + 1 < last) {
+            gist.push("…");
+        }
+        gist.extend(self.lines[last..].iter().map(String::as_str));
+        gist
+    }
+}
+
 /// Parses a closing line `N passed, N failed`.
 fn parse_counts(line: &str) -> Option<(u32, u32)> {
     let (p, rest) = line.trim().split_once(" passed, ")?;
@@ -625,7 +717,7 @@ fn parse_counts(line: &str) -> Option<(u32, u32)> {
 mod tests {
     use std::path::Path;
 
-    use super::{parse_counts, suite_name, LONGEST_FIRST};
+    use super::{parse_counts, suite_name, Closing, LONGEST_FIRST};
 
     #[test]
     fn closing_lines_parse() {
@@ -633,6 +725,54 @@ mod tests {
         assert_eq!(parse_counts("  3 passed, 2 failed "), Some((3, 2)));
         assert_eq!(parse_counts("ok   t-deb::install (3 s)"), None);
         assert_eq!(parse_counts("x passed, 1 failed"), None);
+    }
+
+    /// A failed test's cause and last lines are kept; a passed test and
+    /// lines after the failed one's are not.
+    #[test]
+    fn failed_tests_keep_their_cause_and_last_lines() {
+        let output = "ok   t-x::first (1 s)
+FAIL t-x::second (61 s); last lines of /w/t-x.second.log:
+    starting
+    assertion failed: 'note:' in /w/tmp/out:
+      | one
+      | two
+      | three
+      | four
+      | five
+ok   t-x::third (2 s)
+    an indented line of the suite's own
+FAIL t-x::fourth (1 s); last lines of /w/t-x.fourth.log:
+    Error from server (NotFound)
+3 passed, 2 failed";
+        let mut closing = Closing::default();
+        output.lines().for_each(|l| closing.see(l));
+        assert_eq!(closing.counts, Some((3, 2)));
+        let seen: Vec<(&str, Vec<&str>)> = closing
+            .failures
+            .iter()
+            .map(|f| (f.heading.as_str(), f.gist()))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                (
+                    "FAIL t-x::second (61 s)",
+                    vec![
+                        "assertion failed: 'note:' in /w/tmp/out:",
+                        "…",
+                        "  | two",
+                        "  | three",
+                        "  | four",
+                        "  | five"
+                    ]
+                ),
+                (
+                    "FAIL t-x::fourth (1 s)",
+                    vec!["Error from server (NotFound)"]
+                ),
+            ]
+        );
     }
 
     /// Every suite has its place in the order they start in, and only those.
