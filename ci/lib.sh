@@ -976,6 +976,10 @@ assert_no_file() { [ ! -e "$1" ] || { echo "assertion failed: $1 should not exis
 assert_grep() { # PATTERN FILE
     grep -q -- "$1" "$2" || { echo "assertion failed: '$1' not in $2:" >&2; sed 's/^/  | /' "$2" >&2; return 1; }
 }
+# kd_own_lines FILE : FILE, a `cargo xtask` run's stderr, without cargo's
+# "Blocking waiting for file lock" lines, which the xtask's launcher relays
+# from its build when another cargo holds a lock (suites run at once).
+kd_own_lines() { grep -v '^ *Blocking waiting for file lock on ' "$1" || true; }
 assert_one_error() { # FILE TEXT... : FILE (a command's stderr) has one `error:` line, holding each TEXT in turn
     err=$(grep '^error:' "$1" || true)
     assert_eq 1 "$(printf '%s\n' "$err" | grep -c .)" "\`error:\` lines in $1" || return 1

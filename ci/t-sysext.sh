@@ -699,7 +699,7 @@ test_bad_hosts_refused_at_build_time() {
             fail "--sysext-os $os was accepted"
         fi
         cat "$TMP/bad.err"
-        assert_eq 1 "$(wc -l <"$TMP/bad.err")" "lines of the error for --sysext-os $os"
+        assert_eq 1 "$(kd_own_lines "$TMP/bad.err" | wc -l)" "lines of the error for --sysext-os $os"
         assert_grep '^error: --sysext-os' "$TMP/bad.err"
         assert_no_file "$TMP/bad"
     done
