@@ -263,7 +263,8 @@ kd_boots_file=$KD_WORK/boots.$$
 # already up (options without spaces: kd_reboot reuses them). KIND: systemd (nspawn --boot), openrc (/sbin/init of
 # sysvinit-core) or runit (runit-init). Waits up to 90 s (a VM: 300 s) until
 # the init system has finished starting up, else prints the console log and
-# fails. `kd_boot NAME ROOT KIND --vm=NETNS,IP` boots a VM (kd_vm_start).
+# fails. `kd_boot NAME ROOT KIND --vm=NETNS,IP` boots a VM (kd_vm_start),
+# once more if its QEMU died before its guest answered.
 kd_boot() {
     name=$1 root=$2 kind=$3
     shift 3
@@ -279,6 +280,18 @@ kd_boot() {
     rm -f "$state.vm"
     case ${1:-} in
     --vm=*)
+        kd_vm_start "$name" "$root" "${1#--vm=}"
+        _kd_boot_wait "$name" 3000 && return
+        # QEMU itself can die: qemu-system-x86_64 7.2 (Debian 12) segfaulted
+        # once here under TCG, 2.7 s into a guest's kernel on a loaded
+        # machine. That is the emulator's crash, not the node's: such a VM
+        # boots once more, its crashed boot's console and QEMU's log kept.
+        _kd_vm_died "$name" || return 1
+        status=0
+        wait "$(cat "$state.process")" || status=$?
+        for f in console qemu; do cp "$state.$f" "$state.$f.crashed"; done
+        kd_log "the QEMU of $name ended (status $status) before its guest answered;" \
+            "booting it once more (its console: $state.console.crashed)"
         kd_vm_start "$name" "$root" "${1#--vm=}"
         _kd_boot_wait "$name" 3000
         return
@@ -616,6 +629,9 @@ kd_vm_start() {
     printf '%s %s\n' "$name" "$!" >>"$kd_boots_file"
     printf '%s\n' "$netns" >"$state.netns"
 }
+
+# _kd_vm_died NAME : whether the QEMU of the VM NAME has ended.
+_kd_vm_died() { ! kill -0 "$(cat "$KD_WORK/boot.$1.process")" 2>/dev/null; }
 
 # kd_vm_ssh NAME CMD... : CMD (its words quoted for the remote shell) as root
 # in the VM NAME, stdin passed on.
