@@ -194,13 +194,13 @@ pub fn run(root: &Path, args: &Args) -> Result<()> {
                     .args(["--arch", &every_arch])
                     .env("SOURCE_DATE_EPOCH", TEST_EPOCH),
             )?;
-            let from_fixtures = build_releases(root, Inputs::Fixtures, &steps)?;
+            let from_fixtures = build_releases(root, &xtask, Inputs::Fixtures, &steps)?;
             let from_source = match need_source {
-                true => Some(build_releases(root, Inputs::Source, &steps)?),
+                true => Some(build_releases(root, &xtask, Inputs::Source, &steps)?),
                 false => None,
             };
             let older = match need_older {
-                true => Some(build_older_release(&spec, &steps)?),
+                true => Some(build_older_release(&spec, &xtask, &steps)?),
                 false => None,
             };
             Ok(Some((from_fixtures, from_source, older)))
@@ -532,7 +532,7 @@ const QUICK_DEBS: &str = "deb=zstd:3";
 /// Builds, for amd64 from source, the cluster's formats of the supported
 /// release before the pin (pkg/release.toml's `supported`), and returns its
 /// output directory.
-fn build_older_release(spec: &Spec, steps: &Steps) -> Result<PathBuf> {
+fn build_older_release(spec: &Spec, xtask: &Path, steps: &Steps) -> Result<PathBuf> {
     let supported = &spec.release.supported;
     // Spec::load checked: the pin is the newest of `supported`.
     let version = supported
@@ -549,6 +549,7 @@ fn build_older_release(spec: &Spec, steps: &Steps) -> Result<PathBuf> {
         crate::emit::codec::Codecs::defaults().of("sysext")
     );
     dist(
+        xtask,
         steps,
         &format!("--source --version {version} (the minor before the pin)"),
         &[
@@ -566,17 +567,16 @@ fn build_older_release(spec: &Spec, steps: &Steps) -> Result<PathBuf> {
     Ok(out)
 }
 
-/// `cargo xtask dist ARGS --arch amd64 --out OUT` with the tests' epoch,
-/// into an emptied OUT (dist adds to its output directory; a format left
-/// out must not linger from an earlier run).
-fn dist(steps: &Steps, what: &str, args: &[&str], out: &Path) -> Result<()> {
+/// `cargo xtask dist ARGS --arch amd64 --out OUT` (`xtask`: this program)
+/// with the tests' epoch, into an emptied OUT (dist adds to its output
+/// directory; a format left out must not linger from an earlier run).
+fn dist(xtask: &Path, steps: &Steps, what: &str, args: &[&str], out: &Path) -> Result<()> {
     match std::fs::remove_dir_all(out) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
             return Err(e).with_context(|| format!("removing {}", out.display()));
         }
         _ => {}
     }
-    let xtask = std::env::current_exe().context("locating the xtask binary")?;
     steps.run(
         RELEASES,
         &format!("cargo xtask dist {what}"),
@@ -598,7 +598,12 @@ enum Inputs {
 
 /// Builds releases N-1 and N for amd64 from `inputs` with the real `dist`,
 /// and returns their output directories.
-fn build_releases(root: &Path, inputs: Inputs, steps: &Steps) -> Result<(PathBuf, PathBuf)> {
+fn build_releases(
+    root: &Path,
+    xtask: &Path,
+    inputs: Inputs,
+    steps: &Steps,
+) -> Result<(PathBuf, PathBuf)> {
     let (flag, work) = match inputs {
         Inputs::Fixtures => ("--fixtures", root.join("target/ci-dist")),
         Inputs::Source => ("--source", root.join("target/ci-dist/source")),
@@ -627,6 +632,7 @@ fn build_releases(root: &Path, inputs: Inputs, steps: &Steps) -> Result<(PathBuf
         };
         let what = format!("{flag} (release {label}, revision {revision})");
         dist(
+            xtask,
             steps,
             &what,
             &[&[flag, "--revision", revision], formats].concat(),
