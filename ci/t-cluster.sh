@@ -1222,9 +1222,11 @@ upgrade_worker() {
         tag=${INSTALLER##*/kubedist-installer-}
         tag=${tag%.oci.tar}
         in_node "$1" "$(guide "$1" upgrade-installer-import "$K8S" "$MINOR" 1.37.2-1 "$tag")"
-        kc create --dry-run=client -o json -f - <"$DAEMONSET" |
-            jq --arg node "kd-$1" '.spec.template.spec.nodeSelector = { "kubernetes.io/hostname": $node }' \
-                >"$TMP/root-cp/srv/kubedist/v$MINOR/${DAEMONSET##*/}"
+        # --local: the edit asks nothing of the API server, which may be
+        # restarting after the control plane's upgrade.
+        kc patch --local -f - --type merge -o yaml \
+            -p "{\"spec\":{\"template\":{\"spec\":{\"nodeSelector\":{\"kubernetes.io/hostname\":\"kd-$1\"}}}}}" \
+            <"$DAEMONSET" >"$TMP/root-cp/srv/kubedist/v$MINOR/${DAEMONSET##*/}"
         in_node cp "$(guide cp upgrade-installer-daemonset "$K8S" "$MINOR" 1.37.2-1 "$tag")"
         kc -n kube-system logs -l app.kubernetes.io/name=kubedist-installer -c install --tail=-1
         in_node "$1" "$(guide "$1" upgrade-installer-node "$K8S" "$MINOR")" ;;
@@ -1248,6 +1250,7 @@ test_the_cluster_upgrades_to_the_next_minor_offline_through_the_channels() {
     # CoreDNS out to the workers at once.
     at_once import_next_bundle $NODES
     in_node cp "$(guide cp upgrade-control-plane "$K8S" "$MINOR")"
+    wait_for 120 "kd-cp's API server is ready after its upgrade" kc get --raw /readyz
     at_once upgrade_worker $WORKERS
     for n in $NODES; do
         wait_for 180 "kd-$n's kubelet reports v$K8S" kubelet_version_is "$n" "$K8S"
