@@ -37,7 +37,8 @@ pub struct Floor {
 }
 
 /// The uncompressed streams of the artifacts in `dist`, each with the codec
-/// dist compressed it with (a deb's with its package's branch filter).
+/// dist compressed it with (a deb's or rpm's with its package's branch
+/// filter).
 pub fn streams(spec: &Spec, dist: &Path, codecs: &Codecs) -> Result<Vec<Stream>> {
     let mut out = Vec::new();
     for (path, name) in super::artifacts(dist)? {
@@ -59,8 +60,10 @@ pub fn streams(spec: &Spec, dist: &Path, codecs: &Codecs) -> Result<Vec<Stream>>
                 );
             }
             out.push(Stream {
+                codec: codecs
+                    .of(emit::rpm::NAME)
+                    .with_filter(package_filter(spec, &name)),
                 name,
-                codec: codecs.of(emit::rpm::NAME),
                 bytes: cpio.stdout,
             });
         } else if [".tar.gz", ".tar.xz", ".tar.zst"]
@@ -99,7 +102,7 @@ fn deb_stream(spec: &Spec, path: &Path, name: &str, codecs: &Codecs) -> Result<O
                 name: name.to_string(),
                 codec: codecs
                     .of(emit::deb::NAME)
-                    .with_filter(deb_filter(spec, name)),
+                    .with_filter(package_filter(spec, name)),
                 bytes: tar,
             }));
         }
@@ -107,11 +110,20 @@ fn deb_stream(spec: &Spec, path: &Path, name: &str, codecs: &Codecs) -> Result<O
     Ok(None)
 }
 
-/// The branch filter of the deb file `name` (`NAME_VERSION_ARCH.deb`): its
-/// package's for its architecture.
-fn deb_filter(spec: &Spec, name: &str) -> Option<BranchFilter> {
-    let mut parts = name.strip_suffix(".deb")?.split('_');
-    let (package, arch) = (parts.next()?, parts.nth(1)?);
+/// The branch filter of the package file `name` (`NAME_VERSION_ARCH.deb`,
+/// `NAME-VERSION-RELEASE.ARCH.rpm`): its package's for its architecture.
+fn package_filter(spec: &Spec, name: &str) -> Option<BranchFilter> {
+    let (package, arch) = match name.strip_suffix(".deb") {
+        Some(deb) => {
+            let mut parts = deb.split('_');
+            (parts.next()?, parts.nth(1)?)
+        }
+        None => {
+            let (nvr, arch) = name.strip_suffix(".rpm")?.rsplit_once('.')?;
+            let mut parts = nvr.rsplitn(3, '-');
+            (parts.nth(2)?, arch)
+        }
+    };
     let package = spec.packages.iter().find(|p| p.name == package)?;
     package.xz_filter(arch.parse().ok()?)
 }
@@ -129,7 +141,7 @@ pub struct FilterEffect {
 pub fn filter_effect(spec: &Spec, dist: &Path, codecs: &Codecs) -> Result<Vec<FilterEffect>> {
     let mut rows = Vec::new();
     for (path, name) in super::artifacts(dist)? {
-        if !name.ends_with(".deb") || deb_filter(spec, &name).is_none() {
+        if !name.ends_with(".deb") || package_filter(spec, &name).is_none() {
             continue;
         }
         let Some(stream) = deb_stream(spec, &path, &name, codecs)? else {
@@ -207,4 +219,26 @@ pub fn run(streams: &[Stream]) -> Result<Floor> {
         bytes_in: streams.iter().map(|s| s.bytes.len() as u64).sum(),
         bytes_out,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A deb's and an rpm's file name lead to their package's filter for
+    /// their architecture (pkg/*.toml: the one-program packages, amd64).
+    #[test]
+    fn debs_and_rpms_take_their_packages_branch_filter() {
+        let spec = Spec::load(&crate::util::repo_root()).unwrap();
+        for (name, filter) in [
+            ("kubelet_1.37.2-1_amd64.deb", Some(BranchFilter::X86)),
+            ("kubelet-1.37.2-1.x86_64.rpm", Some(BranchFilter::X86)),
+            ("cri-tools-1.37.0-1.x86_64.rpm", Some(BranchFilter::X86)),
+            ("kubernetes-cni-1.10.0-1.x86_64.rpm", None),
+            ("kubelet-1.37.2-1.aarch64.rpm", None),
+            ("kubelet_1.37.2-1_arm64.deb", None),
+        ] {
+            assert_eq!(package_filter(&spec, name), filter, "{name}");
+        }
+    }
 }

@@ -726,6 +726,7 @@ fn peer_levels(all: bool) -> Vec<String> {
 const PEER_LEVELS: &[&str] = &[
     "deb=xz:6+long,rpm=zstd:19+long",
     "deb=xz:3+long,rpm=zstd:15+long",
+    "deb=xz:1+long,rpm=xz:1+long",
     "deb=xz:1+long,rpm=zstd:12+long",
     "deb=zstd:12+long,rpm=zstd:12+long",
     "deb=xz:0+long,rpm=zstd:9+long",

@@ -22,10 +22,11 @@
 //!   not Debian 11; `+long`'s 2^27 window is libzstd's default limit),
 //!   gzip (every dpkg).
 //! - rpm: zstd (rpm ≥ 4.14: RHEL/CentOS 8, Fedora 27, SLES 15 — not RHEL 7;
-//!   `+long` within libzstd's default limit, which rpm keeps), gzip (every
-//!   rpm). No xz: the rpm
-//!   crate's xz links a second liblzma, which cannot share a program with the
-//!   one the debs use (both claim `links = "lzma"`).
+//!   `+long` within libzstd's default limit, which rpm keeps), xz (rpm ≥
+//!   4.7: RHEL 6 on; `+long`'s dictionary of at most 64 MiB within the
+//!   100 MiB rpm's decoder allows), gzip (every rpm). The rpm crate writes
+//!   the archive uncompressed and these encoders compress it: the crate's
+//!   own xz would link a second liblzma (both claim `links = "lzma"`).
 //! - tar: gzip (every host: busybox, GNU and BSD tar, Go and Python), xz
 //!   (GNU tar, busybox with xz support), zstd (GNU tar ≥ 1.31, rarely
 //!   busybox). The file name follows: `.tar.gz`, `.tar.xz`, `.tar.zst`.
@@ -38,7 +39,7 @@
 //! - The installer image's layers: gzip, the one codec every runtime pulls;
 //!   its 32 KiB window is fixed.
 //!
-//! A deb whose package lists its architecture in `xz_branch_filter`
+//! A deb or rpm whose package lists its architecture in `xz_branch_filter`
 //! (pkg/*.toml: the one-program packages, on amd64) puts xz's x86 branch
 //! filter ahead of LZMA2 when its codec is xz: every liblzma decodes it.
 //! The filter is data of the package, not of `--compression`: it shrinks a
@@ -901,7 +902,6 @@ mod tests {
         );
         for (bad, says) in [
             ("deb=xz:10", "xz takes 0-9"),
-            ("rpm=xz:6", "not available"),
             ("sysext=xz", "not available"),
             ("zip=gz", "unknown format"),
             ("deb=bzip2", "unknown codec"),

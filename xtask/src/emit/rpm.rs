@@ -1,12 +1,13 @@
 //! `.rpm` through the `rpm` crate's `PackageBuilder`.
 //!
-//! Payload: `--compression rpm=…`, compressed by dist's encoders
-//! (`recompress`): zstd reaches rpm >= 4.14 (RHEL/CentOS 8, Fedora 27,
+//! Payload: `--compression rpm=…`, compressed once, by dist's encoders
+//! (`compress`): zstd reaches rpm >= 4.14 (RHEL/CentOS 8, Fedora 27,
 //! SLES 15, openSUSE 15), with `+long` a window of up to 128 MiB, which
 //! every such rpm decodes (libzstd's default limit); RHEL 7's rpm 4.11
-//! reads neither: `rpm=gz:9` reaches it. xz would reach rpm 4.11 too, but
-//! the rpm crate's xz links a second liblzma, which cannot share a program
-//! with the one the debs use (see `super::codec`).
+//! does not. xz reaches every rpm since 4.7 (RHEL 6), with `+long` a
+//! dictionary of up to 64 MiB: rpm's xz decoder allows 100 MiB. An xz
+//! payload takes the package's x86 branch filter, as a deb's does; every
+//! liblzma decodes it. gz reaches every rpm.
 
 use std::path::{Path, PathBuf};
 
@@ -38,14 +39,15 @@ static ABOUT: About = About {
         // on the programs built from source ("The real programs").
         default: Codec::long(Kind::Zstd, 12),
         fast: Codec::new(Kind::Zstd, 3),
-        help: "zstd:1-19 (default zstd:12+long; rpm >= 4.14), gz:1-9 (every rpm); +long \
-               after zstd: a window the size of the payload, up to 128 MiB, on one thread",
+        help: "zstd:1-19 (default zstd:12+long; rpm >= 4.14), xz:0-9 (rpm >= 4.7), gz:1-9 \
+               (every rpm); +long after zstd or xz: a window the size of the payload (zstd up \
+               to 128 MiB, xz up to 64 MiB), on one thread",
     }),
     codec_of: NAME,
     artifacts: Artifacts::Package(Family::Rpm),
     families: Families::Own(Family::Rpm),
     staging: Staging::Packages,
-    // dist's encoders compress the payload (`recompress`).
+    // dist's encoders compress the payload (`compress`).
     single_threaded: false,
     carries_images: false,
 };
@@ -57,15 +59,6 @@ impl Format for Rpm {
     fn write(&self, input: &Input, run: &Run) -> Result<PathBuf> {
         write(input.package()?, run.options, run.out_dir)
     }
-    fn check_codec(&self, codec: Codec) -> Result<()> {
-        if codec.kind == Kind::Xz {
-            bail!(
-                "--compression rpm=xz: not available: the rpm crate's xz links a second \
-                 liblzma, which cannot share a program with the debs' (use zstd or gz)"
-            );
-        }
-        Ok(())
-    }
 }
 
 /// Writes `<name>-<version>.<rpmarch>.rpm` into `out_dir` and returns its path.
@@ -74,12 +67,14 @@ pub fn write(pkg: &Staged, meta: &Options, out_dir: &Path) -> Result<PathBuf> {
     let out = out_dir.join(format!("{}-{}.{arch}.rpm", pkg.name, pkg.version));
     let epoch =
         u32::try_from(meta.epoch).context("SOURCE_DATE_EPOCH does not fit rpm's 32-bit times")?;
-    let codec = meta.codecs.of(NAME);
-    // The crate's own compression, at its cheapest level: see `recompress`.
-    let compression = match codec.kind {
-        Kind::Zstd => CompressionWithLevel::Zstd(1),
-        Kind::Gz => CompressionWithLevel::Gzip(1),
-        Kind::Xz => bail!("--compression rpm={codec}: the rpm crate here writes zstd or gz only"),
+    let codec = meta.codecs.of(NAME).with_filter(pkg.xz_filter);
+    // The crate writes the archive as it is; `compress` compresses it once.
+    // rpmbuild's names, and the rpmlib feature it requires of the payload
+    // (gzip's is every rpm's).
+    let (compressor, payload_feature) = match codec.kind {
+        Kind::Zstd => ("zstd", Some(("PayloadIsZstd", "5.4.18-1"))),
+        Kind::Xz => ("xz", Some(("PayloadIsXz", "5.2-1"))),
+        Kind::Gz => ("gzip", None),
     };
     let mut b = PackageBuilder::new(
         &pkg.name,
@@ -91,7 +86,7 @@ pub fn write(pkg: &Staged, meta: &Options, out_dir: &Path) -> Result<PathBuf> {
     // First: every later call reads the config (file mtimes, build time).
     b.using_config(
         BuildConfig::v4()
-            .compression(compression)
+            .compression(CompressionWithLevel::None)
             .source_date(epoch),
     );
     b.release(pkg.revision.to_string())
@@ -149,6 +144,11 @@ pub fn write(pkg: &Staged, meta: &Options, out_dir: &Path) -> Result<PathBuf> {
     for dep in &pkg.depends {
         b.requires(dependency(dep)?);
     }
+    if let Some((feature, version)) = payload_feature {
+        // The crate requires PayloadIsZstd only of a payload it compressed
+        // itself (and sorts the requirements: the header is the same).
+        b.requires(Dependency::rpmlib(feature, version));
+    }
     for dep in &pkg.recommends {
         b.recommends(dependency(dep)?);
     }
@@ -171,7 +171,7 @@ pub fn write(pkg: &Staged, meta: &Options, out_dir: &Path) -> Result<PathBuf> {
 
     let package = b
         .build()
-        .and_then(|p| recompress(p, codec, meta.threads))
+        .and_then(|p| compress(p, compressor, codec, meta.threads))
         .with_context(|| format!("building {}", out.display()))?;
     crate::util::write_atomic(&out, 0o644, |file| {
         package
@@ -181,19 +181,24 @@ pub fn write(pkg: &Staged, meta: &Options, out_dir: &Path) -> Result<PathBuf> {
     Ok(out)
 }
 
-/// `package` with its payload compressed as `codec` says.
+/// `package`, built with its archive uncompressed, with the archive
+/// compressed as `codec` says, `compressor` named in its header.
 ///
 /// The rpm crate compresses the payload itself and takes only a level: no
 /// long window, one thread, and a flush after every file (in libzstd's
-/// multithreaded mode each flush ends a job). So the package is built with
-/// the cheapest level of the same codec, which gives the header everything
-/// that codec needs (its name, `rpmlib(PayloadIsZstd)`), and here the same
-/// archive is compressed again with dist's encoders. The header keeps every
-/// entry but two, rebuilt through the crate (`Header::from_entries`, the
-/// path its builder takes): the payload's digest and the level. The
+/// multithreaded mode each flush ends a job). So the crate writes the
+/// archive as it is and dist's encoders compress it, once. The header is
+/// rebuilt through the crate (`Header::from_entries`, the path its builder
+/// takes) with every entry the crate wrote, the level and the payload's
+/// digest changed and the compressor's name added; the rpmlib requirement
+/// of a zstd or xz payload went through the builder (`write`). The
 /// signature header is then computed anew as the builder computes it.
-fn recompress(mut package: Package, codec: Codec, threads: u32) -> Result<Package, rpm::Error> {
-    package.decompress_payload()?;
+fn compress(
+    mut package: Package,
+    compressor: &str,
+    codec: Codec,
+    threads: u32,
+) -> Result<Package, rpm::Error> {
     let payload = super::codec::compress(codec, threads, &package.payload)?;
     let digest = crate::digest::sha256_bytes(&payload);
     let entries = package
@@ -213,7 +218,11 @@ fn recompress(mut package: Package, codec: Codec, threads: u32) -> Result<Packag
                 _ => data,
             };
             HeaderEntry::new(tag, data)
-        });
+        })
+        .chain([HeaderEntry::new(
+            IndexTag::RPMTAG_PAYLOADCOMPRESSOR as u32,
+            IndexData::StringTag(compressor.to_string()),
+        )]);
     package.metadata.header = Header::from_entries(entries, IndexTag::RPMTAG_HEADERIMMUTABLE);
     let header = package.metadata.header_bytes()?;
     package.metadata.signature = SignatureHeaderBuilder::new()

@@ -383,6 +383,80 @@ fn the_kubelet_rpm_keeps_config_and_runs_its_scriptlets() {
     );
 }
 
+/// The kubelet's rpm at each codec: the header names the compressor and
+/// the rpmlib feature its payload needs, as rpmbuild does, the payload
+/// digest is the written payload's, and every payload decodes to the same
+/// archive (xz with the x86 branch filter the kubelet lists for amd64).
+#[test]
+fn each_rpm_codec_is_named_in_the_header_and_decodes_to_one_archive() {
+    let tmp = tempfile::tempdir().unwrap();
+    let arch = staged(tmp.path());
+    let pkg = package(&arch, "kubelet", Family::Rpm);
+    assert!(pkg.xz_filter.is_some(), "pkg/kubelet.toml filters amd64");
+    let mut archives = Vec::new();
+    for (codec, compressor, feature) in [
+        ("rpm=zstd:3", "zstd", Some("rpmlib(PayloadIsZstd)")),
+        ("rpm=xz:1+long", "xz", Some("rpmlib(PayloadIsXz)")),
+        ("rpm=gz:1", "gzip", None),
+    ] {
+        let out = tmp.path().join(compressor);
+        fs::create_dir_all(&out).unwrap();
+        let meta = Options {
+            codecs: Codecs::parse(codec, Codecs::fast()).unwrap(),
+            ..options()
+        };
+        let rpm = rpm::Package::open(super::rpm::write(pkg, &meta, &out).unwrap()).unwrap();
+        let header = &rpm.metadata.header;
+        assert_eq!(
+            header
+                .get_entry_data_as_string(rpm::IndexTag::RPMTAG_PAYLOADCOMPRESSOR)
+                .unwrap(),
+            compressor
+        );
+        assert_eq!(
+            header
+                .get_entry_data_as_string_array(rpm::IndexTag::RPMTAG_PAYLOADSHA256)
+                .unwrap(),
+            [crate::digest::sha256_bytes(&rpm.payload)],
+            "{codec}: the header's payload digest"
+        );
+        let rpmlib: Vec<String> = rpm
+            .metadata
+            .get_requires()
+            .unwrap()
+            .into_iter()
+            .map(|d| d.name)
+            .filter(|n| n.starts_with("rpmlib(Payload"))
+            .collect();
+        let wanted: Vec<&str> = ["rpmlib(PayloadFilesHavePrefix)"]
+            .into_iter()
+            .chain(feature)
+            .collect();
+        assert_eq!(rpmlib, wanted, "{codec}: the payload's rpmlib features");
+        let mut archive = Vec::new();
+        let payload = rpm.payload.as_slice();
+        match compressor {
+            "zstd" => archive = zstd::stream::decode_all(payload).unwrap(),
+            "xz" => {
+                xz2::read::XzDecoder::new(payload)
+                    .read_to_end(&mut archive)
+                    .unwrap();
+            }
+            _ => {
+                flate2::read::GzDecoder::new(payload)
+                    .read_to_end(&mut archive)
+                    .unwrap();
+            }
+        }
+        assert!(archive.starts_with(b"070701"), "{codec}: a cpio archive");
+        archives.push(archive);
+    }
+    assert!(
+        archives.windows(2).all(|w| w[0] == w[1]),
+        "one archive for every codec"
+    );
+}
+
 #[test]
 fn the_tarball_lists_and_checksums_every_file_it_carries() {
     let tmp = tempfile::tempdir().unwrap();

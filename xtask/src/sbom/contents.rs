@@ -115,7 +115,18 @@ fn deb(path: &Path) -> Result<Vec<Held>> {
 }
 
 fn rpm(path: &Path) -> Result<Vec<Held>> {
-    let package = rpm::Package::open(path)?;
+    let mut package = rpm::Package::open(path)?;
+    // The crate reads the payload's codec from its magic, and xz only with
+    // its own liblzma, which cannot share this program with the debs'
+    // (emit::codec): an xz payload is decoded here, and the crate then
+    // reads the archive as it is.
+    if package.payload.starts_with(b"\xfd7zXZ\0") {
+        let mut archive = Vec::new();
+        decoder("xz", package.payload.as_slice())?
+            .read_to_end(&mut archive)
+            .context("decoding the xz payload")?;
+        package.payload = archive;
+    }
     let mut out = Vec::new();
     for file in package.files()? {
         let file = file?;
