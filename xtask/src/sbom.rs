@@ -3,8 +3,9 @@
 //! SHA256SUMS like the artifact, so `--sign` covers it.
 //!
 //! A document names the artifact itself (name, version, architecture,
-//! supplier, licence, package URL, digest); every regular file it holds,
-//! read back from the finished artifact (`contents`) with SHA-1 and SHA-256;
+//! supplier, licence, package URL, digest); every regular file it holds
+//! (`contents`), with SHA-1 and SHA-256: as a deb's or rpm's writer put it
+//! in, the other formats' read back from the finished artifact;
 //! the inputs those files came from, matched by digest (`Origin`): the
 //! upstream downloads with their URLs and verified digests, the programs
 //! built here with the Rust crates inside them, the Debian package the
@@ -77,15 +78,23 @@ pub const SUPPLIER: &str = "Organization: kubedist";
 /// The creator the documents name.
 pub const TOOL: &str = concat!("kubedist-", env!("CARGO_PKG_VERSION"));
 
-/// The SPDX document of the artifact `path`, whose SHA-256 is `sha256`.
+/// The SPDX document of the artifact `path`, whose SHA-256 is `sha256`, of
+/// the files `held` as its format put them in, or else read back from it.
 pub fn document(
     path: &Path,
     sha256: &str,
+    held: Option<Vec<Held>>,
     subject: &Subject,
     origins: &[Origin],
     epoch: u64,
 ) -> Result<Vec<u8>> {
-    let held = contents::read(path)?;
+    let held = match held {
+        Some(mut held) => {
+            held.sort_by(|a, b| a.path.cmp(&b.path));
+            held
+        }
+        None => contents::read(path)?,
+    };
     let file_name = path
         .file_name()
         .unwrap_or_default()

@@ -141,8 +141,8 @@ fn write_artifact(
         (Some(cache), Some(key)) => cache.fetch(key, built_dir)?,
         _ => None,
     };
-    let (path, sha256, cached) = match hit {
-        Some(hit) => (hit.path, hit.sha256, true),
+    let (path, sha256, held, cached) = match hit {
+        Some(hit) => (hit.path, hit.sha256, None, true),
         None => {
             let run = emit::Run {
                 k8s_version: &plan.k8s_version,
@@ -151,20 +151,23 @@ fn write_artifact(
                 work,
                 out_dir: built_dir,
             };
-            let path = job.format.write(&job.input, &run)?;
+            let written = job.format.write(&job.input, &run)?;
+            let path = written.path;
             let sha256 = match (&plan.cache, &key) {
                 (Some(cache), Some(key)) => cache.store(key, &path)?,
                 _ => crate::digest::sha256_file(&path)?,
             };
-            (path, sha256, false)
+            (path, sha256, written.held, false)
         }
     };
     let sbom = sbom::path_of(&path);
     let subject = subject(plan, job, &path);
-    // The SBOM reads every file back from the artifact: for an artifact
-    // the cache had, the document the cache kept with it, under a key of
-    // its own (what the SBOM says of the artifact's files, its subject and
-    // their origins, changes no byte of the artifact: an origin's URL).
+    // The SBOM lists the files the format put in (a deb's and an rpm's as
+    // their writer held them, the others read back from the artifact): for
+    // an artifact the cache had, the document the cache kept with it, under
+    // a key of its own (what the SBOM says of the artifact's files, its
+    // subject and their origins, changes no byte of the artifact: an
+    // origin's URL).
     let sbom_key = match (&plan.cache, &key) {
         (Some(cache), Some(key)) => Some(cache.key(&sbom_inputs(key, &subject, origins)?)),
         _ => None,
@@ -174,7 +177,7 @@ fn write_artifact(
         _ => None,
     };
     if kept.is_none() {
-        let doc = sbom::document(&path, &sha256, &subject, origins, plan.options.epoch)
+        let doc = sbom::document(&path, &sha256, held, &subject, origins, plan.options.epoch)
             .with_context(|| format!("the SBOM of {}", path.display()))?;
         crate::util::write_bytes_atomic(&sbom, &doc, 0o644)?;
         if let (Some(cache), Some(sbom_key)) = (&plan.cache, &sbom_key) {

@@ -23,7 +23,8 @@ use cargo_deb::BuildEnvironment;
 
 use super::codec::{Codec, Kind};
 use super::{
-    About, Artifacts, Families, Format, FormatCodecs, Input, Options, Run, Staging, MAINTAINER,
+    About, Artifacts, Families, Format, FormatCodecs, Input, Options, Run, Staging, Written,
+    MAINTAINER,
 };
 use crate::spec::Family;
 use crate::stage::Staged;
@@ -60,7 +61,7 @@ impl Format for Deb {
     fn about(&self) -> &'static About {
         &ABOUT
     }
-    fn write(&self, input: &Input, run: &Run) -> Result<PathBuf> {
+    fn write(&self, input: &Input, run: &Run) -> Result<Written> {
         write(input.package()?, run.options, run.work, run.out_dir)
     }
 }
@@ -69,8 +70,8 @@ impl Format for Deb {
 pub const SEED_DIR: &str = "/usr/share/kubedist/seed";
 
 /// Writes `<name>_<version>_<debarch>.deb` into `out_dir`, using `work` as
-/// scratch space, and returns its path.
-pub fn write(pkg: &Staged, meta: &Options, work: &Path, out_dir: &Path) -> Result<PathBuf> {
+/// scratch space, and returns its path and the files of its data archive.
+pub fn write(pkg: &Staged, meta: &Options, work: &Path, out_dir: &Path) -> Result<Written> {
     let arch = pkg.arch_name.as_str();
     let out = out_dir.join(format!("{}_{}_{arch}.deb", pkg.name, pkg.version));
     let crate_dir = work.join(format!("deb-{}-{}", pkg.name, pkg.arch));
@@ -137,7 +138,15 @@ pub fn write(pkg: &Staged, meta: &Options, work: &Path, out_dir: &Path) -> Resul
             )
         })
     })?;
-    Ok(out)
+    // The data archive's files are the assets, as they are on disk.
+    let held = assets
+        .iter()
+        .map(|(src, dest, _)| crate::sbom::contents::of_file(dest, src))
+        .collect::<Result<_>>()?;
+    Ok(Written {
+        path: out,
+        held: Some(held),
+    })
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -15,12 +15,12 @@
 //! saves almost nothing, and every runtime's import reads a plain tar.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{Context, Result};
 use serde_json::json;
 
-use super::{tarball, About, Artifacts, Families, Format, Input, Run, Staging};
+use super::{tarball, About, Artifacts, Families, Format, Input, Run, Staging, Written};
 use crate::archive::{write_tar, Item};
 use crate::spec::Arch;
 use crate::stage::StagedArch;
@@ -50,11 +50,11 @@ impl Format for Images {
     fn about(&self) -> &'static About {
         &ABOUT
     }
-    fn write(&self, input: &Input, run: &Run) -> Result<PathBuf> {
+    fn write(&self, input: &Input, run: &Run) -> Result<Written> {
         let arch = input.arch()?;
         let out = run.out_dir.join(file_name(run.k8s_version, arch.arch));
         write_bundle(arch, run.options.epoch, &out)?;
-        Ok(out)
+        Ok(out.into())
     }
 }
 

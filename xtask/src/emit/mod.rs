@@ -42,8 +42,9 @@ pub static FORMATS: &[&dyn Format] = &[
 pub trait Format: Sync {
     /// Its name, codecs, inputs and needs.
     fn about(&self) -> &'static About;
-    /// Writes the artifact of `input` and returns its path.
-    fn write(&self, input: &Input, run: &Run) -> Result<PathBuf>;
+    /// Writes the artifact of `input` and returns its path, with the files
+    /// it holds where the format knows them as it writes.
+    fn write(&self, input: &Input, run: &Run) -> Result<Written>;
     /// Refuses a codec its writer cannot use, in one line.
     fn check_codec(&self, _codec: codec::Codec) -> Result<()> {
         Ok(())
@@ -91,6 +92,21 @@ pub struct About {
 pub fn one_thread(format: &dyn Format, codecs: &codec::Codecs) -> bool {
     let about = format.about();
     about.single_threaded || codecs.of(about.codec_of).long
+}
+
+/// An artifact a format wrote.
+pub struct Written {
+    pub path: PathBuf,
+    /// Its regular files as the format put them in (`None`: its SBOM reads
+    /// them back from the artifact). A deb's and an rpm's are what the
+    /// writer held before compressing: their SBOMs need no decode.
+    pub held: Option<Vec<crate::sbom::contents::Held>>,
+}
+
+impl From<PathBuf> for Written {
+    fn from(path: PathBuf) -> Written {
+        Written { path, held: None }
+    }
 }
 
 /// What a run gives every job besides its input.

@@ -56,7 +56,7 @@ use serde::Serialize;
 
 use super::codec::{self, Codec, Kind};
 use super::tarball::{self, Entry};
-use super::{About, Artifacts, Families, Format, Input, Options, Run, Staging};
+use super::{About, Artifacts, Families, Format, Input, Options, Run, Staging, Written};
 use crate::archive::{add_parent_dirs, append_tar, write_tar, Item};
 use crate::digest::sha256_bytes;
 use crate::layout::{canonical_json, hex_of, Blobs};
@@ -87,9 +87,9 @@ impl Format for Oci {
     fn about(&self) -> &'static About {
         &ABOUT
     }
-    fn write(&self, input: &Input, run: &Run) -> Result<PathBuf> {
+    fn write(&self, input: &Input, run: &Run) -> Result<Written> {
         let (arches, image) = input.image()?;
-        write(arches, image, run)
+        write(arches, image, run).map(Into::into)
     }
     /// The image's layout directory (`skopeo copy --all oci:DIR`), unpacked
     /// from the archive, and its run examples.

@@ -9,7 +9,7 @@
 //! payload takes the package's x86 branch filter, as a deb's does; every
 //! liblzma decodes it. gz reaches every rpm.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 use rpm::{
@@ -19,7 +19,8 @@ use rpm::{
 
 use super::codec::{Codec, Kind};
 use super::{
-    About, Artifacts, Families, Format, FormatCodecs, Input, Options, Run, Staging, MAINTAINER,
+    About, Artifacts, Families, Format, FormatCodecs, Input, Options, Run, Staging, Written,
+    MAINTAINER,
 };
 use crate::spec::{ConfigStyle, Dep, Family};
 use crate::stage::Staged;
@@ -56,13 +57,14 @@ impl Format for Rpm {
     fn about(&self) -> &'static About {
         &ABOUT
     }
-    fn write(&self, input: &Input, run: &Run) -> Result<PathBuf> {
+    fn write(&self, input: &Input, run: &Run) -> Result<Written> {
         write(input.package()?, run.options, run.out_dir)
     }
 }
 
-/// Writes `<name>-<version>.<rpmarch>.rpm` into `out_dir` and returns its path.
-pub fn write(pkg: &Staged, meta: &Options, out_dir: &Path) -> Result<PathBuf> {
+/// Writes `<name>-<version>.<rpmarch>.rpm` into `out_dir` and returns its
+/// path and the files of its payload.
+pub fn write(pkg: &Staged, meta: &Options, out_dir: &Path) -> Result<Written> {
     let arch = pkg.arch_name.as_str();
     let out = out_dir.join(format!("{}-{}.{arch}.rpm", pkg.name, pkg.version));
     let epoch =
@@ -171,14 +173,21 @@ pub fn write(pkg: &Staged, meta: &Options, out_dir: &Path) -> Result<PathBuf> {
 
     let package = b
         .build()
-        .and_then(|p| compress(p, compressor, codec, meta.threads))
+        .with_context(|| format!("building {}", out.display()))?;
+    // The archive as the crate wrote it, before its compression.
+    let held = crate::sbom::contents::of_rpm(&package)
+        .with_context(|| format!("reading the archive of {}", out.display()))?;
+    let package = compress(package, compressor, codec, meta.threads)
         .with_context(|| format!("building {}", out.display()))?;
     crate::util::write_atomic(&out, 0o644, |file| {
         package
             .write(file)
             .with_context(|| format!("writing {}", out.display()))
     })?;
-    Ok(out)
+    Ok(Written {
+        path: out,
+        held: Some(held),
+    })
 }
 
 /// `package`, built with its archive uncompressed, with the archive

@@ -39,7 +39,9 @@ use backhand::compression::{CompressionOptions, Compressor, Gzip, Zstd};
 use backhand::{FilesystemCompressor, FilesystemWriter, NodeHeader};
 
 use super::codec::{Codec, Kind};
-use super::{About, Artifacts, Families, Format, FormatCodecs, Input, Options, Run, Staging};
+use super::{
+    About, Artifacts, Families, Format, FormatCodecs, Input, Options, Run, Staging, Written,
+};
 use crate::archive::{add_parent_dirs, Item};
 use crate::spec::Family;
 use crate::stage::{StagedArch, StagedDir, StagedSysext};
@@ -72,9 +74,9 @@ impl Format for Sysext {
     fn about(&self) -> &'static About {
         &ABOUT
     }
-    fn write(&self, input: &Input, run: &Run) -> Result<PathBuf> {
+    fn write(&self, input: &Input, run: &Run) -> Result<Written> {
         let (staged, sysext) = input.sysext()?;
-        write(staged, sysext, run.options, run.out_dir)
+        write(staged, sysext, run.options, run.out_dir).map(Into::into)
     }
     fn check_codec(&self, codec: Codec) -> Result<()> {
         if codec.long {

@@ -34,7 +34,9 @@ use sha2::{Digest, Sha256};
 
 use super::codec::{self, Codec, Kind};
 use super::{carried, Carried};
-use super::{About, Artifacts, Families, Format, FormatCodecs, Input, Options, Run, Staging};
+use super::{
+    About, Artifacts, Families, Format, FormatCodecs, Input, Options, Run, Staging, Written,
+};
 use crate::archive::{add_parent_dirs, append_tar, Item};
 use crate::spec::Arch;
 use crate::stage::{Staged, StagedArch, StagedFile};
@@ -67,7 +69,7 @@ impl Format for Tarball {
     fn about(&self) -> &'static About {
         &ABOUT
     }
-    fn write(&self, input: &Input, run: &Run) -> Result<PathBuf> {
+    fn write(&self, input: &Input, run: &Run) -> Result<Written> {
         let arch = input.arch()?;
         let carried = carried(arch, run)?;
         write(
@@ -77,6 +79,7 @@ impl Format for Tarball {
             run.options,
             run.out_dir,
         )
+        .map(Into::into)
     }
 }
 

@@ -187,7 +187,9 @@ fn the_kubelet_deb_holds_what_dpkg_needs() {
     let pkg = package(&arch, "kubelet", Family::Deb);
     let out = tmp.path().join("out");
     fs::create_dir(&out).unwrap();
-    let deb = super::deb::write(pkg, &options(), tmp.path(), &out).unwrap();
+    let deb = super::deb::write(pkg, &options(), tmp.path(), &out)
+        .unwrap()
+        .path;
     assert_eq!(
         deb.file_name().unwrap().to_str().unwrap(),
         format!("kubelet_{}_amd64.deb", pkg.version)
@@ -272,7 +274,8 @@ fn kernel_prerequisites_and_crictl_yaml_land_in_both_families() {
         tmp.path(),
         &out,
     )
-    .unwrap();
+    .unwrap()
+    .path;
     let data = tar_members(xz2::read::XzDecoder::new(ar_members(&deb)[2].1.as_slice()));
     for path in kernel {
         assert_eq!(data[&path[1..]].0.mode().unwrap(), 0o644, "{path}");
@@ -283,7 +286,8 @@ fn kernel_prerequisites_and_crictl_yaml_land_in_both_families() {
         tmp.path(),
         &out,
     )
-    .unwrap();
+    .unwrap()
+    .path;
     let members = ar_members(&deb);
     let control = tar_members(xz2::read::XzDecoder::new(members[1].1.as_slice()));
     let data = tar_members(xz2::read::XzDecoder::new(members[2].1.as_slice()));
@@ -302,7 +306,8 @@ fn kernel_prerequisites_and_crictl_yaml_land_in_both_families() {
         &options(),
         tmp.path(),
     )
-    .unwrap();
+    .unwrap()
+    .path;
     let rpm = rpm::Package::open(&rpm_path).unwrap();
     let entries = rpm.metadata.get_file_entries().unwrap();
     for path in kernel {
@@ -318,7 +323,8 @@ fn kernel_prerequisites_and_crictl_yaml_land_in_both_families() {
         &options(),
         tmp.path(),
     )
-    .unwrap();
+    .unwrap()
+    .path;
     let rpm = rpm::Package::open(&rpm_path).unwrap();
     let entries = rpm.metadata.get_file_entries().unwrap();
     let crictl = entries
@@ -335,7 +341,7 @@ fn the_kubelet_rpm_keeps_config_and_runs_its_scriptlets() {
     let tmp = tempfile::tempdir().unwrap();
     let arch = staged(tmp.path());
     let pkg = package(&arch, "kubelet", Family::Rpm);
-    let rpm_path = super::rpm::write(pkg, &options(), tmp.path()).unwrap();
+    let rpm_path = super::rpm::write(pkg, &options(), tmp.path()).unwrap().path;
     assert_eq!(
         rpm_path.file_name().unwrap().to_str().unwrap(),
         format!("kubelet-{}.x86_64.rpm", pkg.version)
@@ -405,7 +411,7 @@ fn each_rpm_codec_is_named_in_the_header_and_decodes_to_one_archive() {
             codecs: Codecs::parse(codec, Codecs::fast()).unwrap(),
             ..options()
         };
-        let rpm = rpm::Package::open(super::rpm::write(pkg, &meta, &out).unwrap()).unwrap();
+        let rpm = rpm::Package::open(super::rpm::write(pkg, &meta, &out).unwrap().path).unwrap();
         let header = &rpm.metadata.header;
         assert_eq!(
             header
@@ -455,6 +461,38 @@ fn each_rpm_codec_is_named_in_the_header_and_decodes_to_one_archive() {
         archives.windows(2).all(|w| w[0] == w[1]),
         "one archive for every codec"
     );
+}
+
+/// What the deb and rpm writers say they put in, which their SBOMs list
+/// without a decode, is what the artifact holds, read back as a host
+/// unpacks it: every package, both families, the rpm at each codec.
+#[test]
+fn the_files_a_deb_or_rpm_writer_held_are_what_its_artifact_holds() {
+    let tmp = tempfile::tempdir().unwrap();
+    let arch = staged(tmp.path());
+    let (out, out_xz) = (tmp.path().join("out"), tmp.path().join("out-xz"));
+    fs::create_dir_all(&out).unwrap();
+    fs::create_dir_all(&out_xz).unwrap();
+    let xz = Options {
+        codecs: Codecs::parse("rpm=xz:1", Codecs::fast()).unwrap(),
+        ..options()
+    };
+    for pkg in arch.packages.iter().flat_map(|p| p.all()) {
+        let written = match pkg.family {
+            Family::Deb => vec![super::deb::write(pkg, &options(), tmp.path(), &out).unwrap()],
+            Family::Rpm => vec![
+                super::rpm::write(pkg, &options(), &out).unwrap(),
+                super::rpm::write(pkg, &xz, &out_xz).unwrap(),
+            ],
+        };
+        for w in written {
+            let mut held = w.held.clone().expect("the writer says what it put in");
+            held.sort_by(|a, b| a.path.cmp(&b.path));
+            let read = crate::sbom::contents::read(&w.path).unwrap();
+            assert!(!read.is_empty(), "{}", w.path.display());
+            assert_eq!(held, read, "{}", w.path.display());
+        }
+    }
 }
 
 #[test]
@@ -515,9 +553,12 @@ fn the_same_staged_input_gives_the_same_bytes() {
         let out = tmp.path().join(run);
         fs::create_dir(&out).unwrap();
         let work = tmp.path().join(format!("work-{run}"));
-        let deb = super::deb::write(pkg, &options(), &work, &out).unwrap();
-        let rpm =
-            super::rpm::write(package(&arch, "kubeadm", Family::Rpm), &options(), &out).unwrap();
+        let deb = super::deb::write(pkg, &options(), &work, &out)
+            .unwrap()
+            .path;
+        let rpm = super::rpm::write(package(&arch, "kubeadm", Family::Rpm), &options(), &out)
+            .unwrap()
+            .path;
         digests.push((fs::read(deb).unwrap(), fs::read(rpm).unwrap()));
     }
     assert!(digests[0] == digests[1], "two writes of kubeadm differ");
@@ -959,7 +1000,9 @@ fn completions_land_in_each_familys_vendor_directories() {
     );
     assert!(!deb.description.contains("for bash"), "{}", deb.description);
     // The rpm owns the directories (shared with the shells' packages).
-    let rpm_path = super::rpm::write(rpm_pkg, &options(), tmp.path()).unwrap();
+    let rpm_path = super::rpm::write(rpm_pkg, &options(), tmp.path())
+        .unwrap()
+        .path;
     let rpm = rpm::Package::open(&rpm_path).unwrap();
     let entries = rpm.metadata.get_file_entries().unwrap();
     for dir in [
@@ -980,7 +1023,9 @@ fn completions_land_in_each_familys_vendor_directories() {
     // The deb carries its zsh file in Debian's directory, mode 0644.
     let out = tmp.path().join("debs");
     fs::create_dir(&out).unwrap();
-    let deb_path = super::deb::write(deb, &options(), tmp.path(), &out).unwrap();
+    let deb_path = super::deb::write(deb, &options(), tmp.path(), &out)
+        .unwrap()
+        .path;
     let members = ar_members(&deb_path);
     let data = tar_members(xz2::read::XzDecoder::new(members[2].1.as_slice()));
     let (h, body) = &data["usr/share/zsh/vendor-completions/_kubectl"];
