@@ -497,8 +497,9 @@ impl Arch {
 
     /// The Rust target that builds our static binaries for this
     /// architecture: musl where Rust ships a prebuilt standard library for
-    /// it. ppc64le and s390x have none in stable Rust (1.95's channel
-    /// manifest marks powerpc64le-unknown-linux-musl not available;
+    /// it. ppc64le and s390x have none in stable Rust to use (rustup lists
+    /// 1.95's powerpc64le-unknown-linux-musl, but its rust-std fails to
+    /// download: "component download failed";
     /// s390x-unknown-linux-musl is tier 3, built only by a nightly
     /// `-Zbuild-std` against a musl libc for the target), so there glibc
     /// is linked in statically (`+crt-static`), by Debian's cross gcc.
