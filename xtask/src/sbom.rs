@@ -4,8 +4,8 @@
 //!
 //! A document names the artifact itself (name, version, architecture,
 //! supplier, licence, package URL, digest); every regular file it holds
-//! (`contents`), with SHA-1 and SHA-256: as a deb's or rpm's writer put it
-//! in, the other formats' read back from the finished artifact;
+//! (`contents`), with SHA-1 and SHA-256: as its writer put it in (the
+//! images bundle's read back from its layers);
 //! the inputs those files came from, matched by digest (`Origin`): the
 //! upstream downloads with their URLs and verified digests, the programs
 //! built here with the Rust crates inside them, the Debian package the

@@ -162,8 +162,8 @@ fn write_artifact(
     };
     let sbom = sbom::path_of(&path);
     let subject = subject(plan, job, &path);
-    // The SBOM lists the files the format put in (a deb's and an rpm's as
-    // their writer held them, the others read back from the artifact): for
+    // The SBOM lists the files the format put in (as the writer held them;
+    // the images bundle's read back from its layers): for
     // an artifact the cache had, the document the cache kept with it, under
     // a key of its own (what the SBOM says of the artifact's files, its
     // subject and their origins, changes no byte of the artifact: an

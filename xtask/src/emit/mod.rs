@@ -97,9 +97,9 @@ pub fn one_thread(format: &dyn Format, codecs: &codec::Codecs) -> bool {
 /// An artifact a format wrote.
 pub struct Written {
     pub path: PathBuf,
-    /// Its regular files as the format put them in (`None`: its SBOM reads
-    /// them back from the artifact). A deb's and an rpm's are what the
-    /// writer held before compressing: their SBOMs need no decode.
+    /// Its regular files as the writer held them before compressing, which
+    /// its SBOM lists with no decode (`None`: the SBOM reads them back from
+    /// the artifact, as for the images bundle).
     pub held: Option<Vec<crate::sbom::contents::Held>>,
 }
 

@@ -45,7 +45,7 @@
 //! `HashMap`s.
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 use oci_spec::image::{
@@ -89,7 +89,7 @@ impl Format for Oci {
     }
     fn write(&self, input: &Input, run: &Run) -> Result<Written> {
         let (arches, image) = input.image()?;
-        write(arches, image, run).map(Into::into)
+        write(arches, image, run)
     }
     /// The image's layout directory (`skopeo copy --all oci:DIR`), unpacked
     /// from the archive, and its run examples.
@@ -163,8 +163,9 @@ const SBOM: &str = "kubedist/sbom.spdx.json";
 /// SPDX JSON's media type, the SBOM referrer's `artifactType`.
 const SPDX_JSON: &str = "application/spdx+json";
 
-/// Writes the installer image of `arches` and returns its path.
-pub fn write(arches: &[StagedArch], oci: &StagedOci, run: &Run) -> Result<PathBuf> {
+/// Writes the installer image of `arches` and returns its path and the
+/// files of its layers, each under its layer's blob path.
+pub fn write(arches: &[StagedArch], oci: &StagedOci, run: &Run) -> Result<Written> {
     let options = run.options;
     let out = run.out_dir.join(file_name(&oci.tag));
     let reference = format!("{}:{}", oci.repository, oci.tag);
@@ -229,7 +230,26 @@ pub fn write(arches: &[StagedArch], oci: &StagedOci, run: &Run) -> Result<PathBu
         items.insert(crate::layout::blob(&hex), Item::Bytes(data, 0o644));
     }
     write_tar(&out, items, options.epoch)?;
-    Ok(out)
+    // Each layer once, as the archive holds each blob once.
+    let layers: BTreeMap<&str, &[Held]> = images
+        .iter()
+        .flat_map(|i| i.layers.iter().zip(&i.layer_files))
+        .map(|(hex, files)| (hex.as_str(), files.as_slice()))
+        .collect();
+    let held = layers
+        .into_iter()
+        .flat_map(|(hex, files)| {
+            let blob = crate::layout::blob(hex);
+            files.iter().map(move |f| Held {
+                path: format!("/{blob}{}", f.path),
+                ..f.clone()
+            })
+        })
+        .collect();
+    Ok(Written {
+        path: out,
+        held: Some(held),
+    })
 }
 
 /// One architecture's image: its manifest's descriptor (with its platform)
@@ -239,6 +259,8 @@ struct Image {
     manifest: Descriptor,
     config: String,
     layers: Vec<String>,
+    /// The files of each layer, from its root.
+    layer_files: Vec<Vec<Held>>,
 }
 
 /// The image of one architecture, its blobs added to `blobs`.
@@ -274,6 +296,7 @@ fn image(arch: &StagedArch, oci: &StagedOci, run: &Run, blobs: &mut Blobs) -> Re
         descriptors: layer_descriptors,
         diff_ids,
         history,
+        layer_files,
         ..
     } = written;
     let config = ImageConfig {
@@ -293,6 +316,7 @@ fn image(arch: &StagedArch, oci: &StagedOci, run: &Run, blobs: &mut Blobs) -> Re
         manifest,
         config: hex_of(&config_descriptor),
         layers: layer_descriptors.iter().map(hex_of).collect(),
+        layer_files,
     })
 }
 
@@ -553,7 +577,10 @@ struct Layers {
     descriptors: Vec<Descriptor>,
     diff_ids: Vec<String>,
     history: Vec<History>,
+    /// Every layer's files, from the root.
     files: Vec<Held>,
+    /// Each layer's, in the order of `descriptors`.
+    layer_files: Vec<Vec<Held>>,
 }
 
 /// Each layer as a gzip'd tar blob, added to `written` with its diff id,
@@ -588,9 +615,9 @@ fn write_layers(
         written
             .diff_ids
             .push(format!("sha256:{}", sha256_bytes(&tar)));
-        written
-            .files
-            .extend(sbom::contents::of_tar(&tar).context("reading a layer back")?);
+        let files = sbom::contents::of_tar(&tar).context("reading a layer back")?;
+        written.files.extend(files.iter().cloned());
+        written.layer_files.push(files);
         let compressed =
             codec::compress(gzip, options.threads, &tar).context("compressing a layer")?;
         written

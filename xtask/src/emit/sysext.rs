@@ -32,7 +32,7 @@
 use std::collections::BTreeMap;
 use std::fs;
 use std::io::{BufWriter, Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 use backhand::compression::{CompressionOptions, Compressor, Gzip, Zstd};
@@ -76,7 +76,7 @@ impl Format for Sysext {
     }
     fn write(&self, input: &Input, run: &Run) -> Result<Written> {
         let (staged, sysext) = input.sysext()?;
-        write(staged, sysext, run.options, run.out_dir).map(Into::into)
+        write(staged, sysext, run.options, run.out_dir)
     }
     fn check_codec(&self, codec: Codec) -> Result<()> {
         if codec.long {
@@ -103,13 +103,14 @@ pub fn file_name(sysext: &StagedSysext) -> String {
     )
 }
 
-/// Writes one sysext image of one architecture and returns its path.
+/// Writes one sysext image of one architecture and returns its path and
+/// files.
 pub fn write(
     staged: &StagedArch,
     sysext: &StagedSysext,
     options: &Options,
     out_dir: &Path,
-) -> Result<PathBuf> {
+) -> Result<Written> {
     let out = out_dir.join(file_name(sysext));
     let items = items(staged, sysext)?;
 
@@ -155,7 +156,13 @@ pub fn write(
         Ok(())
     })
     .with_context(|| format!("writing {}", out.display()))?;
-    Ok(out)
+    let held = crate::sbom::contents::of_items(
+        items.iter().map(|(path, item)| (format!("/{path}"), item)),
+    )?;
+    Ok(Written {
+        path: out,
+        held: Some(held),
+    })
 }
 
 fn compressor(options: &Options) -> Result<FilesystemCompressor> {

@@ -79,7 +79,6 @@ impl Format for Tarball {
             run.options,
             run.out_dir,
         )
-        .map(Into::into)
     }
 }
 
@@ -126,14 +125,14 @@ impl Line {
 
 /// Writes the tarball of one architecture from each package's deb and rpm
 /// staging and the installer (and the images bundle it carries), and
-/// returns its path.
+/// returns its path and files.
 pub fn write(
     staged: &StagedArch,
     carried: Option<&Carried>,
     k8s_version: &str,
     meta: &Options,
     out_dir: &Path,
-) -> Result<PathBuf> {
+) -> Result<Written> {
     let arch = staged.arch;
     let out = out_dir.join(file_name(k8s_version, arch, meta.codecs.of(NAME)));
     let mut items: BTreeMap<String, Item> = contents(staged, carried, meta)?
@@ -165,7 +164,15 @@ pub fn write(
         Ok(())
     })
     .with_context(|| format!("writing {}", out.display()))?;
-    Ok(out)
+    let held = crate::sbom::contents::of_items(
+        items
+            .iter()
+            .map(|(key, item)| (format!("/{top}/{key}"), item)),
+    )?;
+    Ok(Written {
+        path: out,
+        held: Some(held),
+    })
 }
 
 /// One file of the tarball's top directory (the installer image carries the

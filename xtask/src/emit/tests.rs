@@ -463,9 +463,20 @@ fn each_rpm_codec_is_named_in_the_header_and_decodes_to_one_archive() {
     );
 }
 
-/// What the deb and rpm writers say they put in, which their SBOMs list
-/// without a decode, is what the artifact holds, read back as a host
-/// unpacks it: every package, both families, the rpm at each codec.
+/// Asserts that what a writer says it put in, which the SBOM lists without
+/// a decode, is what its artifact holds, read back as a host unpacks it.
+fn assert_held_is_read_back(written: &super::Written) {
+    let mut held = written
+        .held
+        .clone()
+        .expect("the writer says what it put in");
+    held.sort_by(|a, b| a.path.cmp(&b.path));
+    let read = crate::sbom::contents::read(&written.path).unwrap();
+    assert!(!read.is_empty(), "{}", written.path.display());
+    assert_eq!(held, read, "{}", written.path.display());
+}
+
+/// Every package, both families, the rpm at each codec.
 #[test]
 fn the_files_a_deb_or_rpm_writer_held_are_what_its_artifact_holds() {
     let tmp = tempfile::tempdir().unwrap();
@@ -486,20 +497,59 @@ fn the_files_a_deb_or_rpm_writer_held_are_what_its_artifact_holds() {
             ],
         };
         for w in written {
-            let mut held = w.held.clone().expect("the writer says what it put in");
-            held.sort_by(|a, b| a.path.cmp(&b.path));
-            let read = crate::sbom::contents::read(&w.path).unwrap();
-            assert!(!read.is_empty(), "{}", w.path.display());
-            assert_eq!(held, read, "{}", w.path.display());
+            assert_held_is_read_back(&w);
         }
     }
+}
+
+/// The tarball (with an images bundle carried and without), each sysext
+/// image and the installer image of two architectures.
+#[test]
+fn the_files_a_tarball_sysext_or_image_writer_held_are_what_its_artifact_holds() {
+    let tmp = tempfile::tempdir().unwrap();
+    let arch = staged(tmp.path());
+    let bundle = tmp.path().join("bundle.oci.tar");
+    fs::write(&bundle, b"not read: the tarball carries it as it is").unwrap();
+    let carried = super::Carried {
+        _dir: tempfile::tempdir().unwrap(),
+        path: bundle,
+        name: "kubedist-images-1.34.2-amd64.oci.tar".into(),
+        sha256: crate::digest::sha256_file(&tmp.path().join("bundle.oci.tar")).unwrap(),
+        size: 41,
+    };
+    for (i, carried) in [None, Some(&carried)].into_iter().enumerate() {
+        let out = tmp.path().join(format!("tarball-{i}"));
+        fs::create_dir(&out).unwrap();
+        let written = super::tarball::write(&arch, carried, "1.34.2", &options(), &out);
+        assert_held_is_read_back(&written.unwrap());
+    }
+    for sysext in &arch.sysext {
+        assert_held_is_read_back(
+            &super::sysext::write(&arch, sysext, &options(), tmp.path()).unwrap(),
+        );
+    }
+    let spec = Spec::load(&crate::util::repo_root()).unwrap();
+    let oci = stage::stage_oci(&spec, "1.34.2-1").unwrap();
+    // Two architectures' images whose layers are the same blobs: the
+    // archive holds each once.
+    let again = staged(&tmp.path().join("again"));
+    let run = super::Run {
+        k8s_version: "1.34.2",
+        options: &options(),
+        origins: &[],
+        work: tmp.path(),
+        out_dir: tmp.path(),
+    };
+    assert_held_is_read_back(&super::oci::write(&[arch, again], &oci, &run).unwrap());
 }
 
 #[test]
 fn the_tarball_lists_and_checksums_every_file_it_carries() {
     let tmp = tempfile::tempdir().unwrap();
     let arch = staged(tmp.path());
-    let path = super::tarball::write(&arch, None, "1.34.2", &options(), tmp.path()).unwrap();
+    let path = super::tarball::write(&arch, None, "1.34.2", &options(), tmp.path())
+        .unwrap()
+        .path;
     assert!(
         path.ends_with("kubedist-1.34.2-linux-amd64.tar.gz"),
         "{path:?}"
@@ -613,7 +663,9 @@ fn the_sysext_image_holds_usr_only_and_says_which_hosts_may_merge_it() {
     let arch = staged(tmp.path());
     let node = &arch.sysext[0];
     assert!(!node.runtime);
-    let image = super::sysext::write(&arch, node, &options(), tmp.path()).unwrap();
+    let image = super::sysext::write(&arch, node, &options(), tmp.path())
+        .unwrap()
+        .path;
     assert!(
         image.ends_with("kubernetes-v1.34.2-x86-64.raw"),
         "{image:?}"
@@ -673,7 +725,9 @@ fn the_sysext_image_holds_usr_only_and_says_which_hosts_may_merge_it() {
     // the same listing.
     let again = tmp.path().join("again");
     fs::create_dir(&again).unwrap();
-    let second = super::sysext::write(&arch, node, &options(), &again).unwrap();
+    let second = super::sysext::write(&arch, node, &options(), &again)
+        .unwrap()
+        .path;
     assert!(
         fs::read(&image).unwrap() == fs::read(&second).unwrap(),
         "two writes differ"
@@ -709,7 +763,9 @@ fn the_runtime_sysext_image_holds_the_runtime_configured_from_usr() {
     let arch = staged(tmp.path());
     let runtime = &arch.sysext[1];
     assert!(runtime.runtime);
-    let image = super::sysext::write(&arch, runtime, &options(), tmp.path()).unwrap();
+    let image = super::sysext::write(&arch, runtime, &options(), tmp.path())
+        .unwrap()
+        .path;
     let version = &runtime.upstream_version;
     assert!(
         image.ends_with(format!("kubedist-containerd-v{version}-x86-64.raw")),
@@ -803,7 +859,7 @@ fn the_installer_image_is_a_layout_whose_blobs_match_their_names() {
             work: tmp.path(),
             out_dir: &out,
         };
-        let path = super::oci::write(&arches, &oci, &run).unwrap();
+        let path = super::oci::write(&arches, &oci, &run).unwrap().path;
         archives.push(fs::read(path).unwrap());
     }
     assert!(archives[0] == archives[1], "two writes of the image differ");
@@ -937,7 +993,9 @@ fn a_signed_tarball_carries_a_reproducible_signature_of_its_sha256sums() {
     for run in ["a", "b"] {
         let out = tmp.path().join(run);
         fs::create_dir(&out).unwrap();
-        let path = super::tarball::write(&arch, None, "1.34.2", &signed, &out).unwrap();
+        let path = super::tarball::write(&arch, None, "1.34.2", &signed, &out)
+            .unwrap()
+            .path;
         written.push(fs::read(&path).unwrap());
     }
     assert!(written[0] == written[1], "two signed tarballs differ");
@@ -950,7 +1008,9 @@ fn a_signed_tarball_carries_a_reproducible_signature_of_its_sha256sums() {
     // The signature is not among the files SHA256SUMS lists.
     assert!(!String::from_utf8_lossy(sums).contains("SHA256SUMS.asc"));
     // Unsigned: no signature file.
-    let path = super::tarball::write(&arch, None, "1.34.2", &options(), tmp.path()).unwrap();
+    let path = super::tarball::write(&arch, None, "1.34.2", &options(), tmp.path())
+        .unwrap()
+        .path;
     let members = tar_members(flate2::read::GzDecoder::new(fs::File::open(path).unwrap()));
     assert!(!members.contains_key(&format!("{top}/SHA256SUMS.asc")));
 }

@@ -2,9 +2,11 @@
 //! programs, their build information. Read back from the finished artifact
 //! (`read`), not from the staging, the SBOM says what a host unpacks,
 //! whatever the format adds on the way (a deb's copyright file, an rpm's
-//! licence). A deb's and an rpm's writers give the same list from what they
-//! held before compressing (`of_file`, `of_rpm`), with no decode; a test of
-//! `emit` holds both lists equal for every package.
+//! licence). The writers of debs, rpms, tarballs, sysext images and the
+//! installer image give the same list from what they held before
+//! compressing (`of_file`, `of_rpm`, `of_items`, `of_tar`), with no decode;
+//! tests of `emit` hold both lists equal for each. The images bundle is read
+//! back: its layers come compressed, and listing their files is the decode.
 
 use std::fs;
 use std::io::{self, BufRead, BufReader, Read};
@@ -14,6 +16,7 @@ use anyhow::{bail, Context, Result};
 use sha1::Digest as _;
 
 use super::gobuild::{self, GoBuild};
+use crate::archive::Item;
 
 /// One regular file of an artifact.
 #[derive(Debug, Clone, PartialEq)]
@@ -85,6 +88,29 @@ fn decoder<'a>(codec: &str, r: impl Read + 'a) -> Result<Box<dyn Read + 'a>> {
 pub fn of_file(dest: &str, path: &Path) -> Result<Held> {
     let bytes = fs::read(path).with_context(|| format!("reading {}", path.display()))?;
     Ok(Held::new(dest.to_string(), &bytes))
+}
+
+/// The regular files among an archive's entries, each `(its path from the
+/// root, the entry)`: a file entry read from its staged path as the writer
+/// read it, its first `size` bytes.
+pub fn of_items<'a>(items: impl IntoIterator<Item = (String, &'a Item)>) -> Result<Vec<Held>> {
+    let mut out = Vec::new();
+    for (path, item) in items {
+        match item {
+            Item::Bytes(bytes, _) => out.push(Held::new(path, bytes)),
+            Item::File {
+                path: src, size, ..
+            } => {
+                let mut bytes = Vec::new();
+                fs::File::open(src)
+                    .and_then(|file| file.take(*size).read_to_end(&mut bytes))
+                    .with_context(|| format!("reading {}", src.display()))?;
+                out.push(Held::new(path, &bytes));
+            }
+            Item::Dir(_) | Item::Symlink(_) => {}
+        }
+    }
+    Ok(out)
 }
 
 /// The regular files of an uncompressed tar, `tar_bytes`, from its root.
