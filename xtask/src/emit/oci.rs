@@ -285,7 +285,13 @@ fn image(arch: &StagedArch, oci: &StagedOci, run: &Run, blobs: &mut Blobs) -> Re
     let created = crate::util::rfc3339(options.epoch)?;
     let mut written = Layers::default();
     write_layers(&mut written, layers, &created, options, blobs)?;
-    let sbom = image_sbom(&written.files, oci, goarch, options, run.origins)?;
+    let sbom = image_sbom(
+        written.layer_files.concat(),
+        oci,
+        goarch,
+        options,
+        run.origins,
+    )?;
     let sbom_layer = Layer {
         items: BTreeMap::from([(SBOM.to_string(), Item::Bytes(sbom, 0o644))]),
         mtime: options.epoch,
@@ -323,13 +329,12 @@ fn image(arch: &StagedArch, oci: &StagedOci, run: &Run, blobs: &mut Blobs) -> Re
 /// The SPDX document of one architecture's image, from the files of its
 /// layers: what `/kubedist/sbom.spdx.json` holds and the referrer carries.
 fn image_sbom(
-    files: &[Held],
+    mut files: Vec<Held>,
     oci: &StagedOci,
     goarch: &str,
     options: &Options,
     origins: &[Origin],
 ) -> Result<Vec<u8>> {
-    let mut files = files.to_vec();
     files.sort_by(|a, b| a.path.cmp(&b.path));
     let name = oci.repository.rsplit('/').next().unwrap_or(&oci.repository);
     let subject = sbom::Subject {
@@ -577,9 +582,7 @@ struct Layers {
     descriptors: Vec<Descriptor>,
     diff_ids: Vec<String>,
     history: Vec<History>,
-    /// Every layer's files, from the root.
-    files: Vec<Held>,
-    /// Each layer's, in the order of `descriptors`.
+    /// Each layer's files, from its root, in the order of `descriptors`.
     layer_files: Vec<Vec<Held>>,
 }
 
@@ -615,9 +618,9 @@ fn write_layers(
         written
             .diff_ids
             .push(format!("sha256:{}", sha256_bytes(&tar)));
-        let files = sbom::contents::of_tar(&tar).context("reading a layer back")?;
-        written.files.extend(files.iter().cloned());
-        written.layer_files.push(files);
+        written
+            .layer_files
+            .push(sbom::contents::of_tar(&tar).context("reading a layer back")?);
         let compressed =
             codec::compress(gzip, options.threads, &tar).context("compressing a layer")?;
         written

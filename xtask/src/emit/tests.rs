@@ -508,15 +508,15 @@ fn the_files_a_deb_or_rpm_writer_held_are_what_its_artifact_holds() {
 fn the_files_a_tarball_sysext_or_image_writer_held_are_what_its_artifact_holds() {
     let tmp = tempfile::tempdir().unwrap();
     let arch = staged(tmp.path());
-    let bundle = tmp.path().join("bundle.oci.tar");
-    fs::write(&bundle, b"not read: the tarball carries it as it is").unwrap();
+    let bundle: &[u8] = b"not read: the tarball carries it as it is";
     let carried = super::Carried {
         _dir: tempfile::tempdir().unwrap(),
-        path: bundle,
+        path: tmp.path().join("bundle.oci.tar"),
         name: "kubedist-images-1.34.2-amd64.oci.tar".into(),
-        sha256: crate::digest::sha256_file(&tmp.path().join("bundle.oci.tar")).unwrap(),
-        size: 41,
+        sha256: crate::digest::sha256_bytes(bundle),
+        size: bundle.len() as u64,
     };
+    fs::write(&carried.path, bundle).unwrap();
     for (i, carried) in [None, Some(&carried)].into_iter().enumerate() {
         let out = tmp.path().join(format!("tarball-{i}"));
         fs::create_dir(&out).unwrap();
