@@ -218,6 +218,18 @@ kd_remove_on_exit() {
     printf '%s\n' "$1" >>"$kd_roots_file"
 }
 
+# kd_scratch_dir NAME : prints $KD_WORK/NAME, made afresh: a suite's
+# scratch, removed when the suite exits with every test passed, kept after
+# a failure with what the failing test left there (suites running later
+# need the disk: one such directory held 2.8 GB).
+kd_passed_removes_file=$KD_WORK/passed-removes.$$
+kd_scratch_dir() {
+    rm -rf "${KD_WORK:?}/$1"
+    mkdir -p "$KD_WORK/$1"
+    printf '%s\n' "$KD_WORK/$1" >>"$kd_passed_removes_file"
+    printf '%s\n' "$KD_WORK/$1"
+}
+
 # kd_checkout_copy DIR : a copy of this checkout in DIR (its tracked and
 # untracked files and .git, the same commit), removed when the suite exits,
 # with its own target/ seeded with this checkout's compiled crates so that
@@ -240,6 +252,12 @@ kd_checkout_copy() {
 
 kd_cleanup() {
     kd_boot_cleanup
+    if [ -f "$kd_passed_removes_file" ]; then
+        if [ "$kd_failed" -eq 0 ]; then
+            while IFS= read -r r; do rm -rf "$r"; done <"$kd_passed_removes_file"
+        fi
+        rm -f "$kd_passed_removes_file"
+    fi
     [ -f "$kd_roots_file" ] || return 0
     while IFS= read -r r; do
         rm -rf "$r"
@@ -399,12 +417,17 @@ kd_installer_run() {
         echo "kd_installer_run: podman did not load $image" >&2
         return 1
     fi
+    status=0
     # shellcheck disable=SC2086,SC2016 # $pm is a command line; $1, $2 the inner shell's
     unshare --mount --propagation private -- sh -c '
         mount --bind "$1" "$2" && shift 2 && exec "$@"' sh "$KD_WORK/run-kubedist-$name" "$root/run/kubedist" \
         $pm run --rm --privileged --network=none --pid="ns:/proc/$init/ns/pid" \
         --ulimit nofile=20000:20000 --ulimit nproc=32768:32768 \
-        -v "$root:/host" "$ref" "$@" 2>&1
+        -v "$root:/host" "$ref" "$@" 2>&1 || status=$?
+    # The image's copy (vfs: a whole tree per layer, 1.1 GB) given back to
+    # the machine's disk: a next run loads it again.
+    $pm rmi -f "$ref" >/dev/null 2>&1 || true
+    return "$status"
 }
 
 # sh -c "$_kd_join_cgroups" DIRS CMD... : execs CMD in the cgroup directories

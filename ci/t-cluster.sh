@@ -996,8 +996,10 @@ vm_move() {
     kd_vm_prepare "$r"
     : >"$TMP/$1.moved"
     boot_node "$1"
-    # Its runtime's store is on its disk now: not twice on this machine's.
-    rm -rf "$r/var/lib/containerd"
+    # The root is on its disk now: of the directory only the kernel and
+    # initramfs its reboot boots are kept (not 1.4 GB twice on this
+    # machine's disk).
+    find "$r" -mindepth 1 -maxdepth 1 ! -name boot -exec rm -rf {} +
 }
 
 # import_named_all NODE FILE : whether NODE's boot-time import has named
@@ -1167,6 +1169,8 @@ test_the_vm_workers_leave_the_cluster() {
         kc delete pod,service "echo-$n" --wait=false
         kd_boot_kill "$n"
         kc delete node "kd-$n"
+        # Its disk and root given back to the machine for the upgrade.
+        rm -rf "$TMP/root-$n" "$KD_WORK/boot.$n.disk"
     done
 }
 

@@ -34,9 +34,7 @@ kd_require_dist
 # itself never sees it: `cargo xtask` builds the xtask without it.
 EPOCH=${SOURCE_DATE_EPOCH:-1700000000}
 FIXTURES=$(kd_fixtures)
-TMP=$KD_WORK/t-dist
-rm -rf "$TMP"
-mkdir -p "$TMP"
+TMP=$(kd_scratch_dir t-dist)
 
 # dist ARGS... : this checkout's `cargo xtask dist`.
 dist() {

@@ -17,9 +17,7 @@
 kd_require lintian rpmlint shellcheck dpkg-deb rpm git
 kd_require_dist
 
-TMP=$KD_WORK/t-lint
-rm -rf "$TMP"
-mkdir -p "$TMP"
+TMP=$(kd_scratch_dir t-lint)
 
 # allowed LIST FINDINGS : FINDINGS ("package tag" lines) not allowed by LIST
 # are printed and fail; so do entries of LIST that allow none of them.

@@ -64,9 +64,7 @@ if [ ! -d /srv ] || case $KD_WORK in /srv/*) true ;; *) false ;; esac; then
     exit 1
 fi
 
-TMP=$KD_WORK/t-repo
-rm -rf "$TMP"
-mkdir -p "$TMP"
+TMP=$(kd_scratch_dir t-repo)
 # Repository copies and roots: removed when the suite exits (kd_cleanup).
 SCRATCH=$TMP/scratch
 mkdir -p "$SCRATCH"

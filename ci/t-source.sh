@@ -53,9 +53,7 @@ XTASK=${KD_XTASK:?run through cargo xtask test}
 # The containers' mounts stay in the suite's own mount namespace.
 kd_own_mount_namespace "$0" "$@"
 
-TMP=$KD_WORK/tmp
-rm -rf "$TMP"
-mkdir -p "$TMP"
+TMP=$(kd_scratch_dir tmp)
 
 pin() { # SOURCE : pkg/release.toml's version of SOURCE
     awk -v s="[sources.$1]" '$0 == s { on = 1; next } /^\[/ { on = 0 }
