@@ -525,6 +525,10 @@ kd_poweroff() {
         if [ "$n" -le 0 ]; then
             echo "kd_poweroff: $name did not power off in $limit s; its console:" >&2
             tail -n 40 "$state.console" >&2
+            if [ -f "$state.vm" ]; then
+                _kd_vm_dump_tasks "$name"
+                echo "kd_poweroff: its tasks, as its kernel dumped them, end $state.console" >&2
+            fi
             kd_boot_kill "$name"
             return 1
         fi
@@ -640,10 +644,17 @@ kd_vm_start() {
     set -- "$root"/boot/initrd.img-*
     initrd=$(kd_one "$@")
     mac=$(printf '%s' "$name" | sha256sum | sed 's/^\(..\)\(..\)\(..\).*/52:54:00:\1:\2:\3/')
-    ip netns exec "$netns" qemu-system-x86_64 -nodefaults -display none -monitor none \
+    # QEMU's monitor reads a FIFO (which QEMU opens read-write, so the open
+    # does not block) and writes a file: _kd_vm_dump_tasks asks the guest's
+    # kernel, through it, for its tasks.
+    rm -f "$state.monitor.in"
+    mkfifo -m 0600 "$state.monitor.in"
+    : >"$state.monitor.out"
+    ip netns exec "$netns" qemu-system-x86_64 -nodefaults -display none \
+        -chardev "pipe,id=monitor,path=$state.monitor" -mon chardev=monitor \
         -accel tcg,thread=multi -cpu max -smp "${KD_VM_CPUS:-1}" -m 2048 \
         -kernel "$kernel" -initrd "$initrd" \
-        -append "root=/dev/vda rw console=ttyS0 net.ifnames=0 panic=-1 tsc=reliable" -no-reboot \
+        -append "root=/dev/vda rw console=ttyS0 net.ifnames=0 panic=-1 tsc=reliable sysrq_always_enabled" -no-reboot \
         -drive "file=$state.disk,format=raw,if=virtio,cache=unsafe" \
         -netdev "tap,id=net0,ifname=$tap,script=no,downscript=no" \
         -device "virtio-net-pci,netdev=net0,mac=$mac" \
@@ -651,6 +662,21 @@ kd_vm_start() {
     printf '%s\n' "$!" >"$state.process"
     printf '%s %s\n' "$name" "$!" >>"$kd_boots_file"
     printf '%s\n' "$netns" >"$state.netns"
+}
+
+# _kd_vm_dump_tasks NAME : the VM NAME's kernel writes its blocked tasks,
+# then every task with its stack, to the console (SysRq w and t, sent as
+# keys through QEMU's monitor): a guest that stops answering, its shutdown
+# hung, says where.
+_kd_vm_dump_tasks() {
+    for key in w t; do
+        # (timeout: a FIFO's open for writing waits for a reader, and QEMU
+        # may have ended.)
+        # shellcheck disable=SC2016 # $1 and $2 are the inner shell's
+        timeout 5 sh -c 'printf "sendkey alt-sysrq-%s\n" "$1" >"$2"' sh "$key" \
+            "$KD_WORK/boot.$1.monitor.in" || true
+        sleep 10
+    done
 }
 
 # _kd_vm_died NAME : whether the QEMU of the VM NAME has ended.

@@ -436,8 +436,10 @@ start() { /usr/local/sbin/node-net && /usr/local/sbin/node-cgroups; }
 INITD
         chmod 0755 "$r/etc/init.d/node-net"
         ln -s /etc/init.d/node-net "$r/etc/runlevels/default/node-net"
-        # What the services print at boot, kept in /var/log/rc.log.
-        echo 'rc_logger="YES"' >>"$r/etc/rc.conf"
+        # What the services print at boot, kept in /var/log/rc.log, and
+        # each service OpenRC starts and stops named on the console (a
+        # shutdown that hangs then says where).
+        printf '%s\n' 'rc_logger="YES"' 'rc_verbose="YES"' >>"$r/etc/rc.conf"
         ;;
     runit)
         # runit's stage 1 runs /etc/rcS.d's scripts, before any service.
@@ -1090,6 +1092,15 @@ resolves() { printf '[ "$(dig +short +time=5 +tries=1 @10.95.0.10 %s)" = %s ]' "
 # answers within SECONDS (10).
 answers() { printf 'curl -fsS --max-time %s http://%s:2379/health' "${2:-10}" "$1"; }
 
+# proxy_has NODE IP : whether NODE's kube-proxy has written the rules of
+# the Service IP (in either of iptables' back ends: kube-proxy's image takes
+# the one the node uses).
+# shellcheck disable=SC2016 # $1 is the node's shell's
+proxy_has() {
+    kd_in_boot "$1" sh -c '{ iptables-nft-save -t nat; iptables-legacy-save -t nat; } 2>/dev/null |
+        grep -qF -- "-d $1/32"' proxy-has "$2"
+}
+
 # vm_pod NODE : VM NODE's part of the case below: its echo pod checked.
 vm_pod() {
     wait_for 300 "echo-$1 is Ready" kc wait --for=condition=Ready "pod/echo-$1" --timeout=5s
@@ -1101,9 +1112,13 @@ vm_pod() {
     systemd) assert_grep '^0::/kubepods.slice/.*\.scope$' "$TMP/$1.pod-cgroup" ;;
     *) assert_grep '^0::/kubepods/' "$TMP/$1.pod-cgroup" ;;
     esac
-    # (A pod Ready may come before its node's kube-proxy, under TCG slow to
-    # start, has written the Services' rules.)
+    # A pod Ready may come before its node's kube-proxy, under TCG slow to
+    # start, has written the Services' rules: the limits on the answers
+    # below start when the rules are there.
     cp_ip=$(kc get svc echo-cp -o jsonpath='{.spec.clusterIP}')
+    for ip in 10.95.0.10 "$cp_ip"; do
+        wait_for 300 "kd-$1's kube-proxy has written the rules of Service $ip" proxy_has "$1" "$ip"
+    done
     pod_until "$1" "echo-$1" 120 "CoreDNS answers echo-cp's ClusterIP to echo-$1" \
         "$(resolves echo-cp.default.svc.cluster.local "$cp_ip")"
     pod_until "$1" "echo-$1" 60 "echo-cp's Service answers echo-$1" "$(answers "$cp_ip")"
