@@ -68,6 +68,10 @@ kd_require_dist() {
     done
 }
 
+# kd_cached PATH : whether PATH, an entry of the cache, is there; its mtime
+# marks its use (ci/prune-caches removes what no run used for two weeks).
+kd_cached() { touch -c "$1" 2>/dev/null && [ -f "$1" ]; }
+
 # kd_base_tarball NAME [PACKAGE...] : prints the path of a cached bookworm
 # root tarball with PACKAGEs installed, building it once (mmdebstrap, ~15-30 s).
 # The cache key includes the package list, so changing it rebuilds.
@@ -76,7 +80,7 @@ kd_base_tarball() {
     shift
     key=$(printf '%s\n' "$KD_SUITE_CODENAME" "$@" | sha256sum | cut -c1-12)
     tarball=$KD_CACHE/$KD_SUITE_CODENAME-$name-$key.tar
-    if [ ! -f "$tarball" ]; then
+    if ! kd_cached "$tarball"; then
         include=
         [ $# -eq 0 ] || include=$(printf '%s,' "$@")
         kd_log "building base root '$name' (${include%,}) with mmdebstrap"
@@ -188,7 +192,7 @@ kd_guide_block() {
 kd_provides_rpm() {
     spec=$KD_REPO/ci/fixtures/kubedist-test-provides.spec
     out=$KD_CACHE/kubedist-test-provides-$(sha256sum "$spec" | cut -c1-12).noarch.rpm
-    if [ ! -f "$out" ]; then
+    if ! kd_cached "$out"; then
         mkdir -p "$KD_CACHE"
         top=$(mktemp -d "$KD_WORK/rpmbuild.XXXXXX")
         SOURCE_DATE_EPOCH=1700000000 rpmbuild -bb --quiet \

@@ -817,7 +817,7 @@ debs_of() {
 # namespace of its own so that no mount outlives it. Its log is kept in
 # $KD_WORK/deb.piuparts.log.
 piuparts_run() {
-    if [ -f "$PIUPARTS_BASE" ]; then
+    if kd_cached "$PIUPARTS_BASE"; then
         set -- --basetgz="$PIUPARTS_BASE" "$@"
     else
         rm -f "$PIUPARTS_BASE.tmp"

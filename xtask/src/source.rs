@@ -863,6 +863,11 @@ fn build(
             "source: {name} v{version} {arch}: cached ({})",
             cached.display()
         );
+        // The entry's mtime marks its last use: ci/prune-caches removes
+        // those of versions and recipes no longer used. (Best effort: a
+        // cache another user owns is read all the same.)
+        let _ = std::fs::File::open(&cached)
+            .and_then(|dir| dir.set_modified(std::time::SystemTime::now()));
         return Ok(programs(&cached));
     }
     let work = tempfile::tempdir().context("creating a temporary directory")?;
