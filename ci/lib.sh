@@ -306,14 +306,31 @@ kd_boot() {
         _kd_boot_wait "$name" 3000 && return
         # QEMU itself can die: qemu-system-x86_64 7.2 (Debian 12) segfaulted
         # once here under TCG, 2.7 s into a guest's kernel on a loaded
-        # machine. That is the emulator's crash, not the node's: such a VM
-        # boots once more, its crashed boot's console and QEMU's log kept.
-        _kd_vm_died "$name" || return 1
-        status=0
-        wait "$(cat "$state.process")" || status=$?
-        for f in console qemu; do cp "$state.$f" "$state.$f.crashed"; done
-        kd_log "the QEMU of $name ended (status $status) before its guest answered;" \
-            "booting it once more (its console: $state.console.crashed)"
+        # machine. Or stop: once a guest's kernel (Debian's, which a test
+        # never changes) wrote nothing more from 3.3 s into its start, at
+        # "Loading compiled-in X.509 certificates", for the 300 s, on a
+        # reboot whose first boot had started. Either is the emulator's,
+        # not the node's, if the kernel never ran its init: such a VM boots
+        # once more, the failed boot's console (with its CPUs' and tasks'
+        # stacks, if it hung) and QEMU's log kept. A boot that reached its
+        # init and did not finish is the node's: it fails.
+        process=$(cat "$state.process")
+        if _kd_vm_died "$name"; then
+            status=0
+            wait "$process" || status=$?
+            what="the QEMU of $name ended (status $status)"
+        elif ! grep -q 'Run /init as init process' "$state.console"; then
+            _kd_vm_dump_tasks "$name"
+            kill -KILL "$process" 2>/dev/null || true
+            wait "$process" || true
+            _kd_vm_ssh_close "$name"
+            what="the kernel of $name stopped before running its init"
+        else
+            return 1
+        fi
+        for f in console qemu; do cp "$state.$f" "$state.$f.failed"; done
+        kd_log "$what before its guest answered;" \
+            "booting it once more (its console: $state.console.failed)"
         kd_vm_start "$name" "$root" "${1#--vm=}"
         _kd_boot_wait "$name" 3000
         return
@@ -668,12 +685,12 @@ kd_vm_start() {
     printf '%s\n' "$netns" >"$state.netns"
 }
 
-# _kd_vm_dump_tasks NAME : the VM NAME's kernel writes its blocked tasks,
-# then every task with its stack, to the console (SysRq w and t, sent as
-# keys through QEMU's monitor): a guest that stops answering, its shutdown
-# hung, says where.
+# _kd_vm_dump_tasks NAME : the VM NAME's kernel writes where its CPUs are,
+# its blocked tasks, then every task with its stack, to the console (SysRq
+# l, w and t, sent as keys through QEMU's monitor): a guest that stops
+# answering, its boot or shutdown hung, says where.
 _kd_vm_dump_tasks() {
-    for key in w t; do
+    for key in l w t; do
         # (timeout: a FIFO's open for writing waits for a reader, and QEMU
         # may have ended.)
         # shellcheck disable=SC2016 # $1 and $2 are the inner shell's
