@@ -256,10 +256,9 @@ kd_checkout_copy() {
 
 kd_cleanup() {
     kd_boot_cleanup
+    # A passing suite's scratch goes with its roots; a failing one's stays.
     if [ -f "$kd_passed_removes_file" ]; then
-        if [ "$kd_failed" -eq 0 ]; then
-            while IFS= read -r r; do rm -rf "$r"; done <"$kd_passed_removes_file"
-        fi
+        [ "$kd_failed" -ne 0 ] || cat "$kd_passed_removes_file" >>"$kd_roots_file"
         rm -f "$kd_passed_removes_file"
     fi
     [ -f "$kd_roots_file" ] || return 0
