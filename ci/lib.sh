@@ -13,7 +13,8 @@
 #   CI=true                 a missing tool fails the suite instead of skipping it
 #   KD_ONLY                 words: run only the tests whose name contains
 #                           one of them (`cargo xtask test deb:upgrade`)
-#   KD_VMS                  the cluster suite's VM workers (v1 v2 v3: all)
+#   KD_VMS                  the cluster suite's VM workers (unset: all three,
+#                           v1 v2 v3)
 #   KD_XTASK                the xtask binary `cargo xtask test` runs, for a
 #                           step a suite kills (a kill of cargo would not
 #                           reach it)
@@ -302,7 +303,7 @@ kd_boot() {
     case ${1:-} in
     --vm=*)
         kd_vm_start "$name" "$root" "${1#--vm=}"
-        _kd_boot_wait "$name" 3000 && return
+        _kd_boot_wait "$name" 300 && return
         # QEMU itself can die: qemu-system-x86_64 7.2 (Debian 12) segfaulted
         # once here under TCG, 2.7 s into a guest's kernel on a loaded
         # machine. Or stop: once a guest's kernel (Debian's, which a test
@@ -317,21 +318,20 @@ kd_boot() {
         if _kd_vm_died "$name"; then
             status=0
             wait "$process" || status=$?
-            what="the QEMU of $name ended (status $status)"
+            what="the QEMU of $name ended (status $status) before its guest answered"
         elif ! grep -q 'Run /init as init process' "$state.console"; then
             _kd_vm_dump_tasks "$name"
             kill -KILL "$process" 2>/dev/null || true
-            wait "$process" || true
+            { wait "$process"; } 2>/dev/null || true
             _kd_vm_ssh_close "$name"
-            what="the kernel of $name stopped before running its init"
+            what="the kernel of $name stopped before it ran its init"
         else
             return 1
         fi
         for f in console qemu; do cp "$state.$f" "$state.$f.failed"; done
-        kd_log "$what before its guest answered;" \
-            "booting it once more (its console: $state.console.failed)"
+        kd_log "$what; booting it once more (its console: $state.console.failed)"
         kd_vm_start "$name" "$root" "${1#--vm=}"
-        _kd_boot_wait "$name" 3000
+        _kd_boot_wait "$name" 300
         return
         ;;
     esac
@@ -364,15 +364,16 @@ kd_boot() {
         --console=passive $loops "$@" </dev/null >>"$state.console" 2>&1 &
     printf '%s\n' "$!" >"$state.process"
     printf '%s %s\n' "$name" "$!" >>"$kd_boots_file"
-    _kd_boot_wait "$name" 900
+    _kd_boot_wait "$name" 90
 }
 
-# _kd_boot_wait NAME TENTHS : waits TENTHS tenths of a second for NAME's
+# _kd_boot_wait NAME SECONDS : waits SECONDS for NAME's
 # init system to finish starting up (kd_boot_ready), then records its init.
+# (By the clock: a question to a VM that does not answer takes seconds.)
 _kd_boot_wait() {
     state=$KD_WORK/boot.$1
     process=$(cat "$state.process")
-    n=$2
+    deadline=$(($(date +%s) + $2))
     while :; do
         if [ -f "$state.vm" ]; then
             init=vm
@@ -381,20 +382,14 @@ _kd_boot_wait() {
         fi
         # (Quiet: a VM refuses ssh until it has started sshd.)
         if [ -n "$init" ] && kd_boot_ready "$1" "$init" 2>/dev/null; then break; fi
-        if [ "$n" -le 0 ] || ! kill -0 "$process" 2>/dev/null; then
+        if [ "$(date +%s)" -ge "$deadline" ] || ! kill -0 "$process" 2>/dev/null; then
             echo "kd_boot: $1 ($(cat "$state.kind")) did not finish booting; its console:" >&2
             tail -n 60 "$state.console" >&2
             return 1
         fi
         # A VM is asked every 2 s: each question is an ssh session and
         # processes in a guest whose CPU, under TCG, is what its boot needs.
-        if [ "$init" = vm ]; then
-            n=$((n - 20))
-            sleep 2
-        else
-            n=$((n - 1))
-            sleep 0.1
-        fi
+        if [ "$init" = vm ]; then sleep 2; else sleep 0.1; fi
     done
     printf '%s\n' "$init" >"$state.init"
     kd_log "booted $1 ($(cat "$state.kind")) in $(cat "$state.root"), init $init"
