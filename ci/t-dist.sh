@@ -299,7 +299,15 @@ test_provenance_names_every_artifact_and_input() {
 }
 
 test_arm64_artifacts_run_under_qemu() {
-    dist --fixtures --arch arm64 --fast --out "$TMP/arm64"
+    # The fixtures without this host's files: no amd64 program at hand.
+    from=$TMP/arm64-from
+    cp -al "$(kd_fixtures)" "$from"
+    find "$from" -depth -path '*amd64*' -exec rm -rf {} +
+    dist --from "$from" --arch arm64 --fast --out "$TMP/arm64" >"$TMP/arm64.log" 2>&1 || {
+        tail -n 30 "$TMP/arm64.log" >&2
+        return 1
+    }
+    assert_grep "shell completions: no amd64 program of these versions at hand" "$TMP/arm64.log"
     out=$TMP/arm64
     assert_eq arm64 "$(dpkg-deb -f "$out"/kubelet_*_arm64.deb Architecture)" "deb Architecture"
     assert_eq aarch64 "$(rpm -qp --qf '%{ARCH}' "$out"/kubelet-*.aarch64.rpm)" "rpm arch"
@@ -320,9 +328,11 @@ test_arm64_artifacts_run_under_qemu() {
     grep -q '"--node-ip=192.0.2.7"' "$TMP/print.json"
     # Debian's real arm64 kubectl.
     qemu-aarch64-static "$x/usr/bin/kubectl" version --client 2>&1 | grep -q 'Client Version'
-    # Without this host's architecture in the build, the arm64 kubectl wrote
-    # its completions under qemu-aarch64-static: the same bytes as amd64's
-    # kubectl of the same version wrote for release N.
+    # With no amd64 program at hand, the arm64 kubectl wrote its completions
+    # under qemu-aarch64-static: the same bytes as amd64's kubectl of the
+    # same version wrote for release N. Which is why a run without the
+    # host's architecture has the host's programs write them where they
+    # are at hand (the ppc64le and s390x test below).
     a=$TMP/amd64-x
     mkdir -p "$a"
     dpkg-deb -x "$KD_DIST"/kubectl_*_amd64.deb "$a"
@@ -352,7 +362,13 @@ elf_machines() {
 # developer machine runs: every package's fields and every ELF file inside
 # it name the architecture, and the programs run under qemu-user.
 test_ppc64le_and_s390x_artifacts_run_under_qemu() {
-    dist --fixtures --arch ppc64le,s390x --fast --out "$TMP/other"
+    dist --fixtures --arch ppc64le,s390x --fast --out "$TMP/other" >"$TMP/other.log" 2>&1 || {
+        tail -n 30 "$TMP/other.log" >&2
+        return 1
+    }
+    # The fixtures hold amd64's files too: amd64's real kubectl wrote the
+    # completions of s390x's (real, the same version), none under qemu.
+    assert_grep "shell completions: written by this host's (amd64) files in" "$TMP/other.log"
     out=$TMP/other
     for spec in "ppc64le ppc64el ppc64le ppc64-le PowerPC64 little qemu-ppc64le-static" \
         "s390x s390x s390x s390x IBM_S/390 big qemu-s390x-static"; do
@@ -387,6 +403,11 @@ test_ppc64le_and_s390x_artifacts_run_under_qemu() {
     # Debian's real s390x kubectl; Debian builds none for ppc64el, so that
     # one is a stand-in and its packages say so.
     qemu-s390x-static "$TMP/other-s390x/deb/usr/bin/kubectl" version --client 2>&1 | grep -q 'Client Version'
+    a=$TMP/other-amd64
+    mkdir -p "$a"
+    dpkg-deb -x "$KD_DIST"/kubectl_*_amd64.deb "$a"
+    cmp "$a/usr/share/bash-completion/completions/kubectl" \
+        "$TMP/other-s390x/deb/usr/share/bash-completion/completions/kubectl"
     case $(dpkg-deb -f "$out"/kubectl_*_ppc64el.deb Description) in
     *"TEST BUILD"*) ;;
     *) echo "the ppc64el kubectl package does not say it is a test build" >&2; return 1 ;;

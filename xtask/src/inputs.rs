@@ -85,6 +85,16 @@ pub struct Ready {
     pub image_pins: Images,
     /// The OCI layout the images are staged from, when they are asked for.
     pub images_layout: Option<PathBuf>,
+    /// In a run without the host architecture, the host's programs of the
+    /// same versions where they are at hand: the `--from` directory's own
+    /// files of the host, verified like the others, or (from source) the
+    /// builds kubedist's cache holds, `(source, program) → path`. They write
+    /// the shell completions, which the foreign programs would write under
+    /// qemu-user, seconds a program; what they print does not depend on
+    /// the architecture (t-dist compares an arm64 kubectl's under qemu-user
+    /// with amd64's).
+    host_files: Option<Upstream>,
+    host_builds: BTreeMap<(String, String), PathBuf>,
 }
 
 impl Ready {
@@ -108,7 +118,8 @@ impl Ready {
             arch,
             upstream: &self.upstreams[&arch],
             built,
-            host: self.host(),
+            host: self.host().or(self.host_files.as_ref()),
+            host_builds: &self.host_builds,
         })
     }
 
@@ -257,11 +268,39 @@ impl Inputs {
             eprintln!("==> {arch}: upstream files");
             upstreams.insert(arch, fetch::ensure(spec, arch, &origin, &cache)?);
         }
+        let (mut host_files, mut host_builds) = (None, BTreeMap::new());
+        if let Some(host) = Arch::host().ok().filter(|host| !arches.contains(host)) {
+            // Nothing is built or downloaded for them.
+            let at_hand = match (&self.programs, &origin) {
+                (ProgramsFrom::Source { go, .. }, _) => {
+                    host_builds = crate::source::cached_programs(spec, go, host)?;
+                    (!host_builds.is_empty()).then(|| "builds in kubedist's source cache".into())
+                }
+                (_, Origin::Dir(dir)) => {
+                    host_files = fetch::ensure(spec, host, &origin, &cache).ok();
+                    host_files
+                        .as_ref()
+                        .map(|_| format!("files in {}", dir.display()))
+                }
+                _ => None,
+            };
+            match at_hand {
+                Some(what) => {
+                    eprintln!("==> shell completions: written by this host's ({host}) {what}")
+                }
+                None => eprintln!(
+                    "==> shell completions: no {host} program of these versions at hand: \
+                     each architecture's write them under qemu-user"
+                ),
+            }
+        }
         let mut ready = Ready {
             origin,
             upstreams,
             image_pins,
             images_layout: None,
+            host_files,
+            host_builds,
         };
         if self.images.is_some() {
             check_image_list(spec, ready.host(), work)?;
@@ -412,8 +451,11 @@ pub struct ArchPrograms<'a> {
     arch: Arch,
     upstream: &'a Upstream,
     built: BTreeMap<String, PathBuf>,
-    /// The host architecture's upstream files, when this run builds it.
+    /// The host architecture's upstream files, when this run builds it or
+    /// they are at hand ([`Ready`]).
     host: Option<&'a Upstream>,
+    /// The host's programs from the source cache ([`Ready`]).
+    host_builds: &'a BTreeMap<(String, String), PathBuf>,
 }
 
 impl stage::Programs for ArchPrograms<'_> {
@@ -438,8 +480,21 @@ impl stage::Programs for ArchPrograms<'_> {
             Ok([(_, path)]) => Some(path.clone()),
             _ => None,
         };
-        if let Some(path) = self.host.and_then(one) {
+        // The host's program stands for this one when both are the real
+        // program (or both stand-ins, which print nothing).
+        let standin = |up: &Upstream| up.standins().contains(&format!("{source}/{member}"));
+        let host = self
+            .host
+            .filter(|&host| standin(host) == standin(self.upstream));
+        if let Some(path) = host.and_then(one) {
             return Ok(vec![path]);
+        }
+        let program = member.rsplit('/').next().unwrap_or(member);
+        if let Some(path) = self
+            .host_builds
+            .get(&(source.to_string(), program.to_string()))
+        {
+            return Ok(vec![path.clone()]);
         }
         let qemu = self.arch.qemu_user();
         match one(self.upstream) {

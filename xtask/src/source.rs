@@ -803,10 +803,51 @@ fn verify_pins(pins: &Path, name: &str, recipe: &Recipe, version: &str) -> Resul
     Ok(())
 }
 
-/// The programs of `packages` of `name` at `version` for `arch`, `program
-/// name → path`, from the cache or built now.
-#[allow(clippy::too_many_arguments)]
-fn build(
+/// The programs of the release's sources for `arch` that kubedist's cache
+/// already holds, `(source, program name) → path`, nothing built: a run
+/// without `arch` runs them where any build of the version would do
+/// (shell completions). A source not built for `arch` yet is left out.
+pub fn cached_programs(
+    spec: &Spec,
+    go: &Go,
+    arch: Arch,
+) -> Result<BTreeMap<(String, String), PathBuf>> {
+    let recipes = Recipes::load(&spec.root)?;
+    let mut found = BTreeMap::new();
+    for (name, source) in &spec.release.sources {
+        let recipe = recipes.get(name)?;
+        let pins = pins_dir(&spec.root, name, &source.version);
+        let version = &source.version;
+        if verify_pins(&pins, name, recipe, version).is_err() {
+            continue;
+        }
+        let entry = cache_entry(go, &pins, name, recipe, version, arch, &recipe.packages)?;
+        let programs = entry_programs(recipe, &recipe.packages, &entry);
+        if programs.values().all(|p| p.is_file()) {
+            found.extend(
+                programs
+                    .into_iter()
+                    .map(|(p, path)| ((name.clone(), p), path)),
+            );
+        }
+    }
+    Ok(found)
+}
+
+/// `program name → path` of `packages` in the cache entry `dir`.
+fn entry_programs(recipe: &Recipe, packages: &[String], dir: &Path) -> BTreeMap<String, PathBuf> {
+    packages
+        .iter()
+        .map(|p| {
+            let program = program_name(&recipe.import_path(p)).to_string();
+            (program.clone(), dir.join(&program))
+        })
+        .collect()
+}
+
+/// The cache directory of `packages` of `name` at `version` for `arch`,
+/// named by what decides the bytes.
+fn cache_entry(
     go: &Go,
     pins: &Path,
     name: &str,
@@ -814,8 +855,7 @@ fn build(
     version: &str,
     arch: Arch,
     packages: &[String],
-    verified: &mut bool,
-) -> Result<BTreeMap<String, PathBuf>> {
+) -> Result<PathBuf> {
     let ldflags = recipe.ldflags(version)?;
     let go_mod = std::fs::read(pins.join("go.mod"))?;
     let go_sum = std::fs::read(pins.join("go.sum"))?;
@@ -846,18 +886,26 @@ fn build(
         ];
         crate::digest::sha256_bytes(&parts.join(&0u8))
     };
-    let cached = go
+    Ok(go
         .cache
-        .join(format!("{name}-{version}-{arch}-{}", &key[..16]));
-    let programs = |dir: &Path| -> BTreeMap<String, PathBuf> {
-        packages
-            .iter()
-            .map(|p| {
-                let program = program_name(&recipe.import_path(p)).to_string();
-                (program.clone(), dir.join(&program))
-            })
-            .collect()
-    };
+        .join(format!("{name}-{version}-{arch}-{}", &key[..16])))
+}
+
+/// The programs of `packages` of `name` at `version` for `arch`, `program
+/// name → path`, from the cache or built now.
+#[allow(clippy::too_many_arguments)]
+fn build(
+    go: &Go,
+    pins: &Path,
+    name: &str,
+    recipe: &Recipe,
+    version: &str,
+    arch: Arch,
+    packages: &[String],
+    verified: &mut bool,
+) -> Result<BTreeMap<String, PathBuf>> {
+    let cached = cache_entry(go, pins, name, recipe, version, arch, packages)?;
+    let programs = |dir: &Path| entry_programs(recipe, packages, dir);
     if programs(&cached).values().all(|p| p.is_file()) {
         eprintln!(
             "source: {name} v{version} {arch}: cached ({})",

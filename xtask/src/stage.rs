@@ -46,8 +46,9 @@ pub trait Programs {
     /// How to run the program `<source>/<member>` on this host to have it
     /// write its completions: the command line before its own arguments
     /// (the host architecture's build of the same version when the run
-    /// builds that architecture too, else this architecture's binary under
-    /// qemu-user), or why it cannot run here.
+    /// builds that architecture too or kubedist's source cache holds it,
+    /// else this architecture's binary under qemu-user), or why it cannot
+    /// run here.
     fn runnable(&self, source: &str, member: &str) -> std::result::Result<Vec<PathBuf>, String> {
         let _ = (source, member);
         Err("no program can run for this build".into())

@@ -204,17 +204,16 @@ pub fn run(spec: &Spec, args: &Args) -> Result<()> {
         crate::build::static_binary(&spec.root, "kubelet-wrapper", "kubelet-wrapper", arch)?;
     }
     if args.payload.contains(&PayloadKind::Source) {
-        for arch in bench.payload_arches() {
-            eprintln!("==> bench: the release's programs built from source, {arch}");
-            let dir = bench.work.join(format!("source-inputs-{arch}"));
-            let payload = payload::source(spec, arch, &dir)?;
+        eprintln!("==> bench: the release's programs built from source");
+        let dir = bench.work.join("source-inputs");
+        for payload in payload::source(spec, &bench.payload_arches(), &dir)? {
             bench.real_payload(&payload, "the programs built from source", &mut report)?;
         }
     }
     eprintln!("==> bench: payload");
     let fixtures = crate::fixtures::ensure(spec, &bench.work.join("fixtures"), &[bench.arch])?;
     if args.payload.contains(&PayloadKind::Fixtures) {
-        let payload = payload::real(&fixtures, bench.arch)?;
+        let payload = payload::real(spec, &fixtures, bench.arch)?;
         bench.real_payload(&payload, "the fixtures", &mut report)?;
     }
     if !args.payload.contains(&PayloadKind::Synthetic) {

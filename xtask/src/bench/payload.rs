@@ -73,10 +73,10 @@ impl Payload {
 /// file as it is, real (Debian's kubectl and CNI plugins) or a stand-in
 /// (listed in its STANDINS: `source/name`, then the architectures it
 /// stands in for when not all).
-pub fn real(fixtures: &Path, arch: Arch) -> Result<Payload> {
+pub fn real(spec: &Spec, fixtures: &Path, arch: Arch) -> Result<Payload> {
     let standins = fs::read_to_string(fixtures.join(from_dir::STANDINS))
         .with_context(|| format!("reading {}/STANDINS", fixtures.display()))?;
-    listed(fixtures, arch, |name| {
+    listed(spec, fixtures, arch, |name| {
         let standin = |line: &str| {
             let mut words = line.split_whitespace();
             let member = words
@@ -98,33 +98,37 @@ pub fn real(fixtures: &Path, arch: Arch) -> Result<Payload> {
     })
 }
 
-/// The release's real programs for `arch`, built from their Go modules at
-/// the pinned versions (`cargo xtask source`, cached in the home directory)
-/// into the `--from` directory `dir`.
-pub fn source(spec: &Spec, arch: Arch, dir: &Path) -> Result<Payload> {
+/// The release's real programs for each of `arches`, built from their Go
+/// modules at the pinned versions (`cargo xtask source`, cached in the home
+/// directory) into the `--from` directory `dir`: one directory for all, as
+/// a mirror of the official servers holds every architecture (a run of one
+/// then finds the host's programs for the shell completions there).
+pub fn source(spec: &Spec, arches: &[Arch], dir: &Path) -> Result<Vec<Payload>> {
     let go = crate::source::Go::from_env(&spec.root)?;
-    crate::source::write_inputs(spec, &go, &[arch], Default::default(), dir)?;
-    listed(dir, arch, |_| "built from source")
+    crate::source::write_inputs(spec, &go, arches, Default::default(), dir)?;
+    arches
+        .iter()
+        .map(|&arch| listed(spec, dir, arch, |_| "built from source"))
+        .collect()
 }
 
-/// The input files of the `--from` directory `dir` (its sources'
-/// subdirectories, without checksum files), each said to be `how(name)`.
-fn listed(dir: &Path, arch: Arch, how: impl Fn(&str) -> &'static str) -> Result<Payload> {
+/// The input files of `arch` in the `--from` directory `dir` (those
+/// pkg/release.toml lists, without their checksum files), each said to be
+/// `how(name)`.
+fn listed(
+    spec: &Spec,
+    dir: &Path,
+    arch: Arch,
+    how: impl Fn(&str) -> &'static str,
+) -> Result<Payload> {
     let mut files = Vec::new();
-    let mut dirs = vec![dir.to_path_buf()];
-    while let Some(at) = dirs.pop() {
-        for entry in fs::read_dir(&at).with_context(|| format!("reading {}", at.display()))? {
-            let path = entry?.path();
-            if path.is_dir() {
-                dirs.push(path);
-                continue;
-            }
-            let rel = path.strip_prefix(dir)?.to_string_lossy().into_owned();
-            if rel.ends_with(".sha256") || !rel.contains('/') {
-                continue;
-            }
-            let name = rel.rsplit('/').next().unwrap_or(&rel).to_string();
-            let len = fs::metadata(&path)?.len();
+    for (source, release) in &spec.release.sources {
+        for path in release.paths(arch) {
+            let file = dir.join(source).join(&path);
+            let name = path.rsplit('/').next().unwrap_or(&path).to_string();
+            let len = fs::metadata(&file)
+                .with_context(|| format!("{}: missing", file.display()))?
+                .len();
             files.push((name.clone(), len, how(&name)));
         }
     }

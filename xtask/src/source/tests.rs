@@ -245,3 +245,51 @@ fn a_module_that_needs_a_newer_go_gets_the_toolchain_named_for_that_go() {
     std::fs::write(dir.path().join("go.mod"), "module m\n\ngo 1.27.0\n").unwrap();
     assert_eq!(go.toolchain(dir.path()).unwrap(), "go1.27.3");
 }
+
+/// A run without an architecture finds the programs of that architecture
+/// that the cache holds, by the key `build` writes them under, and leaves
+/// out a source whose programs are not all there.
+#[test]
+fn cached_programs_are_found_by_the_key_build_writes() {
+    let root = crate::util::repo_root();
+    let spec = Spec::load(&root).unwrap();
+    let recipes = Recipes::load(&root).unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let go = go_with(cache.path(), None);
+    let entry = |name: &str| {
+        let recipe = recipes.get(name).unwrap();
+        let version = &spec.release.sources[name].version;
+        let pins = pins_dir(&root, name, version);
+        let dir = cache_entry(
+            &go,
+            &pins,
+            name,
+            recipe,
+            version,
+            Arch::Amd64,
+            &recipe.packages,
+        );
+        (
+            dir.unwrap(),
+            entry_programs(recipe, &recipe.packages, Path::new("")),
+        )
+    };
+    assert!(cached_programs(&spec, &go, Arch::Amd64).unwrap().is_empty());
+    let (dir, programs) = entry("cri-tools");
+    std::fs::create_dir_all(&dir).unwrap();
+    for program in programs.keys() {
+        std::fs::write(dir.join(program), "a build\n").unwrap();
+    }
+    // kubernetes: one of its programs only.
+    let (k8s, _) = entry("kubernetes");
+    std::fs::create_dir_all(&k8s).unwrap();
+    std::fs::write(k8s.join("kubectl"), "a build\n").unwrap();
+    let found = cached_programs(&spec, &go, Arch::Amd64).unwrap();
+    let crictl = ("cri-tools".to_string(), "crictl".to_string());
+    assert_eq!(found.get(&crictl), Some(&dir.join("crictl")));
+    assert!(
+        found.keys().all(|(source, _)| source == "cri-tools"),
+        "{found:?}"
+    );
+    assert!(cached_programs(&spec, &go, Arch::Arm64).unwrap().is_empty());
+}
