@@ -750,17 +750,15 @@ pub fn build_pinned(
     let mut verified = false;
     let mut out = BTreeMap::new();
     for &arch in arches {
-        let programs = build(
-            go,
-            &pins,
+        let one = Build {
+            pins: &pins,
             name,
             recipe,
             version,
             arch,
             packages,
-            &mut verified,
-        )?;
-        out.insert(arch, programs);
+        };
+        out.insert(arch, build(go, &one, &mut verified)?);
     }
     Ok(out)
 }
@@ -821,7 +819,15 @@ pub fn cached_programs(
         if verify_pins(&pins, name, recipe, version).is_err() {
             continue;
         }
-        let entry = cache_entry(go, &pins, name, recipe, version, arch, &recipe.packages)?;
+        let one = Build {
+            pins: &pins,
+            name,
+            recipe,
+            version,
+            arch,
+            packages: &recipe.packages,
+        };
+        let entry = cache_entry(go, &one)?;
         let programs = entry_programs(recipe, &recipe.packages, &entry);
         if programs.values().all(|p| p.is_file()) {
             found.extend(
@@ -845,27 +851,35 @@ fn entry_programs(recipe: &Recipe, packages: &[String], dir: &Path) -> BTreeMap<
         .collect()
 }
 
-/// The cache directory of `packages` of `name` at `version` for `arch`,
-/// named by what decides the bytes.
-fn cache_entry(
-    go: &Go,
-    pins: &Path,
-    name: &str,
-    recipe: &Recipe,
-    version: &str,
+/// One build: `packages` of `name` at `version` for `arch`, from the pinned
+/// modules in `pins`.
+#[derive(Clone, Copy)]
+struct Build<'a> {
+    pins: &'a Path,
+    name: &'a str,
+    recipe: &'a Recipe,
+    version: &'a str,
     arch: Arch,
-    packages: &[String],
-) -> Result<PathBuf> {
+    packages: &'a [String],
+}
+
+/// The cache directory of `one`'s programs, named by what decides their
+/// bytes.
+fn cache_entry(go: &Go, one: &Build) -> Result<PathBuf> {
+    let (recipe, name, version, arch) = (one.recipe, one.name, one.version, one.arch);
     let ldflags = recipe.ldflags(version)?;
-    let go_mod = std::fs::read(pins.join("go.mod"))?;
-    let go_sum = std::fs::read(pins.join("go.sum"))?;
+    let go_mod = std::fs::read(one.pins.join("go.mod"))?;
+    let go_sum = std::fs::read(one.pins.join("go.sum"))?;
     // What decides the bytes: the toolchain, the pins and the build's own
     // arguments. Not the whole recipe: a new version's facts in
     // pkg/source.toml must not rebuild the others.
-    let toolchain = go.toolchain(pins)?;
+    let toolchain = go.toolchain(one.pins)?;
     let key = {
-        let (packages, tags, ldflags) =
-            (packages.join(" "), recipe.tags.join(","), ldflags.join(" "));
+        let (packages, tags, ldflags) = (
+            one.packages.join(" "),
+            recipe.tags.join(","),
+            ldflags.join(" "),
+        );
         // A cgo build's bytes depend on the C compiler as well.
         let cc = match recipe.cgo {
             true => c_compiler_version(arch)?,
@@ -891,20 +905,18 @@ fn cache_entry(
         .join(format!("{name}-{version}-{arch}-{}", &key[..16])))
 }
 
-/// The programs of `packages` of `name` at `version` for `arch`, `program
-/// name → path`, from the cache or built now.
-#[allow(clippy::too_many_arguments)]
-fn build(
-    go: &Go,
-    pins: &Path,
-    name: &str,
-    recipe: &Recipe,
-    version: &str,
-    arch: Arch,
-    packages: &[String],
-    verified: &mut bool,
-) -> Result<BTreeMap<String, PathBuf>> {
-    let cached = cache_entry(go, pins, name, recipe, version, arch, packages)?;
+/// The programs of `one`, `program name → path`, from the cache or built
+/// now. `verified`: whether its modules were verified already.
+fn build(go: &Go, one: &Build, verified: &mut bool) -> Result<BTreeMap<String, PathBuf>> {
+    let cached = cache_entry(go, one)?;
+    let Build {
+        pins,
+        name,
+        recipe,
+        version,
+        arch,
+        packages,
+    } = *one;
     let programs = |dir: &Path| entry_programs(recipe, packages, dir);
     if programs(&cached).values().all(|p| p.is_file()) {
         eprintln!(

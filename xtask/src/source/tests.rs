@@ -126,16 +126,15 @@ fn build_cni(
     version: &str,
 ) -> Result<BTreeMap<String, std::path::PathBuf>> {
     let recipe = recipes.get("cni-plugins").unwrap();
-    build(
-        go,
+    let one = Build {
         pins,
-        "cni-plugins",
+        name: "cni-plugins",
         recipe,
         version,
-        Arch::Amd64,
-        &recipe.packages,
-        &mut false,
-    )
+        arch: Arch::Amd64,
+        packages: &recipe.packages,
+    };
+    build(go, &one, &mut false)
 }
 
 /// Needs Go and the Go module proxy (or a module cache that holds the
@@ -260,15 +259,15 @@ fn cached_programs_are_found_by_the_key_build_writes() {
         let recipe = recipes.get(name).unwrap();
         let version = &spec.release.sources[name].version;
         let pins = pins_dir(&root, name, version);
-        let dir = cache_entry(
-            &go,
-            &pins,
+        let one = Build {
+            pins: &pins,
             name,
             recipe,
             version,
-            Arch::Amd64,
-            &recipe.packages,
-        );
+            arch: Arch::Amd64,
+            packages: &recipe.packages,
+        };
+        let dir = cache_entry(&go, &one);
         (
             dir.unwrap(),
             entry_programs(recipe, &recipe.packages, Path::new("")),
