@@ -745,20 +745,11 @@ pub fn build_pinned(
     arches: &[Arch],
     packages: &[String],
 ) -> Result<BTreeMap<Arch, BTreeMap<String, PathBuf>>> {
-    let pins = pins_dir(root, name, version);
-    verify_pins(&pins, name, recipe, version)?;
+    let pinned = Build::pinned(root, name, recipe, version, packages)?;
     let mut verified = false;
     let mut out = BTreeMap::new();
     for &arch in arches {
-        let one = Build {
-            pins: &pins,
-            name,
-            recipe,
-            version,
-            arch,
-            packages,
-        };
-        out.insert(arch, build(go, &one, &mut verified)?);
+        out.insert(arch, build(go, &pinned, arch, &mut verified)?);
     }
     Ok(out)
 }
@@ -814,21 +805,11 @@ pub fn cached_programs(
     let mut found = BTreeMap::new();
     for (name, source) in &spec.release.sources {
         let recipe = recipes.get(name)?;
-        let pins = pins_dir(&spec.root, name, &source.version);
-        let version = &source.version;
-        if verify_pins(&pins, name, recipe, version).is_err() {
+        let Ok(pinned) = Build::pinned(&spec.root, name, recipe, &source.version, &recipe.packages)
+        else {
             continue;
-        }
-        let one = Build {
-            pins: &pins,
-            name,
-            recipe,
-            version,
-            arch,
-            packages: &recipe.packages,
         };
-        let entry = cache_entry(go, &one)?;
-        let programs = entry_programs(recipe, &recipe.packages, &entry);
+        let programs = pinned.programs(&cache_entry(go, &pinned, arch)?);
         if programs.values().all(|p| p.is_file()) {
             found.extend(
                 programs
@@ -840,40 +821,60 @@ pub fn cached_programs(
     Ok(found)
 }
 
-/// `program name → path` of `packages` in the cache entry `dir`.
-fn entry_programs(recipe: &Recipe, packages: &[String], dir: &Path) -> BTreeMap<String, PathBuf> {
-    packages
-        .iter()
-        .map(|p| {
-            let program = program_name(&recipe.import_path(p)).to_string();
-            (program.clone(), dir.join(&program))
-        })
-        .collect()
-}
-
-/// One build: `packages` of `name` at `version` for `arch`, from the pinned
-/// modules in `pins`.
-#[derive(Clone, Copy)]
+/// What a build is of, whatever the architecture: `packages` of `name` at
+/// `version`, from the pinned modules in `pins`.
 struct Build<'a> {
-    pins: &'a Path,
+    pins: PathBuf,
     name: &'a str,
     recipe: &'a Recipe,
     version: &'a str,
-    arch: Arch,
     packages: &'a [String],
 }
 
-/// The cache directory of `one`'s programs, named by what decides their
-/// bytes.
-fn cache_entry(go: &Go, one: &Build) -> Result<PathBuf> {
-    let (recipe, name, version, arch) = (one.recipe, one.name, one.version, one.arch);
+impl<'a> Build<'a> {
+    /// `packages` of `name` at `version`, from the checkout's pins, once
+    /// they are checked (`verify_pins`).
+    fn pinned(
+        root: &Path,
+        name: &'a str,
+        recipe: &'a Recipe,
+        version: &'a str,
+        packages: &'a [String],
+    ) -> Result<Build<'a>> {
+        let pins = pins_dir(root, name, version);
+        verify_pins(&pins, name, recipe, version)?;
+        Ok(Build {
+            pins,
+            name,
+            recipe,
+            version,
+            packages,
+        })
+    }
+
+    /// `program name → path` of its packages in the cache entry `dir`.
+    fn programs(&self, dir: &Path) -> BTreeMap<String, PathBuf> {
+        self.packages
+            .iter()
+            .map(|p| {
+                let program = program_name(&self.recipe.import_path(p)).to_string();
+                (program.clone(), dir.join(&program))
+            })
+            .collect()
+    }
+}
+
+/// The cache directory of `one`'s programs for `arch`, named by what
+/// decides their bytes.
+fn cache_entry(go: &Go, one: &Build, arch: Arch) -> Result<PathBuf> {
+    let (recipe, name, version) = (one.recipe, one.name, one.version);
     let ldflags = recipe.ldflags(version)?;
     let go_mod = std::fs::read(one.pins.join("go.mod"))?;
     let go_sum = std::fs::read(one.pins.join("go.sum"))?;
     // What decides the bytes: the toolchain, the pins and the build's own
     // arguments. Not the whole recipe: a new version's facts in
     // pkg/source.toml must not rebuild the others.
-    let toolchain = go.toolchain(one.pins)?;
+    let toolchain = go.toolchain(&one.pins)?;
     let key = {
         let (packages, tags, ldflags) = (
             one.packages.join(" "),
@@ -905,19 +906,18 @@ fn cache_entry(go: &Go, one: &Build) -> Result<PathBuf> {
         .join(format!("{name}-{version}-{arch}-{}", &key[..16])))
 }
 
-/// The programs of `one`, `program name → path`, from the cache or built
-/// now. `verified`: whether its modules were verified already.
-fn build(go: &Go, one: &Build, verified: &mut bool) -> Result<BTreeMap<String, PathBuf>> {
-    let cached = cache_entry(go, one)?;
-    let Build {
-        pins,
-        name,
-        recipe,
-        version,
-        arch,
-        packages,
-    } = *one;
-    let programs = |dir: &Path| entry_programs(recipe, packages, dir);
+/// The programs of `one` for `arch`, `program name → path`, from the cache
+/// or built now. `verified`: whether its modules were verified already.
+fn build(
+    go: &Go,
+    one: &Build,
+    arch: Arch,
+    verified: &mut bool,
+) -> Result<BTreeMap<String, PathBuf>> {
+    let cached = cache_entry(go, one, arch)?;
+    let (pins, name, recipe, version, packages) =
+        (&one.pins, one.name, one.recipe, one.version, one.packages);
+    let programs = |dir: &Path| one.programs(dir);
     if programs(&cached).values().all(|p| p.is_file()) {
         eprintln!(
             "source: {name} v{version} {arch}: cached ({})",

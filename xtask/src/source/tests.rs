@@ -127,14 +127,13 @@ fn build_cni(
 ) -> Result<BTreeMap<String, std::path::PathBuf>> {
     let recipe = recipes.get("cni-plugins").unwrap();
     let one = Build {
-        pins,
+        pins: pins.to_path_buf(),
         name: "cni-plugins",
         recipe,
         version,
-        arch: Arch::Amd64,
         packages: &recipe.packages,
     };
-    build(go, &one, &mut false)
+    build(go, &one, Arch::Amd64, &mut false)
 }
 
 /// Needs Go and the Go module proxy (or a module cache that holds the
@@ -258,20 +257,9 @@ fn cached_programs_are_found_by_the_key_build_writes() {
     let entry = |name: &str| {
         let recipe = recipes.get(name).unwrap();
         let version = &spec.release.sources[name].version;
-        let pins = pins_dir(&root, name, version);
-        let one = Build {
-            pins: &pins,
-            name,
-            recipe,
-            version,
-            arch: Arch::Amd64,
-            packages: &recipe.packages,
-        };
-        let dir = cache_entry(&go, &one);
-        (
-            dir.unwrap(),
-            entry_programs(recipe, &recipe.packages, Path::new("")),
-        )
+        let one = Build::pinned(&root, name, recipe, version, &recipe.packages).unwrap();
+        let dir = cache_entry(&go, &one, Arch::Amd64).unwrap();
+        (dir, one.programs(Path::new("")))
     };
     assert!(cached_programs(&spec, &go, Arch::Amd64).unwrap().is_empty());
     let (dir, programs) = entry("cri-tools");
