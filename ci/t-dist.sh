@@ -41,6 +41,25 @@ dist() {
     (cd "$KD_REPO" && SOURCE_DATE_EPOCH=$EPOCH cargo xtask dist "$@")
 }
 
+# dist_logged LOG ARGS... : dist ARGS, its output in LOG (its end shown if
+# it fails), for a test that reads what dist said.
+dist_logged() {
+    log=$1
+    shift
+    dist "$@" >"$log" 2>&1 || { tail -n 30 "$log" >&2 && return 1; }
+}
+
+# amd64_kubectl : the directory release N's amd64 kubectl deb is unpacked
+# in (once a run).
+amd64_kubectl() {
+    [ -d "$TMP/amd64-kubectl" ] || {
+        mkdir -p "$TMP/amd64-kubectl.tmp"
+        dpkg-deb -x "$KD_DIST"/kubectl_*_amd64.deb "$TMP/amd64-kubectl.tmp"
+        mv "$TMP/amd64-kubectl.tmp" "$TMP/amd64-kubectl"
+    }
+    printf '%s\n' "$TMP/amd64-kubectl"
+}
+
 
 # Release N again, from a copy of the checkout in another directory (its own
 # target/; only compiled registry crates and the fixture inputs come from
@@ -301,12 +320,9 @@ test_provenance_names_every_artifact_and_input() {
 test_arm64_artifacts_run_under_qemu() {
     # The fixtures without this host's files: no amd64 program at hand.
     from=$TMP/arm64-from
-    cp -al "$(kd_fixtures)" "$from"
+    cp -al "$FIXTURES" "$from"
     find "$from" -depth -path '*amd64*' -exec rm -rf {} +
-    dist --from "$from" --arch arm64 --fast --out "$TMP/arm64" >"$TMP/arm64.log" 2>&1 || {
-        tail -n 30 "$TMP/arm64.log" >&2
-        return 1
-    }
+    dist_logged "$TMP/arm64.log" --from "$from" --arch arm64 --fast --out "$TMP/arm64"
     assert_grep "shell completions: no amd64 program of these versions at hand" "$TMP/arm64.log"
     out=$TMP/arm64
     assert_eq arm64 "$(dpkg-deb -f "$out"/kubelet_*_arm64.deb Architecture)" "deb Architecture"
@@ -333,9 +349,7 @@ test_arm64_artifacts_run_under_qemu() {
     # same version wrote for release N. Which is why a run without the
     # host's architecture has the host's programs write them where they
     # are at hand (the ppc64le and s390x test below).
-    a=$TMP/amd64-x
-    mkdir -p "$a"
-    dpkg-deb -x "$KD_DIST"/kubectl_*_amd64.deb "$a"
+    a=$(amd64_kubectl)
     for f in /usr/share/bash-completion/completions/kubectl /usr/share/zsh/vendor-completions/_kubectl; do
         assert_file "$x$f"
         cmp "$a$f" "$x$f"
@@ -362,10 +376,7 @@ elf_machines() {
 # developer machine runs: every package's fields and every ELF file inside
 # it name the architecture, and the programs run under qemu-user.
 test_ppc64le_and_s390x_artifacts_run_under_qemu() {
-    dist --fixtures --arch ppc64le,s390x --fast --out "$TMP/other" >"$TMP/other.log" 2>&1 || {
-        tail -n 30 "$TMP/other.log" >&2
-        return 1
-    }
+    dist_logged "$TMP/other.log" --fixtures --arch ppc64le,s390x --fast --out "$TMP/other"
     # The fixtures hold amd64's files too: amd64's real kubectl wrote the
     # completions of s390x's (real, the same version), none under qemu.
     assert_grep "shell completions: written by this host's (amd64) files in" "$TMP/other.log"
@@ -403,9 +414,7 @@ test_ppc64le_and_s390x_artifacts_run_under_qemu() {
     # Debian's real s390x kubectl; Debian builds none for ppc64el, so that
     # one is a stand-in and its packages say so.
     qemu-s390x-static "$TMP/other-s390x/deb/usr/bin/kubectl" version --client 2>&1 | grep -q 'Client Version'
-    a=$TMP/other-amd64
-    mkdir -p "$a"
-    dpkg-deb -x "$KD_DIST"/kubectl_*_amd64.deb "$a"
+    a=$(amd64_kubectl)
     cmp "$a/usr/share/bash-completion/completions/kubectl" \
         "$TMP/other-s390x/deb/usr/share/bash-completion/completions/kubectl"
     case $(dpkg-deb -f "$out"/kubectl_*_ppc64el.deb Description) in
