@@ -1438,14 +1438,16 @@ runit_service_dir() {
 		printf '%s\n' "$opt_service_dir"
 		return
 	fi
-	# The directory a running runsvdir watches (its first non-option argument).
+	# The directory a running runsvdir watches: its first non-option
+	# argument that is a directory. (Not merely the first: a runsvdir that
+	# qemu-user runs, through binfmt_misc, has the program's path first.)
 	if [ -z "$root" ]; then
 		for pid in $(runsvdir_pids); do
-			d=$(tr '\0' '\n' <"/proc/$pid/cmdline" | sed 1d | grep -v '^-' | head -n 1)
-			if [ -n "$d" ]; then
-				case $d in /*) ;; *) d=$(cd "/proc/$pid/cwd/$d" 2>/dev/null && pwd) || d= ;; esac
-				[ -n "$d" ] && { printf '%s\n' "$d"; return; }
-			fi
+			d=$(tr '\0' '\n' <"/proc/$pid/cmdline" | sed 1d | grep -v '^-' | while IFS= read -r a; do
+				case $a in /*) ;; '') continue ;; *) a=$(cd "/proc/$pid/cwd/$a" 2>/dev/null && pwd) || continue ;; esac
+				[ -d "$a" ] && { printf '%s\n' "$a"; break; }
+			done)
+			[ -n "$d" ] && { printf '%s\n' "$d"; return; }
 		done
 	fi
 	for d in /var/service /etc/service /run/runit/service /etc/runit/runsvdir/default; do
