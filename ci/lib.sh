@@ -76,21 +76,25 @@ kd_cached() { touch -c "$1" 2>/dev/null && [ -f "$1" ]; }
 # kd_base_tarball NAME [PACKAGE...] : prints the path of a cached bookworm
 # root tarball with PACKAGEs installed, building it once (mmdebstrap, ~15-30 s).
 # The cache key includes the package list, so changing it rebuilds.
+# KD_BASE_ARCH (set by the caller for the call) builds a root of another
+# architecture, its maintainer scripts run by qemu-user (ci/install-deps
+# registers it with the kernel's binfmt_misc; ~8 min).
 kd_base_tarball() {
     name=$1
     shift
-    key=$(printf '%s\n' "$KD_SUITE_CODENAME" "$@" | sha256sum | cut -c1-12)
-    tarball=$KD_CACHE/$KD_SUITE_CODENAME-$name-$key.tar
+    _kd_arch=${KD_BASE_ARCH:-}
+    key=$(printf '%s\n' "$KD_SUITE_CODENAME" ${_kd_arch:+"--arch=$_kd_arch"} "$@" | sha256sum | cut -c1-12)
+    tarball=$KD_CACHE/$KD_SUITE_CODENAME-$name${_kd_arch:+-$_kd_arch}-$key.tar
     if ! kd_cached "$tarball"; then
         include=
         [ $# -eq 0 ] || include=$(printf '%s,' "$@")
-        kd_log "building base root '$name' (${include%,}) with mmdebstrap"
+        kd_log "building base root '$name'${_kd_arch:+ for $_kd_arch} (${include%,}) with mmdebstrap"
         # Package lists are kept so apt-get in the root can resolve real
         # dependencies from the archive without an update of its own. Built
         # in a directory of its own and renamed into place: suites running
         # at once may build the same root.
         _kd_build=$(mktemp -d "$KD_CACHE/.build.XXXXXX")
-        mmdebstrap --quiet --variant=apt --skip=cleanup/apt/lists \
+        mmdebstrap --quiet --variant=apt --skip=cleanup/apt/lists ${_kd_arch:+--arch="$_kd_arch"} \
             ${include:+--include="${include%,}"} \
             "$KD_SUITE_CODENAME" "$_kd_build/root.tar" "$KD_MIRROR" >&2
         mv "$_kd_build/root.tar" "$tarball"
@@ -600,7 +604,7 @@ kd_boot_cleanup() {
 
 # kd_vm_base NAME KIND [PACKAGE...] : a cached root tarball (kd_base_tarball)
 # that boots as a VM with init system KIND (systemd, openrc or runit) and
-# holds PACKAGEs.
+# holds PACKAGEs; of KD_BASE_ARCH (amd64 unless set) with its cloud kernel.
 kd_vm_base() {
     name=$1 kind=$2
     shift 2
@@ -609,7 +613,7 @@ kd_vm_base() {
     openrc) set -- sysvinit-core openrc "$@" ;;
     runit) set -- runit-init runit "$@" ;;
     esac
-    kd_base_tarball "vm-$name" linux-image-cloud-amd64 initramfs-tools openssh-server "$@"
+    kd_base_tarball "vm-$name" "linux-image-cloud-${KD_BASE_ARCH:-amd64}" initramfs-tools openssh-server "$@"
 }
 
 # kd_vm_key : the private key the VMs let root log in with (made once a run).
@@ -649,15 +653,31 @@ kd_vm_start() {
     fi
     tap=kd-$name
     ip -n "$netns" link show "$tap" >/dev/null 2>&1 || ip -n "$netns" tuntap add "$tap" mode tap
-    # The VM's kernel and initramfs, as its root holds them. tsc=reliable:
-    # the kernel keeps TSC, which TCG reads from this machine's clock. Its
-    # watchdog, late under load, would otherwise switch to the emulated
-    # HPET, on which a clock read costs 5-25 us instead of 2 (measured
-    # with Go's time.Now), and the guests' Go programs read it all the time.
+    # The VM's kernel and initramfs, as its root holds them, and the
+    # machine of the kernel's architecture (Debian names it last).
     set -- "$root"/boot/vmlinuz-*
     kernel=$(kd_one "$@")
     set -- "$root"/boot/initrd.img-*
     initrd=$(kd_one "$@")
+    case $kernel in
+    *-arm64)
+        # QEMU's generic board; a core without pointer authentication,
+        # whose emulation under TCG costs every call and return. Its
+        # console is the board's PL011. (No keyboard: a hung arm64 guest
+        # dumps no tasks, _kd_vm_dump_tasks' keys go nowhere.)
+        set -- qemu-system-aarch64 -M virt -cpu cortex-a72
+        kargs=console=ttyAMA0
+        ;;
+    *)
+        # tsc=reliable: the kernel keeps TSC, which TCG reads from this
+        # machine's clock. Its watchdog, late under load, would otherwise
+        # switch to the emulated HPET, on which a clock read costs 5-25 us
+        # instead of 2 (measured with Go's time.Now), and the guests' Go
+        # programs read it all the time.
+        set -- qemu-system-x86_64 -cpu max
+        kargs="console=ttyS0 tsc=reliable"
+        ;;
+    esac
     mac=$(printf '%s' "$name" | sha256sum | sed 's/^\(..\)\(..\)\(..\).*/52:54:00:\1:\2:\3/')
     # QEMU's monitor reads a FIFO (which QEMU opens read-write, so the open
     # does not block) and writes a file: _kd_vm_dump_tasks asks the guest's
@@ -665,11 +685,11 @@ kd_vm_start() {
     rm -f "$state.monitor.in"
     mkfifo -m 0600 "$state.monitor.in"
     : >"$state.monitor.out"
-    ip netns exec "$netns" qemu-system-x86_64 -nodefaults -display none \
+    ip netns exec "$netns" "$@" -nodefaults -display none \
         -chardev "pipe,id=monitor,path=$state.monitor" -mon chardev=monitor \
-        -accel tcg,thread=multi -cpu max -smp "${KD_VM_CPUS:-1}" -m 2048 \
+        -accel tcg,thread=multi -smp "${KD_VM_CPUS:-1}" -m 2048 \
         -kernel "$kernel" -initrd "$initrd" \
-        -append "root=/dev/vda rw console=ttyS0 net.ifnames=0 panic=-1 tsc=reliable sysrq_always_enabled" -no-reboot \
+        -append "root=/dev/vda rw $kargs net.ifnames=0 panic=-1 sysrq_always_enabled" -no-reboot \
         -drive "file=$state.disk,format=raw,if=virtio,cache=unsafe" \
         -netdev "tap,id=net0,ifname=$tap,script=no,downscript=no" \
         -device "virtio-net-pci,netdev=net0,mac=$mac" \

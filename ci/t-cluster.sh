@@ -35,10 +35,15 @@
 #   v1  Debian 12, systemd 252 with the systemd cgroup driver (kubelet and
 #       containerd); apt from the signed repository, as cp;
 #   v2  sysvinit + OpenRC, the tarball, as w1;
-#   v3  runit, the tarball, as w2.
+#   v3  arm64 (qemu-system-aarch64, Debian 12's arm64 cloud kernel), runit:
+#       the arm64 tarball and bundle of N-1 (cargo xtask test builds them
+#       from source beside the amd64 release, in its arm64/), its echo pod
+#       an arm64 program.
 # Each installs its way in a container first, its root booted there by its
 # own init as the others are (under TCG an install with its bundle's import
-# took 5-11 minutes), then powers off and boots that root as its VM
+# took 5-11 minutes; v3's container runs its arm64 programs through
+# qemu-user, which ci/install-deps registers with binfmt_misc), then
+# powers off and boots that root as its VM
 # (vm_move): kubedist's modules-load.d and sysctl.d files are what loads
 # br_netfilter and overlay and sets the sysctls on that kernel, at its first
 # boot and again after a reboot.
@@ -80,8 +85,14 @@
 # shellcheck source=ci/lib.sh
 . "$(dirname "$0")/lib.sh"
 
-kd_require systemd-nspawn nsenter ip unshare tar jq sha256sum dpkg-deb qemu-system-x86_64 ssh ssh-keygen mkfs.ext4
+kd_require systemd-nspawn nsenter ip unshare tar jq sha256sum dpkg-deb qemu-system-x86_64 qemu-system-aarch64 \
+    ssh ssh-keygen mkfs.ext4
 kd_require_dist
+grep -qsx enabled /proc/sys/fs/binfmt_misc/qemu-aarch64 || {
+    echo "t-cluster: FAIL: the kernel does not run arm64 programs through qemu-user (run ci/install-deps)" >&2
+    echo "0 passed, 1 failed"
+    exit 1
+}
 XTASK=${KD_XTASK:?run through cargo xtask test}
 
 kd_own_mount_namespace "$0" "$@"
@@ -160,6 +171,7 @@ node_ip() { case $1 in cp) echo 10.88.0.11 ;; w1) echo 10.88.0.12 ;; w2) echo 10
 node_pods() { case $1 in cp) echo 10.244.0 ;; w1) echo 10.244.1 ;; w2) echo 10.244.2 ;; w3) echo 10.244.3 ;; w4) echo 10.244.4 ;; w5) echo 10.244.5 ;;
     v1) echo 10.244.21 ;; v2) echo 10.244.22 ;; v3) echo 10.244.23 ;; esac; }
 node_init() { case $1 in w1 | v2) echo openrc ;; w2 | v3) echo runit ;; *) echo systemd ;; esac; }
+node_arch() { case $1 in v3) echo arm64 ;; *) echo amd64 ;; esac; }
 node_way() { case $1 in cp | v1) echo apt ;; w1 | w2 | v2 | v3) echo tarball ;; w3) echo sysext ;; w4) echo dnf ;; w5) echo installer ;; esac; }
 is_vm() { case $1 in v*) true ;; *) false ;; esac; }
 # The family env file NODE's kubelet reads KUBELET_EXTRA_ARGS from.
@@ -378,7 +390,11 @@ node_root() {
     # package manager on a booted systemd.
     w4) base=$(kd_base_tarball cluster-dnf systemd systemd-sysv dbus rpm dnf dnf-plugins-core $NODE_TOOLS) ;;
     # (curl and dig: what this machine runs in a pod's network elsewhere.)
-    v*) base=$(kd_vm_base "cluster-$init" "$init" $NODE_TOOLS curl bind9-dnsutils) ;;
+    v*) base=$(
+        # shellcheck disable=SC2034 # read by kd_base_tarball
+        [ "$(node_arch "$n")" = amd64 ] || KD_BASE_ARCH=$(node_arch "$n")
+        kd_vm_base "cluster-$init" "$init" $NODE_TOOLS curl bind9-dnsutils
+    ) ;;
     esac
     r=$TMP/root-$n
     mkdir -p "$r"
@@ -482,11 +498,15 @@ INITD
     # Each release's files in a directory of their own (docs/air-gapped.md,
     # step 2): the bundle, on a tarball node the tarball, and their
     # SHA256SUMS.
-    # (A VM leaves before the upgrade: N-1's alone, a copy on its disk.)
+    # (A VM leaves before the upgrade: N-1's alone, a copy on its disk.
+    # Another architecture's come from that release's ARCH/.)
     mkdir -p "$r/srv/kubedist/v$OLD_MINOR"
-    carry "$OLD_BUNDLE" "$r/srv/kubedist/v$OLD_MINOR/"
-    cp "$OLD/SHA256SUMS" "$r/srv/kubedist/v$OLD_MINOR/"
-    [ "$(node_way "$n")" != tarball ] || carry "$OLD_TARBALL" "$r/srv/kubedist/v$OLD_MINOR/"
+    arch=$(node_arch "$n")
+    old=$OLD
+    [ "$arch" = amd64 ] || old=$OLD/$arch
+    carry "$old/kubedist-images-$OLD_K8S-$arch.oci.tar" "$r/srv/kubedist/v$OLD_MINOR/"
+    cp "$old/SHA256SUMS" "$r/srv/kubedist/v$OLD_MINOR/"
+    [ "$(node_way "$n")" != tarball ] || carry "$old/kubedist-$OLD_K8S-linux-$arch.tar.gz" "$r/srv/kubedist/v$OLD_MINOR/"
     if ! is_vm "$n"; then
         mkdir -p "$r/srv/kubedist/v$MINOR"
         carry "$BUNDLE" "$r/srv/kubedist/v$MINOR/"
@@ -661,8 +681,9 @@ HELD="kubeadm kubelet kubectl"
 
 # guide NODE NAME VERSION MINOR [SHOWN USED]... : the commands
 # docs/air-gapped.md shows in its block NAME, for NODE, release VERSION from
-# the channel of MINOR (the guide names 1.37.2 and v1.37), with SHOWN
-# replaced by USED first. The two changes are this machine's: its cgroups
+# the channel of MINOR (the guide names 1.37.2 and v1.37) and NODE's
+# architecture's files (the guide names amd64's), with SHOWN replaced by
+# USED first. The two changes are this machine's: its cgroups
 # are v1, so kubeadm's upgrades skip the SystemVerification check (see the
 # top of this file); and on runit the kubelet restarts with sv, as the
 # guide's comment says.
@@ -671,7 +692,7 @@ guide() {
     shift 4
     restart=
     [ "$(node_init "$node")" != runit ] || restart='s/^rc-service kubelet restart .*/sv restart kubelet/'
-    kd_guide_block docs/air-gapped.md "$name" "$@" 1.37.2 "$version" v1.37 "v$minor" | sed \
+    kd_guide_block docs/air-gapped.md "$name" "$@" 1.37.2 "$version" v1.37 "v$minor" amd64 "$(node_arch "$node")" | sed \
         -e 's/^kubeadm upgrade \(apply\|node\).*/& --ignore-preflight-errors=SystemVerification/' \
         -e "$restart"
 }
@@ -968,12 +989,24 @@ assert_kernel_ready() {
     assert_grep '^net.bridge.bridge-nf-call-iptables = 1$' "$1"
 }
 
+# pod_pid NODE POD : the process ID on NODE of POD's container.
+pod_pid() {
+    id=$(kd_in_boot "$1" crictl ps -q --pod "$(sandbox "$1" "$2")" | head -n 1)
+    kd_in_boot "$1" crictl inspect "$id" | jq -r '.info.pid'
+}
+
 # pod_cgroup NODE POD : the cgroup of POD's container, as /proc/PID/cgroup
 # on NODE says it.
-pod_cgroup() {
-    id=$(kd_in_boot "$1" crictl ps -q --pod "$(sandbox "$1" "$2")" | head -n 1)
-    pid=$(kd_in_boot "$1" crictl inspect "$id" | jq -r '.info.pid')
-    kd_in_boot "$1" cat "/proc/$pid/cgroup"
+pod_cgroup() { kd_in_boot "$1" cat "/proc/$(pod_pid "$1" "$2")/cgroup"; }
+
+# pod_machine NODE POD : the machine POD's program on NODE is for, as
+# `uname -m` names it: its ELF header's e_machine, read by NODE's kernel.
+pod_machine() {
+    case $(kd_in_boot "$1" od -An -tx2 -j18 -N2 "/proc/$(pod_pid "$1" "$2")/exe" | tr -d ' ') in
+    003e) echo x86_64 ;;
+    00b7) echo aarch64 ;;
+    *) echo unknown ;;
+    esac
 }
 
 # vm_move NODE : VM worker NODE, installed in its container, powered off
@@ -1111,6 +1144,13 @@ vm_pod() {
     systemd) assert_grep '^0::/kubepods.slice/.*\.scope$' "$TMP/$1.pod-cgroup" ;;
     *) assert_grep '^0::/kubepods/' "$TMP/$1.pod-cgroup" ;;
     esac
+    # The pod's program is of its node's architecture (arm64's from its
+    # bundle on v3), run by its kernel.
+    case $(node_arch "$1") in amd64) machine=x86_64 ;; arm64) machine=aarch64 ;; esac
+    assert_eq "$machine" "$(kd_in_boot "$1" uname -m)" "uname -m on kd-$1"
+    pod_machine=$(pod_machine "$1" "echo-$1")
+    echo "kd-$1 is $machine; echo-$1's program is for $pod_machine"
+    assert_eq "$machine" "$pod_machine" "the machine echo-$1's program is for"
     # A pod Ready may come before its node's kube-proxy, under TCG slow to
     # start, has written the Services' rules: the limits on the answers
     # below start when the rules are there.

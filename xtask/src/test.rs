@@ -49,6 +49,7 @@ const TOOLS: &[&str] = &[
     "apt-ftparchive",
     "busybox",
     "qemu-aarch64-static",
+    "qemu-system-aarch64",
     "qemu-system-x86_64",
     "ssh",
     "ssh-keygen",
@@ -529,9 +530,14 @@ const CLUSTER_FORMATS: &str = "deb,rpm,tar,sysext,oci,images";
 /// the fixtures, carry the default codecs.
 const QUICK_DEBS: &str = "deb=zstd:3";
 
-/// Builds, for amd64 from source, the cluster's formats of the supported
-/// release before the pin (pkg/release.toml's `supported`), and returns its
-/// output directory.
+/// What the cluster's worker of another architecture (its arm64 VM)
+/// installs from the release before the pin: the tarball and the bundle.
+const FOREIGN_WORKER: (&str, &str) = ("arm64", "tar,images");
+
+/// Builds from source the cluster's formats of the supported release
+/// before the pin (pkg/release.toml's `supported`) for amd64, and into its
+/// subdirectory ARCH those of `FOREIGN_WORKER`; returns its output
+/// directory.
 fn build_older_release(spec: &Spec, xtask: &Path, steps: &Steps) -> Result<PathBuf> {
     let supported = &spec.release.supported;
     // Spec::load checked: the pin is the newest of `supported`.
@@ -548,29 +554,47 @@ fn build_older_release(spec: &Spec, xtask: &Path, steps: &Steps) -> Result<PathB
         "{QUICK_DEBS},sysext={}",
         crate::emit::codec::Codecs::defaults().of("sysext")
     );
+    let args = [
+        "--source",
+        "--fast",
+        "--compression",
+        &compression,
+        "--version",
+        &version,
+    ];
+    let what = format!("--source --version {version} (the minor before the pin)");
     dist(
         xtask,
         steps,
-        &format!("--source --version {version} (the minor before the pin)"),
-        &[
-            "--source",
-            "--fast",
-            "--compression",
-            &compression,
-            "--version",
-            &version,
-            "--formats",
-            CLUSTER_FORMATS,
-        ],
+        &what,
+        &[&args[..], &["--formats", CLUSTER_FORMATS]].concat(),
+        "amd64",
         &out,
+    )?;
+    let (arch, formats) = FOREIGN_WORKER;
+    let what = format!("{what}, {arch} {formats}");
+    dist(
+        xtask,
+        steps,
+        &what,
+        &[&args[..], &["--formats", formats]].concat(),
+        arch,
+        &out.join(arch),
     )?;
     Ok(out)
 }
 
-/// `cargo xtask dist ARGS --arch amd64 --out OUT` (`xtask`: this program)
+/// `cargo xtask dist ARGS --arch ARCH --out OUT` (`xtask`: this program)
 /// with the tests' epoch, into an emptied OUT (dist adds to its output
 /// directory; a format left out must not linger from an earlier run).
-fn dist(xtask: &Path, steps: &Steps, what: &str, args: &[&str], out: &Path) -> Result<()> {
+fn dist(
+    xtask: &Path,
+    steps: &Steps,
+    what: &str,
+    args: &[&str],
+    arch: &str,
+    out: &Path,
+) -> Result<()> {
     match std::fs::remove_dir_all(out) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
             return Err(e).with_context(|| format!("removing {}", out.display()));
@@ -583,7 +607,7 @@ fn dist(xtask: &Path, steps: &Steps, what: &str, args: &[&str], out: &Path) -> R
         Command::new(xtask)
             .arg("dist")
             .args(args)
-            .args(["--arch", "amd64", "--out"])
+            .args(["--arch", arch, "--out"])
             .arg(out)
             .env("SOURCE_DATE_EPOCH", TEST_EPOCH),
     )
@@ -636,6 +660,7 @@ fn build_releases(
             steps,
             &what,
             &[&[flag, "--revision", revision], formats].concat(),
+            "amd64",
             &out,
         )?;
         outs.push(out);
