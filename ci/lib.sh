@@ -73,28 +73,35 @@ kd_require_dist() {
 # marks its use (ci/prune-caches removes what no run used for two weeks).
 kd_cached() { touch -c "$1" 2>/dev/null && [ -f "$1" ]; }
 
-# kd_base_tarball NAME [PACKAGE...] : prints the path of a cached bookworm
-# root tarball with PACKAGEs installed, building it once (mmdebstrap, ~15-30 s).
-# The cache key includes the package list, so changing it rebuilds.
-# KD_BASE_ARCH (set by the caller for the call) builds a root of another
-# architecture, its maintainer scripts run by qemu-user (ci/install-deps
-# registers it with the kernel's binfmt_misc; ~8 min).
+# kd_base_tarball NAME [PACKAGE...] [--OPTION...] : prints the path of a
+# cached bookworm root tarball with PACKAGEs installed, building it once
+# (mmdebstrap, ~15-30 s, with its OPTIONs: another --arch runs the root's
+# maintainer scripts through qemu-user, which ci/install-deps registers with
+# the kernel's binfmt_misc, in minutes). The cache key includes the package
+# list and the options, so changing them rebuilds.
 kd_base_tarball() {
     name=$1
     shift
-    _kd_arch=${KD_BASE_ARCH:-}
-    key=$(printf '%s\n' "$KD_SUITE_CODENAME" ${_kd_arch:+"--arch=$_kd_arch"} "$@" | sha256sum | cut -c1-12)
-    tarball=$KD_CACHE/$KD_SUITE_CODENAME-$name${_kd_arch:+-$_kd_arch}-$key.tar
+    include=
+    while [ $# -gt 0 ]; do
+        case $1 in --*) break ;; esac
+        include="$include$1,"
+        shift
+    done
+    key=$({
+        printf '%s\n' "$KD_SUITE_CODENAME"
+        printf '%s' "$include" | tr , '\n'
+        [ $# -eq 0 ] || printf '%s\n' "$@"
+    } | sha256sum | cut -c1-12)
+    tarball=$KD_CACHE/$KD_SUITE_CODENAME-$name-$key.tar
     if ! kd_cached "$tarball"; then
-        include=
-        [ $# -eq 0 ] || include=$(printf '%s,' "$@")
-        kd_log "building base root '$name'${_kd_arch:+ for $_kd_arch} (${include%,}) with mmdebstrap"
+        kd_log "building base root '$name' (${include%,}) with mmdebstrap"
         # Package lists are kept so apt-get in the root can resolve real
         # dependencies from the archive without an update of its own. Built
         # in a directory of its own and renamed into place: suites running
         # at once may build the same root.
         _kd_build=$(mktemp -d "$KD_CACHE/.build.XXXXXX")
-        mmdebstrap --quiet --variant=apt --skip=cleanup/apt/lists ${_kd_arch:+--arch="$_kd_arch"} \
+        mmdebstrap --quiet --variant=apt --skip=cleanup/apt/lists "$@" \
             ${include:+--include="${include%,}"} \
             "$KD_SUITE_CODENAME" "$_kd_build/root.tar" "$KD_MIRROR" >&2
         mv "$_kd_build/root.tar" "$tarball"
@@ -602,19 +609,35 @@ kd_boot_cleanup() {
 # a tap device on a bridge of the caller's, its console a file, and the
 # helpers above reach it over ssh as root with a key of the suite's.
 
-# kd_vm_base NAME KIND [PACKAGE...] : a cached root tarball (kd_base_tarball)
-# that boots as a VM with init system KIND (systemd, openrc or runit) and
-# holds PACKAGEs; of KD_BASE_ARCH (amd64 unless set) with its cloud kernel.
+# kd_vm_base NAME KIND ARCH [PACKAGE...] : a cached root tarball
+# (kd_base_tarball) of Debian's architecture ARCH that boots as a VM with
+# its cloud kernel and init system KIND (systemd, openrc or runit), and
+# holds PACKAGEs. Its initramfs holds the virtio disk's modules alone, not
+# most of the kernel's (as the arm64 root's maintainer scripts run under
+# qemu-user, the initramfs of all modules took minutes), and it has no man
+# pages (man-db's index, minutes more).
 kd_vm_base() {
-    name=$1 kind=$2
-    shift 2
+    name=$1 kind=$2 _kd_arch=$3
+    shift 3
     case $kind in
     systemd) set -- systemd systemd-sysv dbus "$@" ;;
     openrc) set -- sysvinit-core openrc "$@" ;;
     runit) set -- runit-init runit "$@" ;;
     esac
-    kd_base_tarball "vm-$name" "linux-image-cloud-${KD_BASE_ARCH:-amd64}" initramfs-tools openssh-server "$@"
+    set -- "vm-$name-$_kd_arch" "linux-image-cloud-$_kd_arch" initramfs-tools openssh-server "$@" \
+        --essential-hook="$_kd_vm_initramfs" --dpkgopt='path-exclude=/usr/share/man/*'
+    [ "$_kd_arch" = "$(dpkg --print-architecture)" ] || set -- "$@" --arch="$_kd_arch"
+    kd_base_tarball "$@"
 }
+# (An mmdebstrap hook, before the kernel's package: $1 is the root.)
+# shellcheck disable=SC2016 # for the hook's shell
+_kd_vm_initramfs='set -e
+d=$1/etc/initramfs-tools
+mkdir -p "$d/conf.d" "$d/hooks"
+echo MODULES=list >"$d/conf.d/kd-vm"
+printf "%s\n" "#!/bin/sh" "[ \"\$1\" = prereqs ] && exit 0" ". /usr/share/initramfs-tools/hook-functions" \
+    "manual_add_modules virtio_pci virtio_blk" >"$d/hooks/kd-vm"
+chmod 0755 "$d/hooks/kd-vm"'
 
 # kd_vm_key : the private key the VMs let root log in with (made once a run).
 kd_vm_key() {

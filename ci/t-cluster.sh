@@ -390,11 +390,7 @@ node_root() {
     # package manager on a booted systemd.
     w4) base=$(kd_base_tarball cluster-dnf systemd systemd-sysv dbus rpm dnf dnf-plugins-core $NODE_TOOLS) ;;
     # (curl and dig: what this machine runs in a pod's network elsewhere.)
-    v*) base=$(
-        # shellcheck disable=SC2034 # read by kd_base_tarball
-        [ "$(node_arch "$n")" = amd64 ] || KD_BASE_ARCH=$(node_arch "$n")
-        kd_vm_base "cluster-$init" "$init" $NODE_TOOLS curl bind9-dnsutils
-    ) ;;
+    v*) base=$(kd_vm_base "cluster-$init" "$init" "$(node_arch "$n")" $NODE_TOOLS curl bind9-dnsutils) ;;
     esac
     r=$TMP/root-$n
     mkdir -p "$r"
