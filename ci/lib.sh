@@ -612,10 +612,11 @@ kd_boot_cleanup() {
 # kd_vm_base NAME KIND ARCH [PACKAGE...] : a cached root tarball
 # (kd_base_tarball) of Debian's architecture ARCH that boots as a VM with
 # its cloud kernel and init system KIND (systemd, openrc or runit), and
-# holds PACKAGEs. Its initramfs holds the virtio disk's modules alone, not
-# most of the kernel's (as the arm64 root's maintainer scripts run under
-# qemu-user, the initramfs of all modules took minutes), and it has no man
-# pages (man-db's index, minutes more).
+# holds PACKAGEs. Its initramfs holds the virtio disk's and network's
+# modules alone, not most of the kernel's (as the arm64 root's maintainer
+# scripts run under qemu-user, the initramfs of all modules took minutes):
+# eth0 is there before the root's init, whose first service configures it
+# (the node's node-net). It has no man pages (man-db's index, minutes more).
 kd_vm_base() {
     name=$1 kind=$2 _kd_arch=$3
     shift 3
@@ -636,7 +637,7 @@ d=$1/etc/initramfs-tools
 mkdir -p "$d/conf.d" "$d/hooks"
 echo MODULES=list >"$d/conf.d/kd-vm"
 printf "%s\n" "#!/bin/sh" "[ \"\$1\" = prereqs ] && exit 0" ". /usr/share/initramfs-tools/hook-functions" \
-    "manual_add_modules virtio_pci virtio_blk" >"$d/hooks/kd-vm"
+    "manual_add_modules virtio_pci virtio_blk virtio_net" >"$d/hooks/kd-vm"
 chmod 0755 "$d/hooks/kd-vm"'
 
 # kd_vm_key : the private key the VMs let root log in with (made once a run).
