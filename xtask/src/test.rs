@@ -571,6 +571,7 @@ fn build_older_release(spec: &Spec, xtask: &Path, steps: &Steps) -> Result<PathB
         "amd64",
         &out,
     )?;
+    // After amd64's: each dist empties its OUT, and ARCH/ is inside it.
     let (arch, formats) = FOREIGN_WORKER;
     let what = format!("{what}, {arch} {formats}");
     dist(
