@@ -47,7 +47,8 @@
 # shellcheck source=ci/lib.sh
 . "$(dirname "$0")/lib.sh"
 
-kd_require go jq dpkg-deb mmdebstrap dig curl skopeo unshare file docker-registry cargo git setsid
+kd_require go jq dpkg-deb mmdebstrap dig curl skopeo unshare file docker-registry cargo git setsid \
+    rpm rpm2cpio cpio readelf qemu-riscv64-static
 XTASK=${KD_XTASK:?run through cargo xtask test}
 
 # The containers' mounts stay in the suite's own mount namespace.
@@ -74,10 +75,11 @@ trap 'ctd_stop_all; kd_cleanup' EXIT
 # The references pkg/images.toml lists, sorted.
 sed -n 's/^reference = "\(.*\)"$/\1/p' "$KD_REPO/pkg/images.toml" | sort >"$TMP/refs"
 
-# One build for the suite, from the caches the release builds filled.
-(cd "$KD_REPO" && "$XTASK" source --images --arch amd64 --out "$IN") >"$TMP/source.log" 2>&1 || {
+# One build for the suite, from the caches the release builds filled
+# (riscv64's: the release from source for it, KD_DIST/riscv64).
+(cd "$KD_REPO" && "$XTASK" source --images --arch amd64,riscv64 --out "$IN") >"$TMP/source.log" 2>&1 || {
     tail -n 30 "$TMP/source.log" >&2
-    echo "t-source: FAIL: cargo xtask source --images --arch amd64 failed (above)" >&2
+    echo "t-source: FAIL: cargo xtask source --images --arch amd64,riscv64 failed (above)" >&2
     echo "0 passed, 1 failed"
     exit 1
 }
@@ -137,26 +139,30 @@ test_two_builds_are_byte_identical() {
     # The program cache emptied: everything is linked again (Go's compile
     # cache is shared; its entries are checked by content), the images
     # compared by their manifests.
-    (cd "$KD_REPO" && KUBEDIST_SOURCE_CACHE="$TMP/cache2" "$XTASK" source --images --arch amd64 --out "$TMP/inputs2")
-    for dir in "kubernetes/v$K8S/bin/linux/amd64" "runc/v$RUNC"; do
+    # riscv64's too: its runc links Debian 13's libseccomp.a, unpacked in
+    # the program cache (another directory here).
+    (cd "$KD_REPO" && KUBEDIST_SOURCE_CACHE="$TMP/cache2" "$XTASK" source --images --arch amd64,riscv64 --out "$TMP/inputs2")
+    for dir in "kubernetes/v$K8S/bin/linux/amd64" "kubernetes/v$K8S/bin/linux/riscv64" "runc/v$RUNC"; do
         diff -r "$IN/$dir" "$TMP/inputs2/$dir" || {
             echo "assertion failed: a second build from the same inputs differs in $dir (above)" >&2
             return 1
         }
     done
-    for f in "cri-tools/v$CRI/crictl-v$CRI-linux-amd64.tar.gz" "cni-plugins/v$CNI/cni-plugins-linux-amd64-v$CNI.tgz" \
-        "containerd/v$CTD/containerd-static-$CTD-linux-amd64.tar.gz"; do
-        cmp "$IN/$f" "$TMP/inputs2/$f" || {
-            echo "assertion failed: a second build from the same inputs differs: $f" >&2
+    for arch in amd64 riscv64; do
+        for f in "cri-tools/v$CRI/crictl-v$CRI-linux-$arch.tar.gz" "cni-plugins/v$CNI/cni-plugins-linux-$arch-v$CNI.tgz" \
+            "containerd/v$CTD/containerd-static-$CTD-linux-$arch.tar.gz"; do
+            cmp "$IN/$f" "$TMP/inputs2/$f" || {
+                echo "assertion failed: a second build from the same inputs differs: $f" >&2
+                return 1
+            }
+        done
+        source_manifests "$IN/images" "$arch" >"$TMP/manifests.first"
+        source_manifests "$TMP/inputs2/images" "$arch" | diff -u "$TMP/manifests.first" - || {
+            echo "assertion failed: an image built again has another $arch manifest (above)" >&2
             return 1
         }
     done
-    source_manifests "$IN/images" amd64 >"$TMP/manifests.first"
-    source_manifests "$TMP/inputs2/images" amd64 | diff -u "$TMP/manifests.first" - || {
-        echo "assertion failed: an image built again has another amd64 manifest (above)" >&2
-        return 1
-    }
-    [ "$(find "$TMP/cache2" -type f -name kubelet | grep -c .)" = 1 ] || {
+    [ "$(find "$TMP/cache2" -type f -name kubelet | grep -c .)" = 2 ] || {
         echo "assertion failed: the second build did not build the kubelet itself" >&2
         return 1
     }
@@ -192,30 +198,72 @@ test_dist_source_builds_every_artifact_and_says_what_built_them() {
         echo "assertion failed: a package built from source says TEST BUILD" >&2
         return 1
     fi
-    # The SBOM names every module the kubelet links, the main one too.
-    # Each module as linked: a replaced one under its replacement.
-    go version -m "$BIN/kubelet" | awk '
-        $1 == "mod" || $1 == "dep" { if (m != "") print m; m = $2 "@" $3; next }
-        $1 == "=>" { m = $2 "@" $3; next }
-        END { if (m != "") print m }' | sort -u >"$TMP/modules"
-    jq -r '.packages[].externalRefs[]?.referenceLocator' "$deb.spdx.json" |
-        sed -n 's|^pkg:golang/\(.*\)$|\1|p' | sed 's/%2F/\//g' | sort -u >"$TMP/sbom.modules"
-    [ "$(grep -c . "$TMP/modules")" -gt 100 ] || {
-        echo "assertion failed: go version -m listed few modules" >&2
-        return 1
-    }
-    missing=$(comm -23 "$TMP/modules" "$TMP/sbom.modules")
-    [ -z "$missing" ] || {
-        echo "assertion failed: modules of the kubelet missing from its SBOM:" >&2
-        echo "$missing" | head -20 >&2
-        return 1
-    }
+    sbom_names_every_module "$BIN/kubelet" "$deb.spdx.json"
     # The program itself as the purl spec names a Go package: the module
     # holding it (what scanners match advisories against), the package's
     # path inside it as the subpath.
     assert_eq "pkg:golang/k8s.io/kubernetes@v$K8S#cmd/kubelet" \
         "$(jq -r '.packages[] | select(.name == "k8s.io/kubernetes/cmd/kubelet") | .externalRefs[0].referenceLocator' "$deb.spdx.json")" \
         "the kubelet's package URL"
+}
+
+# riscv64, for which upstream publishes no Kubernetes: the release cargo
+# xtask test built from source for it (KD_DIST/riscv64) holds every format
+# under riscv64's names; every program in its packages is RISC-V code and
+# runs under qemu-user (the runtime's runc with Debian 13's libseccomp); its
+# kubelet's SBOM names every module the kubelet links; its bundle holds
+# riscv64 images, the ones `source --images` builds (a second build of
+# which is byte-identical: test_two_builds_are_byte_identical).
+test_riscv64_builds_from_source_in_every_format() {
+    rv=${KD_DIST:?}/riscv64 x=$TMP/riscv64 q=qemu-riscv64-static
+    mkdir -p "$x/deb" "$x/rpm"
+    for p in kubelet kubeadm kubectl kubernetes-cni cri-tools kubedist-containerd; do
+        deb=$(kd_one "$rv/${p}"_*_riscv64.deb)
+        rpm=$(kd_one "$rv/${p}"-[0-9]*.riscv64.rpm)
+        assert_eq riscv64 "$(dpkg-deb -f "$deb" Architecture)" "$p deb Architecture"
+        assert_eq riscv64 "$(rpm -qp --qf '%{ARCH}' "$rpm")" "$p rpm arch"
+        dpkg-deb -x "$deb" "$x/deb"
+        (cd "$x/rpm" && rpm2cpio "$rpm" | cpio -idm --quiet)
+    done
+    for f in "$rv/kubedist-$K8S-linux-riscv64.tar.gz" "$rv/kubernetes-v$K8S-riscv64.raw" \
+        "$rv/kubedist-containerd-v$CTD-riscv64.raw" "$rv/kubedist-installer-$K8S-2.oci.tar"; do
+        assert_file "$f"
+    done
+    (cd "$rv" && sha256sum -c --quiet SHA256SUMS)
+    for tree in deb rpm; do
+        find "$x/$tree" -type f -exec sh -c 'head -c 4 "$1" | grep -q ELF && readelf -h "$1" |
+            sed -n "s/^ *Machine: *//p"' sh {} \; | sort -u >"$TMP/rv-machines"
+        assert_eq "RISC-V" "$(cat "$TMP/rv-machines")" "the machine of every ELF file of riscv64's ${tree}s"
+    done
+    b=$x/deb/usr/bin
+    assert_eq "Kubernetes v$K8S" "$($q "$b/kubelet" --version)" "riscv64 kubelet --version"
+    assert_eq "v$K8S" "$($q "$b/kubeadm" version -o short)" "riscv64 kubeadm version -o short"
+    assert_eq "crictl version v$CRI" "$($q "$b/crictl" --version)" "riscv64 crictl --version"
+    mkdir -p "$x/deb/etc/default" "$x/deb/var/lib/kubelet"
+    echo 'KUBELET_EXTRA_ARGS="--node-ip=192.0.2.9"' >"$x/deb/etc/default/kubelet"
+    $q "$b/kubelet-wrapper" --root "$x/deb" --family deb --print >"$TMP/rv-print.json"
+    assert_grep '"--node-ip=192.0.2.9"' "$TMP/rv-print.json"
+    $q "$b/runc" --version >"$TMP/rv-runc"
+    cat "$TMP/rv-runc"
+    assert_grep "^runc version $RUNC" "$TMP/rv-runc"
+    assert_grep "^libseccomp: 2\." "$TMP/rv-runc"
+    $q "$b/containerd" --version | tee "$TMP/rv-ctd"
+    assert_grep " v$CTD " "$TMP/rv-ctd"
+    go version -m "$b/kubelet" >"$TMP/rv-buildinfo"
+    assert_grep "build	GOARCH=riscv64" "$TMP/rv-buildinfo"
+    sbom_names_every_module "$b/kubelet" "$rv/kubelet_${K8S}-2_riscv64.deb.spdx.json"
+    echo "== the bundle holds riscv64 images, those source --images built"
+    bundle=$rv/kubedist-images-$K8S-riscv64.oci.tar
+    tar -xOf "$bundle" index.json |
+        jq -r '.manifests[] | .annotations["io.containerd.image.name"] + " " + .digest' | sort >"$TMP/rv-bundled"
+    source_manifests "$IN/images" riscv64 | diff -u - "$TMP/rv-bundled"
+    [ "$(grep -c . "$TMP/rv-bundled")" = "$(grep -c '^reference = ' "$KD_REPO/pkg/images.toml")" ]
+    echo "== etcd's image names its architecture, which etcd does not start on otherwise"
+    etcd=$(awk '/etcd/ { print $2 }' "$TMP/rv-bundled")
+    config=$(tar -xOf "$bundle" "blobs/sha256/${etcd#sha256:}" | jq -r .config.digest)
+    tar -xOf "$bundle" "blobs/sha256/${config#sha256:}" | jq -r '.architecture, .config.Env[]' >"$TMP/rv-etcd"
+    assert_grep "^riscv64$" "$TMP/rv-etcd"
+    assert_grep "^ETCD_UNSUPPORTED_ARCH=riscv64$" "$TMP/rv-etcd"
 }
 
 test_the_minor_before_builds_from_source_too() {
@@ -247,6 +295,28 @@ test_the_minor_before_builds_from_source_too() {
 
 # "<reference> <digest>" of each image's manifest for ARCH in the layout
 # DIR, sorted.
+# sbom_names_every_module PROGRAM SPDX: the SBOM names every module the Go
+# PROGRAM links, the main one too, each as linked (a replaced one under its
+# replacement), as `go version -m` lists them.
+sbom_names_every_module() {
+    go version -m "$1" | awk '
+        $1 == "mod" || $1 == "dep" { if (m != "") print m; m = $2 "@" $3; next }
+        $1 == "=>" { m = $2 "@" $3; next }
+        END { if (m != "") print m }' | sort -u >"$TMP/modules"
+    jq -r '.packages[].externalRefs[]?.referenceLocator' "$2" |
+        sed -n 's|^pkg:golang/\(.*\)$|\1|p' | sed 's/%2F/\//g' | sort -u >"$TMP/sbom.modules"
+    [ "$(grep -c . "$TMP/modules")" -gt 100 ] || {
+        echo "assertion failed: go version -m listed few modules of $1" >&2
+        return 1
+    }
+    missing=$(comm -23 "$TMP/modules" "$TMP/sbom.modules")
+    [ -z "$missing" ] || {
+        echo "assertion failed: modules of $1 missing from $2:" >&2
+        echo "$missing" | head -20 >&2
+        return 1
+    }
+}
+
 source_manifests() { # DIR ARCH
     jq -r '.manifests[] | .annotations["org.opencontainers.image.ref.name"] + " " + .digest' "$1/index.json" |
         while read -r ref digest; do
@@ -580,5 +650,6 @@ kd_test test_a_mirror_in_containerd_2_s_hosts_toml_serves_the_site_s_repository
 kd_test test_two_builds_are_byte_identical
 kd_test test_dist_source_builds_every_artifact_and_says_what_built_them
 kd_test test_the_minor_before_builds_from_source_too
+kd_test test_riscv64_builds_from_source_in_every_format
 
 kd_summary

@@ -1763,6 +1763,7 @@ elf_arch() {
 	"1 62 0") echo amd64 ;;
 	"1 183 0") echo arm64 ;;
 	"1 21 0") echo ppc64le ;;
+	"1 243 0") echo riscv64 ;;
 	"2 0 22") echo s390x ;;
 	*) echo unknown ;;
 	esac

@@ -37,8 +37,9 @@ use crate::spec::{Arch, Family, Spec, SysextOs};
 #[derive(clap::Args, Debug)]
 #[command(after_long_help = after_long_help())]
 pub struct Args {
-    /// Architectures to build, comma-separated: amd64, arm64, ppc64le, s390x
-    /// (deb and rpm spellings such as x86_64 are accepted too).
+    /// Architectures to build, comma-separated: amd64, arm64, ppc64le,
+    /// riscv64 (with --source: upstream publishes no riscv64 Kubernetes),
+    /// s390x (deb and rpm spellings such as x86_64 are accepted too).
     /// Default: this host's architecture.
     #[arg(long, value_name = "ARCH[,ARCH...]", value_delimiter = ',')]
     pub arch: Vec<Arch>,

@@ -42,7 +42,7 @@ Examples:
   cargo xtask fetch --images --image-mirror https://registry.example:5000")]
 pub struct Args {
     /// Architectures to fetch, comma-separated: amd64, arm64, ppc64le,
-    /// s390x (deb and rpm spellings such as x86_64 are accepted too).
+    /// riscv64, s390x (deb and rpm spellings such as x86_64 are accepted too).
     /// Default: this host's architecture.
     #[arg(long, value_name = "ARCH[,ARCH...]", value_delimiter = ',')]
     pub arch: Vec<Arch>,
@@ -257,6 +257,17 @@ pub fn ensure(spec: &Spec, arch: Arch, origin: &Origin, cache: &Path) -> Result<
             )
         }
         Origin::Official | Origin::Mirror(_) => {
+            if let Some((name, _)) = spec
+                .release
+                .sources
+                .iter()
+                .find(|(_, s)| !s.published(arch))
+            {
+                bail!(
+                    "upstream publishes no {arch} build of {name} (pkg/release.toml, \
+                     [sources.{name}] unpublished): build it from source with `cargo xtask dist --source`"
+                );
+            }
             let mut lock = Lock::load(&lock_path(spec))?;
             let client = Client::new();
             let mut files = Vec::new();
@@ -309,7 +320,7 @@ pub fn ensure(spec: &Spec, arch: Arch, origin: &Origin, cache: &Path) -> Result<
 /// every architecture.
 pub fn each_file(spec: &Spec, mut f: impl FnMut(Key)) {
     for (name, source) in &spec.release.sources {
-        for arch in Arch::ALL {
+        for arch in Arch::ALL.into_iter().filter(|&a| source.published(a)) {
             for path in source.paths(arch) {
                 f(Key {
                     source: name,

@@ -4,7 +4,8 @@
 //! `kubernetes-client`, the CNI plugins from `containernetworking-plugins`);
 //! kubelet, kubeadm and crictl, which Debian does not ship, are the
 //! `kubedist-standin` recorder, listed in `DIR/STANDINS`, and so is kubectl
-//! on an architecture Debian builds no `kubernetes-client` for (ppc64le).
+//! on an architecture Debian builds no `kubernetes-client` for (ppc64le,
+//! riscv64).
 pub mod standin_images;
 
 use std::io::Write;
@@ -39,7 +40,7 @@ pub struct Args {
     /// The directory to write. An existing fixtures directory there is
     /// replaced; any other existing, non-empty directory is refused.
     pub dir: PathBuf,
-    /// Architectures, comma-separated: amd64, arm64, ppc64le, s390x
+    /// Architectures, comma-separated: amd64, arm64, ppc64le, riscv64, s390x
     /// (Debian's real binaries, where it builds them). Default: this
     /// host's architecture.
     #[arg(long, value_name = "ARCH[,ARCH...]", value_delimiter = ',')]
@@ -221,7 +222,8 @@ fn write_arch(spec: &Spec, top: &Path, arch: Arch, debs: &Path, epoch: u64) -> R
     debian::require_arch(debarch, crate::util::is_root())?;
     eprintln!("fixtures: {arch}: Debian packages");
     // Debian builds kubernetes-client for some architectures only (bookworm:
-    // none for ppc64el); where it has none, kubectl is a stand-in too.
+    // none for ppc64el; trixie, riscv64's release: none at all); where it
+    // has none, kubectl is a stand-in too.
     let client = match debian::candidate("kubernetes-client", debarch)? {
         Some(_) => Some(debian::download("kubernetes-client", debarch, debs)?),
         None => {

@@ -350,13 +350,21 @@ pub fn installer_base(spec: &Spec, arch: Arch) -> Result<InstallerBase> {
         debarch,
         &spec.root.join("target/debian-debs"),
     )?;
-    let member = |rel: &str| -> Result<Vec<u8>> {
+    let find = |rel: &str| -> Result<Option<Vec<u8>>> {
         let (dir, name) = rel.rsplit_once('/').unwrap_or(("", rel));
-        debian::files_in(&deb.path, dir)?
+        Ok(debian::files_in(&deb.path, dir)?
             .into_iter()
             .find(|(n, _)| n == name)
-            .map(|(_, data)| data)
-            .with_context(|| format!("{}: has no {rel} (pkg/oci.toml)", deb.path.display()))
+            .map(|(_, data)| data))
+    };
+    // Debian 13's packages (riscv64's release) ship /bin's files under
+    // /usr/bin: the merged /usr.
+    let member = |rel: &str| -> Result<Vec<u8>> {
+        match find(rel)? {
+            Some(data) => Ok(data),
+            None => find(&format!("usr/{rel}"))?
+                .with_context(|| format!("{}: has no {rel} (pkg/oci.toml)", deb.path.display())),
+        }
     };
     Ok(InstallerBase {
         binary: member(&base.binary)?,

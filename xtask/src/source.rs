@@ -37,7 +37,7 @@ The first build of Kubernetes' programs on a 2-CPU machine takes a long
 time (README.md, \"Building from source\"); later ones reuse the cache.")]
 pub struct Args {
     /// Architectures to build, comma-separated: amd64, arm64, ppc64le,
-    /// s390x. Default: this host's architecture.
+    /// riscv64, s390x. Default: this host's architecture.
     #[arg(long, value_name = "ARCH[,ARCH...]", value_delimiter = ',')]
     pub arch: Vec<Arch>,
     /// The Kubernetes version instead of pkg/release.toml's (its go.mod and
@@ -130,6 +130,11 @@ pub struct Recipe {
     /// (`<triple>-gcc`); all others are built with CGO_ENABLED=0.
     #[serde(default)]
     pub cgo: bool,
+    /// With `cgo`: Debian's packages of the architecture whose headers and
+    /// static libraries the C code links, unpacked into one directory that
+    /// pkg-config takes as the target's root (`c_sysroot`).
+    #[serde(default)]
+    pub debian: Vec<String>,
     pub versions: BTreeMap<String, Facts>,
 }
 
@@ -163,7 +168,9 @@ impl Recipe {
     }
 
     /// The `go build` of `packages` at `version` for `arch` into `out`,
-    /// run in `dir` (which holds the pinned go.mod and go.sum).
+    /// run in `dir` (which holds the pinned go.mod and go.sum), its C
+    /// libraries from `sysroot` (`c_sysroot`).
+    #[allow(clippy::too_many_arguments)]
     pub fn go_build(
         &self,
         go: &Go,
@@ -171,6 +178,7 @@ impl Recipe {
         version: &str,
         arch: Arch,
         packages: &[String],
+        sysroot: Option<&Path>,
         out: &Path,
     ) -> Result<Command> {
         let mut build = go.command(dir)?;
@@ -180,11 +188,27 @@ impl Recipe {
             .env("GOARCH", arch.go_name())
             .env("GOAMD64", "v1")
             .env("GOARM64", "v8.0")
-            .env("GOPPC64", "power8");
+            .env("GOPPC64", "power8")
+            .env("GORISCV64", "rva20u64");
         if self.cgo {
             build
                 .env("CGO_ENABLED", "1")
                 .env("CC", format!("{}-gcc", arch.gnu_triple()));
+        }
+        if let Some(sysroot) = sysroot {
+            // pkg-config reads the target's .pc files alone and puts the
+            // directory ahead of the paths they name.
+            build
+                .env("PKG_CONFIG_SYSROOT_DIR", sysroot)
+                .env(
+                    "PKG_CONFIG_LIBDIR",
+                    sysroot
+                        .join("usr/lib")
+                        .join(arch.gnu_triple())
+                        .join("pkgconfig"),
+                )
+                .env("PKG_CONFIG_ALLOW_SYSTEM_CFLAGS", "1")
+                .env("PKG_CONFIG_ALLOW_SYSTEM_LIBS", "1");
         }
         build
             .args(["build", "-trimpath", "-buildvcs=false"])
@@ -824,6 +848,8 @@ pub fn cached_programs(
 /// What a build is of, whatever the architecture: `packages` of `name` at
 /// `version`, from the pinned modules in `pins`.
 struct Build<'a> {
+    /// The tree whose pkg/ describes the build.
+    root: &'a Path,
     pins: PathBuf,
     name: &'a str,
     recipe: &'a Recipe,
@@ -835,7 +861,7 @@ impl<'a> Build<'a> {
     /// `packages` of `name` at `version`, from the checkout's pins, once
     /// they are checked (`verify_pins`).
     fn pinned(
-        root: &Path,
+        root: &'a Path,
         name: &'a str,
         recipe: &'a Recipe,
         version: &'a str,
@@ -844,6 +870,7 @@ impl<'a> Build<'a> {
         let pins = pins_dir(root, name, version);
         verify_pins(&pins, name, recipe, version)?;
         Ok(Build {
+            root,
             pins,
             name,
             recipe,
@@ -881,9 +908,16 @@ fn cache_entry(go: &Go, one: &Build, arch: Arch) -> Result<PathBuf> {
             recipe.tags.join(","),
             ldflags.join(" "),
         );
-        // A cgo build's bytes depend on the C compiler as well.
+        // A cgo build's bytes depend on the C compiler as well, and on the
+        // C libraries, whose directory is named by the packages it holds.
         let cc = match recipe.cgo {
-            true => c_compiler_version(arch)?,
+            true => {
+                let mut cc = c_compiler_version(arch)?;
+                if let Some(dir) = c_sysroot(go, one, arch)? {
+                    cc.extend_from_slice(dir.file_name().unwrap_or_default().as_encoded_bytes());
+                }
+                cc
+            }
             false => Vec::new(),
         };
         let parts: [&[u8]; 11] = [
@@ -954,7 +988,16 @@ fn build(
         "source: {name} v{version} {arch}: go build {} program(s) (the first build of a version takes long)",
         packages.len()
     );
-    let mut build = recipe.go_build(go, work.path(), version, arch, packages, &out)?;
+    let sysroot = c_sysroot(go, one, arch)?;
+    let mut build = recipe.go_build(
+        go,
+        work.path(),
+        version,
+        arch,
+        packages,
+        sysroot.as_deref(),
+        &out,
+    )?;
     let what = format!("{name} v{version} {arch}: go build");
     heartbeat(&what, || run_go(&mut build, &what, &go_sum_path))?;
     eprintln!(
@@ -964,6 +1007,69 @@ fn build(
     std::fs::create_dir_all(cached.parent().unwrap_or(Path::new(".")))?;
     crate::util::replace_dir(&out, &cached)?;
     Ok(programs(&cached))
+}
+
+/// [`c_sysroot`] of `name`'s pinned build at `version`: for a plain
+/// `go build` beside kubedist's (the benchmark's floor).
+pub fn sysroot(
+    go: &Go,
+    root: &Path,
+    name: &str,
+    recipe: &Recipe,
+    version: &str,
+    arch: Arch,
+) -> Result<Option<PathBuf>> {
+    c_sysroot(go, &Build::pinned(root, name, recipe, version, &[])?, arch)
+}
+
+/// The directory holding the `debian` packages of `one`'s recipe for
+/// `arch`, unpacked as on a host of that architecture, named by their files
+/// and made once; None for a recipe without. The packages come from
+/// Debian's archive through apt (`fetch::debian`, which verifies them),
+/// the host's release's or, for an architecture it lacks, the next one's.
+fn c_sysroot(go: &Go, one: &Build, arch: Arch) -> Result<Option<PathBuf>> {
+    if one.recipe.debian.is_empty() {
+        return Ok(None);
+    }
+    let families = crate::spec::Families::load(one.root)?;
+    let debarch = families.deb.arch_name(arch)?;
+    let wanted: Vec<&str> = one.recipe.debian.iter().map(String::as_str).collect();
+    let debs =
+        crate::fetch::debian::download_all(debarch, &wanted, &one.root.join("target/debian-debs"))?;
+    let names: Vec<String> = debs
+        .iter()
+        .map(|deb| {
+            deb.path
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    let key = crate::digest::sha256_bytes(names.join("\n").as_bytes());
+    let dir = go.cache.join(format!("sysroot-{arch}-{}", &key[..16]));
+    if dir.is_dir() {
+        // Its use marked, as a program entry's (ci/prune-caches).
+        let _ =
+            std::fs::File::open(&dir).and_then(|d| d.set_modified(std::time::SystemTime::now()));
+        return Ok(Some(dir));
+    }
+    let staged = crate::util::temp_path(&dir)?;
+    let _ = std::fs::remove_dir_all(&staged);
+    std::fs::create_dir_all(&staged)?;
+    for deb in &debs {
+        let status = Command::new("dpkg-deb")
+            .arg("-x")
+            .arg(&deb.path)
+            .arg(&staged)
+            .status()
+            .context("running dpkg-deb -x")?;
+        if !status.success() {
+            bail!("dpkg-deb -x {} failed ({status})", deb.path.display());
+        }
+    }
+    crate::util::replace_dir(&staged, &dir)?;
+    Ok(Some(dir))
 }
 
 pub mod image_builds;

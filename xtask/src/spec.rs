@@ -307,9 +307,21 @@ pub struct Source {
     /// containerd's), for the archives fixtures and source builds make.
     #[serde(default)]
     pub archive_dir: Option<String>,
+    /// The architectures upstream publishes no files of: built from source
+    /// only (`dist --source`), and nothing of them in the lock.
+    #[serde(default)]
+    pub unpublished: Vec<String>,
 }
 
 impl Source {
+    /// Whether upstream publishes this source's files for `arch`.
+    pub fn published(&self, arch: Arch) -> bool {
+        !self
+            .unpublished
+            .iter()
+            .any(|a| a.parse::<Arch>().ok() == Some(arch))
+    }
+
     /// `template` (a path of `files` or `sums`) for one build.
     pub fn fill(&self, template: &str, arch: Arch) -> String {
         template
@@ -398,6 +410,13 @@ pub enum ScriptNeed {
     UnitFiles,
 }
 
+impl Families {
+    /// pkg/families.toml of the tree at `root`, alone.
+    pub fn load(root: &Path) -> Result<Families> {
+        read_toml(&root.join("pkg/families.toml"))
+    }
+}
+
 impl FamilyConf {
     pub fn arch_name(&self, arch: Arch) -> Result<&str> {
         self.arch
@@ -445,11 +464,18 @@ pub enum Arch {
     Amd64,
     Arm64,
     Ppc64le,
+    Riscv64,
     S390x,
 }
 
 impl Arch {
-    pub const ALL: [Arch; 4] = [Arch::Amd64, Arch::Arm64, Arch::Ppc64le, Arch::S390x];
+    pub const ALL: [Arch; 5] = [
+        Arch::Amd64,
+        Arch::Arm64,
+        Arch::Ppc64le,
+        Arch::Riscv64,
+        Arch::S390x,
+    ];
 
     /// The architecture of the machine we run on.
     pub fn host() -> Result<Arch> {
@@ -457,6 +483,7 @@ impl Arch {
             "x86_64" => Arch::Amd64,
             "aarch64" => Arch::Arm64,
             "powerpc64" if cfg!(target_endian = "little") => Arch::Ppc64le,
+            "riscv64" => Arch::Riscv64,
             "s390x" => Arch::S390x,
             other => {
                 bail!("this host's architecture {other:?} has no Kubernetes build; pass --arch")
@@ -480,6 +507,7 @@ impl Arch {
             Arch::Amd64 => "amd64",
             Arch::Arm64 => "arm64",
             Arch::Ppc64le => "ppc64le",
+            Arch::Riscv64 => "riscv64",
             Arch::S390x => "s390x",
         }
     }
@@ -491,15 +519,17 @@ impl Arch {
             Arch::Amd64 => "x86_64-linux-gnu",
             Arch::Arm64 => "aarch64-linux-gnu",
             Arch::Ppc64le => "powerpc64le-linux-gnu",
+            Arch::Riscv64 => "riscv64-linux-gnu",
             Arch::S390x => "s390x-linux-gnu",
         }
     }
 
     /// The Rust target that builds our static binaries for this
     /// architecture: musl where Rust ships a prebuilt standard library for
-    /// it. ppc64le and s390x have none in stable Rust to use (rustup lists
-    /// 1.95's powerpc64le-unknown-linux-musl, but its rust-std fails to
-    /// download: "component download failed";
+    /// it. ppc64le, riscv64 and s390x have none in stable Rust to use
+    /// (rustup lists 1.95's powerpc64le-unknown-linux-musl and
+    /// riscv64gc-unknown-linux-musl, but their rust-std fail to download:
+    /// "component download failed", a 404;
     /// s390x-unknown-linux-musl is tier 3, built only by a nightly
     /// `-Zbuild-std` against a musl libc for the target), so there glibc
     /// is linked in statically (`+crt-static`), by Debian's cross gcc.
@@ -508,6 +538,7 @@ impl Arch {
             Arch::Amd64 => "x86_64-unknown-linux-musl",
             Arch::Arm64 => "aarch64-unknown-linux-musl",
             Arch::Ppc64le => "powerpc64le-unknown-linux-gnu",
+            Arch::Riscv64 => "riscv64gc-unknown-linux-gnu",
             Arch::S390x => "s390x-unknown-linux-gnu",
         }
     }
@@ -521,6 +552,10 @@ impl Arch {
             Arch::Ppc64le => Some((
                 "powerpc64le-linux-gnu-gcc",
                 "gcc-powerpc64le-linux-gnu libc6-dev-ppc64el-cross",
+            )),
+            Arch::Riscv64 => Some((
+                "riscv64-linux-gnu-gcc",
+                "gcc-riscv64-linux-gnu libc6-dev-riscv64-cross",
             )),
             Arch::S390x => Some((
                 "s390x-linux-gnu-gcc",
@@ -536,6 +571,7 @@ impl Arch {
             Arch::Amd64 => "qemu-x86_64-static",
             Arch::Arm64 => "qemu-aarch64-static",
             Arch::Ppc64le => "qemu-ppc64le-static",
+            Arch::Riscv64 => "qemu-riscv64-static",
             Arch::S390x => "qemu-s390x-static",
         }
     }
@@ -555,8 +591,9 @@ impl std::str::FromStr for Arch {
             "amd64" | "x86_64" => Arch::Amd64,
             "arm64" | "aarch64" => Arch::Arm64,
             "ppc64le" | "ppc64el" => Arch::Ppc64le,
+            "riscv64" => Arch::Riscv64,
             "s390x" => Arch::S390x,
-            _ => bail!("unknown architecture {s:?} (known: amd64, arm64, ppc64le, s390x)"),
+            _ => bail!("unknown architecture {s:?} (known: amd64, arm64, ppc64le, riscv64, s390x)"),
         })
     }
 }
@@ -673,6 +710,10 @@ impl BranchFilter {
             Arch::Ppc64le => {
                 Err("xz's PowerPC filter is for big-endian code; ppc64le has none")
             }
+            Arch::Riscv64 => Err(
+                "xz's RISC-V filter needs liblzma >= 5.6.0 to decode, newer than the dpkg and rpm \
+                 of every supported distribution but the newest, and the xz2 crate has no encoder for it",
+            ),
             Arch::S390x => Err("xz has no branch filter for s390x code"),
         }
     }
@@ -908,6 +949,10 @@ impl Spec {
         for (name, source) in &release.sources {
             Version::parse(&source.version)
                 .with_context(|| format!("pkg/release.toml: [sources.{name}] version"))?;
+            for arch in &source.unpublished {
+                arch.parse::<Arch>()
+                    .with_context(|| format!("pkg/release.toml: [sources.{name}] unpublished"))?;
+            }
         }
         let families: Families = read_toml(&pkg.join("families.toml"))?;
         for (name, fam) in [("deb", &families.deb), ("rpm", &families.rpm)] {

@@ -534,6 +534,11 @@ const QUICK_DEBS: &str = "deb=zstd:3";
 /// installs from the release before the pin: the tarball and the bundle.
 const FOREIGN_WORKER: (&str, &str) = ("arm64", "tar,images");
 
+/// The architecture only a build from source serves (upstream publishes
+/// no Kubernetes for it): the current release from source is built for it
+/// too, every format, into its subdirectory ARCH (t-source checks it).
+const SOURCE_ONLY_ARCH: &str = "riscv64";
+
 /// Builds from source the cluster's formats of the supported release
 /// before the pin (pkg/release.toml's `supported`) for amd64, and into its
 /// subdirectory ARCH those of `FOREIGN_WORKER`; returns its output
@@ -668,6 +673,27 @@ fn build_releases(
     }
     let cur = outs.pop().expect("two releases");
     let prev = outs.pop().expect("two releases");
+    if let Inputs::Source = inputs {
+        // After cur's: each dist empties its OUT, and ARCH/ is inside it.
+        let arch = SOURCE_ONLY_ARCH;
+        dist(
+            xtask,
+            steps,
+            &format!("{flag} (release cur, {arch})"),
+            &[
+                flag,
+                "--revision",
+                "2",
+                "--fast",
+                "--compression",
+                QUICK_DEBS,
+                "--formats",
+                CLUSTER_FORMATS,
+            ],
+            arch,
+            &cur.join(arch),
+        )?;
+    }
     Ok((prev, cur))
 }
 

@@ -108,8 +108,16 @@ pub fn run(spec: &Spec, work: &Path, arch: Arch, runs: usize) -> Result<SourceBu
                 std::fs::copy(pins.join(file), dir.join(file))
                     .with_context(|| format!("copying {}", pins.join(file).display()))?;
             }
-            let mut plain =
-                recipe.go_build(&go, &dir, version, arch, &recipe.packages, &dir.join("out"))?;
+            let sysroot = source::sysroot(&go, &spec.root, name, recipe, version, arch)?;
+            let mut plain = recipe.go_build(
+                &go,
+                &dir,
+                version,
+                arch,
+                &recipe.packages,
+                sysroot.as_deref(),
+                &dir.join("out"),
+            )?;
             let started = Instant::now();
             let status = plain.status().context("running go build")?;
             if !status.success() {

@@ -109,6 +109,7 @@ fn spec_with(root: &Path, base: &str, files: &[&str]) -> Spec {
             copyright: "2024 The tool authors".into(),
             sums: None,
             archive_dir: None,
+            unpublished: Vec::new(),
         },
     )]);
     spec
@@ -302,6 +303,26 @@ fn one_tool() -> (Server, tempfile::TempDir, Spec, PathBuf) {
     let spec = spec_with(tmp.path(), &format!("{}/t", server.base), &["tool"]);
     let cache = tmp.path().join("cache");
     (server, tmp, spec, cache)
+}
+
+#[test]
+fn an_architecture_upstream_does_not_publish_is_refused_before_any_download() {
+    let (server, tmp, mut spec, cache) = one_tool();
+    for source in spec.release.sources.values_mut() {
+        source.unpublished = vec!["riscv64".into()];
+    }
+    let err = err_of(ensure(&spec, Arch::Riscv64, &Origin::Official, &cache));
+    assert_eq!(
+        err,
+        "upstream publishes no riscv64 build of tools (pkg/release.toml, [sources.tools] \
+         unpublished): build it from source with `cargo xtask dist --source`"
+    );
+    assert_eq!(server.hits("/t/tool"), 0);
+    assert!(!cache.exists());
+    assert!(!tmp.path().join("pkg/upstream.lock").exists());
+    // Another architecture of the same source is fetched as ever.
+    ensure(&spec, Arch::Amd64, &Origin::Official, &cache).unwrap();
+    assert_eq!(server.hits("/t/tool"), 1);
 }
 
 #[test]

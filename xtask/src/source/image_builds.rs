@@ -58,6 +58,10 @@ struct ImageRecipe {
     /// Symbolic links added beside them: path → target.
     #[serde(default)]
     links: BTreeMap<String, String>,
+    /// Variables the image's config sets on some architectures only,
+    /// `NAME=VALUE` by architecture, after PATH.
+    #[serde(default)]
+    env: BTreeMap<String, Vec<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -89,6 +93,12 @@ impl ImageRecipes {
             if recipe.programs.is_empty() == recipe.c.is_none() {
                 bail!(
                     "{}: [{name}]: give `programs` or `c`, one of them",
+                    path.display()
+                );
+            }
+            if let Some(arch) = recipe.env.keys().find(|a| a.parse::<Arch>().is_err()) {
+                bail!(
+                    "{}: [{name}] env: {arch:?} is not an architecture",
                     path.display()
                 );
             }
@@ -342,13 +352,8 @@ fn debian_layer(spec: &Spec, recipe: &ImageRecipe, arch: Arch) -> Result<Layer> 
     debian::require_arch(debarch, crate::util::is_root())?;
     let mut items = BTreeMap::new();
     let mut versions = Vec::new();
-    // `NAME:all`: a package of every architecture.
-    let wanted: Vec<(&str, &str)> = recipe
-        .debian
-        .iter()
-        .map(|package| package.split_once(':').unwrap_or((package, debarch)))
-        .collect();
-    let debs = debian::download_all(&wanted, &spec.root.join("target/debian-debs"))?;
+    let wanted: Vec<&str> = recipe.debian.iter().map(String::as_str).collect();
+    let debs = debian::download_all(debarch, &wanted, &spec.root.join("target/debian-debs"))?;
     for (package, deb) in recipe.debian.iter().zip(debs) {
         for (path, item) in debian::tree(&deb.path)? {
             let documentation = ["usr/share/doc/", "usr/share/man/", "usr/share/info/"]
@@ -550,9 +555,20 @@ fn manifest(
     ]);
     let config = ConfigBuilder::default()
         .entrypoint(recipe.entrypoint.clone())
-        .env(vec![
-            "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".to_string(),
-        ])
+        .env(
+            std::iter::once(
+                "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".to_string(),
+            )
+            .chain(
+                recipe
+                    .env
+                    .get(arch.go_name())
+                    .into_iter()
+                    .flatten()
+                    .cloned(),
+            )
+            .collect::<Vec<_>>(),
+        )
         .user(recipe.user.clone())
         .working_dir("/")
         .labels(labels)
@@ -685,6 +701,7 @@ mod tests {
             user: "65535:65535".into(),
             debian: vec![],
             links: BTreeMap::new(),
+            env: BTreeMap::new(),
         };
         let pause = image("registry.k8s.io/pause:3.10.2");
         let build = |program: &[u8]| {

@@ -126,7 +126,9 @@ fn build_cni(
     version: &str,
 ) -> Result<BTreeMap<String, std::path::PathBuf>> {
     let recipe = recipes.get("cni-plugins").unwrap();
+    let root = crate::util::repo_root();
     let one = Build {
+        root: &root,
         pins: pins.to_path_buf(),
         name: "cni-plugins",
         recipe,
