@@ -213,7 +213,8 @@ test_dist_source_builds_every_artifact_and_says_what_built_them() {
 # runs under qemu-user (the runtime's runc with Debian 13's libseccomp); its
 # kubelet's SBOM names every module the kubelet links; its bundle holds
 # riscv64 images, the ones `source --images` builds (a second build of
-# which is byte-identical: test_two_builds_are_byte_identical).
+# which is byte-identical: test_two_builds_are_byte_identical), and its
+# etcd starts on riscv64 only with the variable its image sets.
 test_riscv64_builds_from_source_in_every_format() {
     rv=${KD_DIST:?}/riscv64 x=$TMP/riscv64 q=qemu-riscv64-static
     mkdir -p "$x/deb" "$x/rpm"
@@ -264,6 +265,20 @@ test_riscv64_builds_from_source_in_every_format() {
     tar -xOf "$bundle" "blobs/sha256/${config#sha256:}" | jq -r '.architecture, .config.Env[]' >"$TMP/rv-etcd"
     assert_grep "^riscv64$" "$TMP/rv-etcd"
     assert_grep "^ETCD_UNSUPPORTED_ARCH=riscv64$" "$TMP/rv-etcd"
+    # The image's etcd under qemu-user: it starts with the image's variable
+    # and refuses to without it.
+    mkdir -p "$x/etcd"
+    for layer in $(tar -xOf "$bundle" "blobs/sha256/${etcd#sha256:}" | jq -r '.layers[].digest'); do
+        tar -xOf "$bundle" "blobs/sha256/${layer#sha256:}" >"$TMP/rv-layer"
+        ! tar -tf "$TMP/rv-layer" | grep -qx 'usr/local/bin/etcd' || tar -xf "$TMP/rv-layer" -C "$x/etcd" usr/local/bin/etcd
+    done
+    env -i ETCD_UNSUPPORTED_ARCH=riscv64 "$q" "$x/etcd/usr/local/bin/etcd" --version >"$TMP/rv-etcd-version" 2>&1
+    assert_grep "^etcd Version: " "$TMP/rv-etcd-version"
+    if env -i "$q" "$x/etcd/usr/local/bin/etcd" --version >"$TMP/rv-etcd-refused" 2>&1; then
+        echo "assertion failed: riscv64's etcd started without ETCD_UNSUPPORTED_ARCH" >&2
+        return 1
+    fi
+    assert_grep "unsupported architecture" "$TMP/rv-etcd-refused"
 }
 
 test_the_minor_before_builds_from_source_too() {
