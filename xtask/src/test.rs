@@ -49,12 +49,15 @@ const TOOLS: &[&str] = &[
     "apt-ftparchive",
     "busybox",
     "qemu-aarch64-static",
+    "qemu-riscv64-static",
     "qemu-system-aarch64",
     "qemu-system-x86_64",
     "ssh",
     "ssh-keygen",
     "powerpc64le-linux-gnu-gcc",
     "s390x-linux-gnu-gcc",
+    "riscv64-linux-gnu-gcc",
+    "pkg-config",
     "unshare",
     "unsquashfs",
     "systemd-dissect",
@@ -140,7 +143,12 @@ pub fn run(root: &Path, args: &Args) -> Result<()> {
     // other (each dist keeps both CPUs busy while it compresses).
     let steps = Steps::new(cargo_tests && !suites.is_empty());
 
-    let missing: Vec<_> = TOOLS.iter().filter(|t| !crate::util::on_path(t)).collect();
+    let mut missing: Vec<_> = TOOLS.iter().filter(|t| !crate::util::on_path(t)).collect();
+    // The SBOM checkers live in a virtual environment of the checkout's
+    // (ci/install-deps makes it; ci/lib.sh puts it on the suites' PATH).
+    if !root.join("target/ci-tools/sbom/bin/pyspdxtools").is_file() {
+        missing.push(&"pyspdxtools");
+    }
     if !missing.is_empty() {
         if !args.no_install && crate::util::is_root() {
             eprintln!("missing test tools {missing:?}: installing them");
