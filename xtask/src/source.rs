@@ -833,7 +833,8 @@ pub fn cached_programs(
         else {
             continue;
         };
-        let programs = pinned.programs(&cache_entry(go, &pinned, arch)?);
+        let sysroot = c_sysroot(go, &pinned, arch)?;
+        let programs = pinned.programs(&cache_entry(go, &pinned, arch, sysroot.as_deref())?);
         if programs.values().all(|p| p.is_file()) {
             found.extend(
                 programs
@@ -892,8 +893,8 @@ impl<'a> Build<'a> {
 }
 
 /// The cache directory of `one`'s programs for `arch`, named by what
-/// decides their bytes.
-fn cache_entry(go: &Go, one: &Build, arch: Arch) -> Result<PathBuf> {
+/// decides their bytes (`sysroot`: its C libraries, `c_sysroot`).
+fn cache_entry(go: &Go, one: &Build, arch: Arch, sysroot: Option<&Path>) -> Result<PathBuf> {
     let (recipe, name, version) = (one.recipe, one.name, one.version);
     let ldflags = recipe.ldflags(version)?;
     let go_mod = std::fs::read(one.pins.join("go.mod"))?;
@@ -913,7 +914,7 @@ fn cache_entry(go: &Go, one: &Build, arch: Arch) -> Result<PathBuf> {
         let cc = match recipe.cgo {
             true => {
                 let mut cc = c_compiler_version(arch)?;
-                if let Some(dir) = c_sysroot(go, one, arch)? {
+                if let Some(dir) = sysroot {
                     cc.extend_from_slice(dir.file_name().unwrap_or_default().as_encoded_bytes());
                 }
                 cc
@@ -948,7 +949,9 @@ fn build(
     arch: Arch,
     verified: &mut bool,
 ) -> Result<BTreeMap<String, PathBuf>> {
-    let cached = cache_entry(go, one, arch)?;
+    // Its C libraries, once: they name the cache entry and build it.
+    let sysroot = c_sysroot(go, one, arch)?;
+    let cached = cache_entry(go, one, arch, sysroot.as_deref())?;
     let (pins, name, recipe, version, packages) =
         (&one.pins, one.name, one.recipe, one.version, one.packages);
     let programs = |dir: &Path| one.programs(dir);
@@ -988,7 +991,6 @@ fn build(
         "source: {name} v{version} {arch}: go build {} program(s) (the first build of a version takes long)",
         packages.len()
     );
-    let sysroot = c_sysroot(go, one, arch)?;
     let mut build = recipe.go_build(
         go,
         work.path(),

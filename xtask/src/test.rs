@@ -646,7 +646,7 @@ fn build_releases(
         Inputs::Fixtures => ("--fixtures", root.join("target/ci-dist")),
         Inputs::Source => ("--source", root.join("target/ci-dist/source")),
     };
-    let mut outs = Vec::new();
+    let (mut outs, mut args) = (Vec::new(), Vec::new());
     for (label, revision) in [("prev", "1"), ("cur", "2")] {
         let out = work.join(label);
         // What the suites on source builds read: rpm and zypper both
@@ -669,38 +669,18 @@ fn build_releases(
             ],
         };
         let what = format!("{flag} (release {label}, revision {revision})");
-        dist(
-            xtask,
-            steps,
-            &what,
-            &[&[flag, "--revision", revision], formats].concat(),
-            "amd64",
-            &out,
-        )?;
+        args = [&[flag, "--revision", revision], formats].concat();
+        dist(xtask, steps, &what, &args, "amd64", &out)?;
         outs.push(out);
     }
     let cur = outs.pop().expect("two releases");
     let prev = outs.pop().expect("two releases");
     if let Inputs::Source = inputs {
-        // After cur's: each dist empties its OUT, and ARCH/ is inside it.
+        // cur's arguments, after cur's dist: each dist empties its OUT,
+        // and ARCH/ is inside it.
         let arch = SOURCE_ONLY_ARCH;
-        dist(
-            xtask,
-            steps,
-            &format!("{flag} (release cur, {arch})"),
-            &[
-                flag,
-                "--revision",
-                "2",
-                "--fast",
-                "--compression",
-                QUICK_DEBS,
-                "--formats",
-                CLUSTER_FORMATS,
-            ],
-            arch,
-            &cur.join(arch),
-        )?;
+        let what = format!("{flag} (release cur, {arch})");
+        dist(xtask, steps, &what, &args, arch, &cur.join(arch))?;
     }
     Ok((prev, cur))
 }

@@ -260,7 +260,8 @@ fn cached_programs_are_found_by_the_key_build_writes() {
         let recipe = recipes.get(name).unwrap();
         let version = &spec.release.sources[name].version;
         let one = Build::pinned(&root, name, recipe, version, &recipe.packages).unwrap();
-        let dir = cache_entry(&go, &one, Arch::Amd64).unwrap();
+        let sysroot = c_sysroot(&go, &one, Arch::Amd64).unwrap();
+        let dir = cache_entry(&go, &one, Arch::Amd64, sysroot.as_deref()).unwrap();
         (dir, one.programs(Path::new("")))
     };
     assert!(cached_programs(&spec, &go, Arch::Amd64).unwrap().is_empty());
