@@ -126,6 +126,8 @@ kd_roots_file=$KD_WORK/roots.$$
 kd_new_root() {
     root=$(mktemp -d "$KD_WORK/root.XXXXXX")
     kd_remove_on_exit "$root"
+    # Made by a test: gone when it passes (kd_test), not at the suite's end.
+    [ -z "${kd_test_roots:-}" ] || printf '%s\n' "$root" >>"$kd_test_roots"
     tar -xf "$1" -C "$root" --numeric-owner
     # A copy of the host's resolver, so apt inside can reach the archive.
     cp -L /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
@@ -1069,9 +1071,10 @@ kd_test() {
     start=$(date +%s)
     # Not `if ( ... )`: set -e is ignored inside a tested subshell.
     set +e
-    ( set -e; "$fn" ) >"$log" 2>&1
+    ( set -e; kd_test_roots=$KD_WORK/test-roots.$$; "$fn" ) >"$log" 2>&1
     rc=$?
     set -e
+    kd_test_roots_done "$rc"
     if [ "$rc" -eq 0 ]; then
         kd_passed=$((kd_passed + 1))
         echo "ok   $KD_SUITE::$name ($(($(date +%s) - start)) s)"
@@ -1081,6 +1084,22 @@ kd_test() {
         echo "FAIL $KD_SUITE::$name ($(($(date +%s) - start)) s); last lines of $log:"
         tail -n 25 "$log" | sed 's/^/    /'
     fi
+}
+
+# kd_test_roots_done STATUS : the roots a test made with kd_new_root
+# (nothing else can reach them: its variables went with its subshell) are
+# removed when it passed and nothing is mounted in them, so that a suite
+# holds one test's roots at a time, not all of them (seven of t-repo's held
+# 2.2 GB beside the cluster). A failed test's stay until the suite's end.
+kd_test_roots_done() {
+    [ -f "$KD_WORK/test-roots.$$" ] || return 0
+    if [ "$1" -eq 0 ]; then
+        while IFS= read -r r; do
+            awk -v r="$r/" 'index($5 "/", r) == 1 { found = 1 } END { exit !found }' /proc/self/mountinfo ||
+                rm -rf "$r"
+        done <"$KD_WORK/test-roots.$$"
+    fi
+    rm -f "$KD_WORK/test-roots.$$"
 }
 
 # kd_summary : the closing line; exits non-zero when a test failed.

@@ -91,10 +91,11 @@ host() {
 # shared_host OS : the one root of OS that the tests which only merge share
 # (each in_host merges afresh and leaves nothing merged, and each test
 # links the image it merges), made on first use: unpacking and removing a
-# root costs seconds of disk time each.
+# root costs seconds of disk time each. (Not a test's own root, which
+# kd_test removes when the test passes: it stays to the suite's end.)
 shared_host() {
     if [ ! -f "$TMP/host.$1" ]; then
-        host "$1" >"$TMP/host.$1"
+        (kd_test_roots='' && host "$1") >"$TMP/host.$1"
     fi
     cat "$TMP/host.$1"
 }

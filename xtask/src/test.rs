@@ -20,7 +20,7 @@
 //!    end still shows them), and one closing line for the suites:
 //!    `suites: N passed, N failed`.
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
@@ -430,27 +430,41 @@ enum Stream {
 }
 
 /// Copies `from` line by line to our `to`, each line after `tag` (one
-/// print a line, so lines of suites running at once never mix), and returns
-/// what the lines said of how it ended.
+/// write a line, so lines of suites running at once never mix), and
+/// returns what the lines said of how it ended. A line that cannot be
+/// written (a full disk under a log file) is dropped and counted, never a
+/// panic: the suite goes on and its count is still read.
 fn relay(from: Option<impl Read>, tag: &str, to: Stream) -> Closing {
     let mut closing = Closing::default();
     let Some(from) = from else { return closing };
     let mut reader = BufReader::new(from);
     let mut line = Vec::new();
+    let mut unwritten: Option<(u64, std::io::Error)> = None;
     loop {
         line.clear();
         match reader.read_until(b'\n', &mut line) {
-            Ok(0) | Err(_) => return closing,
+            Ok(0) | Err(_) => break,
             Ok(_) => {}
         }
         let text = String::from_utf8_lossy(&line);
         let text = text.trim_end_matches('\n');
         closing.see(text);
-        match to {
-            Stream::Stdout => println!("{tag}{text}"),
-            Stream::Stderr => eprintln!("{tag}{text}"),
+        let written = match to {
+            Stream::Stdout => writeln!(std::io::stdout().lock(), "{tag}{text}"),
+            Stream::Stderr => writeln!(std::io::stderr().lock(), "{tag}{text}"),
+        };
+        if let Err(e) = written {
+            let (count, _) = unwritten.get_or_insert((0, e));
+            *count += 1;
         }
     }
+    if let Some((count, e)) = unwritten {
+        let _ = writeln!(
+            std::io::stderr().lock(),
+            "{tag}{count} lines of this output could not be written: {e}"
+        );
+    }
+    closing
 }
 
 /// The steps before the suites: commands whose output is relayed line by
