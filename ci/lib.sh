@@ -13,8 +13,8 @@
 #   CI=true                 a missing tool fails the suite instead of skipping it
 #   KD_ONLY                 words: run only the tests whose name contains
 #                           one of them (`cargo xtask test deb:upgrade`)
-#   KD_VMS                  the cluster suite's VM workers (unset: all three,
-#                           v1 v2 v3)
+#   KD_VMS                  the cluster suite's VM workers (unset: v1 v2 v3;
+#                           v4, riscv64, only when named)
 #   KD_XTASK                the xtask binary `cargo xtask test` runs, for a
 #                           step a suite kills (a kill of cargo would not
 #                           reach it)
@@ -619,6 +619,10 @@ kd_boot_cleanup() {
 # scripts run under qemu-user, the initramfs of all modules took minutes):
 # eth0 is there before the root's init, whose first service configures it
 # (the node's node-net). It has no man pages (man-db's index, minutes more).
+#
+# riscv64's root is Debian 13's (Debian 12 has no riscv64), with its one
+# kernel, linux-image-riscv64, whose ext4 is a module: its initramfs holds
+# that too.
 kd_vm_base() {
     name=$1 kind=$2 _kd_arch=$3
     shift 3
@@ -627,8 +631,13 @@ kd_vm_base() {
     openrc) set -- sysvinit-core openrc "$@" ;;
     runit) set -- runit-init runit "$@" ;;
     esac
-    set -- "vm-$name-$_kd_arch" "linux-image-cloud-$_kd_arch" initramfs-tools openssh-server "$@" \
-        --essential-hook="$_kd_vm_initramfs" --dpkgopt='path-exclude=/usr/share/man/*'
+    kernel=linux-image-cloud-$_kd_arch modules=
+    if [ "$_kd_arch" = riscv64 ]; then
+        KD_SUITE_CODENAME=trixie kernel=linux-image-riscv64 modules=' ext4'
+    fi
+    set -- "vm-$name-$_kd_arch" "$kernel" initramfs-tools openssh-server "$@" \
+        --essential-hook="$(printf '%s' "$_kd_vm_initramfs" | sed "s/ virtio_net\"/ virtio_net$modules\"/")" \
+        --dpkgopt='path-exclude=/usr/share/man/*'
     [ "$_kd_arch" = "$(dpkg --print-architecture)" ] || set -- "$@" --arch="$_kd_arch"
     kd_base_tarball "$@"
 }
@@ -656,12 +665,18 @@ kd_vm_key() {
 # kd_vm_prepare ROOT : makes the unpacked kd_vm_base root ROOT bootable as a
 # VM: its root file system (never checked at boot: the disk is new, and the
 # root has no fsck.ext4) and root's ssh key. openssh-server starts sshd on
-# every init system (on runit, Debian's /etc/sv/ssh).
+# every init system: on runit, Debian's /etc/sv/ssh, which Debian 12's
+# package enables and Debian 13's, installed by mmdebstrap, leaves
+# disabled: enabled here.
 kd_vm_prepare() {
     printf '/dev/vda / ext4 rw,errors=remount-ro 0 0\n' >"$1/etc/fstab"
     mkdir -p "$1/root/.ssh"
     chmod 0700 "$1/root/.ssh"
     cp "$(kd_vm_key).pub" "$1/root/.ssh/authorized_keys"
+    # (-L: the link's target is the root's, not this machine's.)
+    if [ -d "$1/etc/runit/runsvdir/default" ] && [ ! -L "$1/etc/runit/runsvdir/default/ssh" ]; then
+        ln -s /etc/sv/ssh "$1/etc/runit/runsvdir/default/ssh"
+    fi
 }
 
 # kd_vm_start NAME ROOT NETNS,IP : boots ROOT (kd_vm_prepare'd) as NAME: a VM
@@ -681,7 +696,7 @@ kd_vm_start() {
     ip -n "$netns" link show "$tap" >/dev/null 2>&1 || ip -n "$netns" tuntap add "$tap" mode tap
     # The VM's kernel and initramfs, as its root holds them, and the
     # machine of the kernel's architecture (Debian names it last).
-    set -- "$root"/boot/vmlinuz-*
+    set -- "$root"/boot/vmlinu[xz]-*
     kernel=$(kd_one "$@")
     set -- "$root"/boot/initrd.img-*
     initrd=$(kd_one "$@")
@@ -693,6 +708,12 @@ kd_vm_start() {
         # dumps no tasks, _kd_vm_dump_tasks' keys go nowhere.)
         set -- qemu-system-aarch64 -M virt -cpu cortex-a72
         kargs=console=ttyAMA0
+        ;;
+    *-riscv64)
+        # QEMU's generic board, its OpenSBI firmware (qemu-system-data), a
+        # 16550 console; no keyboard either.
+        set -- qemu-system-riscv64 -M virt -cpu rv64
+        kargs=console=ttyS0
         ;;
     *)
         # tsc=reliable: the kernel keeps TSC, which TCG reads from this

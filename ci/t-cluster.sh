@@ -38,10 +38,14 @@
 #   v3  arm64 (qemu-system-aarch64, Debian 12's arm64 cloud kernel), runit:
 #       the arm64 tarball and bundle of N-1 (cargo xtask test builds them
 #       from source beside the amd64 release, in its arm64/), its echo pod
-#       an arm64 program.
+#       an arm64 program;
+#   v4  riscv64 (qemu-system-riscv64, Debian 13's riscv64 kernel, QEMU's
+#       OpenSBI), runit: the riscv64 tarball and bundle of N-1 (in its
+#       riscv64/), its echo pod a riscv64 program. Only when KD_VMS names
+#       it (docs/testing.md says why).
 # Each installs its way in a container first, its root booted there by its
 # own init as the others are (under TCG an install with its bundle's import
-# took 5-11 minutes; v3's container runs its arm64 programs through
+# took 5-11 minutes; v3's and v4's containers run their programs through
 # qemu-user, which ci/install-deps registers with binfmt_misc), then
 # powers off and boots that root as its VM
 # (vm_move): kubedist's modules-load.d and sysctl.d files are what loads
@@ -86,15 +90,17 @@
 . "$(dirname "$0")/lib.sh"
 
 kd_require systemd-nspawn nsenter ip unshare tar jq sha256sum dpkg-deb qemu-system-x86_64 qemu-system-aarch64 \
-    ssh ssh-keygen mkfs.ext4
+    qemu-system-riscv64 ssh ssh-keygen mkfs.ext4
 kd_require_dist
 # (As ci/install-deps requires it: with the F flag, in every root.)
-if ! grep -qsx enabled /proc/sys/fs/binfmt_misc/qemu-aarch64 ||
-    ! grep -qs '^flags: .*F' /proc/sys/fs/binfmt_misc/qemu-aarch64; then
-    echo "t-cluster: FAIL: the kernel does not run arm64 programs through qemu-user in every root (run ci/install-deps)" >&2
-    echo "0 passed, 1 failed"
-    exit 1
-fi
+for machine in aarch64 riscv64; do
+    if ! grep -qsx enabled "/proc/sys/fs/binfmt_misc/qemu-$machine" ||
+        ! grep -qs '^flags: .*F' "/proc/sys/fs/binfmt_misc/qemu-$machine"; then
+        echo "t-cluster: FAIL: the kernel does not run $machine programs through qemu-user in every root (run ci/install-deps)" >&2
+        echo "0 passed, 1 failed"
+        exit 1
+    fi
+done
 XTASK=${KD_XTASK:?run through cargo xtask test}
 
 kd_own_mount_namespace "$0" "$@"
@@ -156,10 +162,11 @@ WORKERS="w1 w2 w3 w4 w5"
 # The virtual machines, in the cluster from the VM cases to their leaving:
 # v1 systemd (apt), v2 OpenRC and v3 runit (the tarball). KD_VMS picks
 # fewer (KD_VMS=v1: a quicker run that still shows kubeadm's defaults with
-# the systemd driver); every run boots all three unless told.
+# the systemd driver); every run boots all three unless told. v4, the
+# riscv64 VM, only when named (KD_VMS="v1 v2 v3 v4").
 VMS=${KD_VMS:-v1 v2 v3}
 for vm in $VMS; do
-    case $vm in v1 | v2 | v3) ;; *) echo "t-cluster: KD_VMS: $vm is not a VM worker (v1, v2, v3)" >&2 && exit 2 ;; esac
+    case $vm in v1 | v2 | v3 | v4) ;; *) echo "t-cluster: KD_VMS: $vm is not a VM worker (v1, v2, v3, v4)" >&2 && exit 2 ;; esac
 done
 # Each VM's CPUs: this machine's, shared by the VMs, one at least and two at
 # most. While a VM works the containers' nodes mostly wait: a lone VM of
@@ -169,12 +176,14 @@ KD_VM_CPUS=$(($(nproc) / $(printf '%s\n' $VMS | wc -l)))
 [ "$KD_VM_CPUS" -ge 1 ] || KD_VM_CPUS=1
 [ "$KD_VM_CPUS" -le 2 ] || KD_VM_CPUS=2
 node_ip() { case $1 in cp) echo 10.88.0.11 ;; w1) echo 10.88.0.12 ;; w2) echo 10.88.0.13 ;; w3) echo 10.88.0.14 ;; w4) echo 10.88.0.15 ;; w5) echo 10.88.0.16 ;;
-    v1) echo 10.88.0.21 ;; v2) echo 10.88.0.22 ;; v3) echo 10.88.0.23 ;; esac; }
+    v1) echo 10.88.0.21 ;; v2) echo 10.88.0.22 ;; v3) echo 10.88.0.23 ;; v4) echo 10.88.0.24 ;; esac; }
 node_pods() { case $1 in cp) echo 10.244.0 ;; w1) echo 10.244.1 ;; w2) echo 10.244.2 ;; w3) echo 10.244.3 ;; w4) echo 10.244.4 ;; w5) echo 10.244.5 ;;
-    v1) echo 10.244.21 ;; v2) echo 10.244.22 ;; v3) echo 10.244.23 ;; esac; }
-node_init() { case $1 in w1 | v2) echo openrc ;; w2 | v3) echo runit ;; *) echo systemd ;; esac; }
-node_arch() { case $1 in v3) echo arm64 ;; *) echo amd64 ;; esac; }
-node_way() { case $1 in cp | v1) echo apt ;; w1 | w2 | v2 | v3) echo tarball ;; w3) echo sysext ;; w4) echo dnf ;; w5) echo installer ;; esac; }
+    v1) echo 10.244.21 ;; v2) echo 10.244.22 ;; v3) echo 10.244.23 ;; v4) echo 10.244.24 ;; esac; }
+node_init() { case $1 in w1 | v2) echo openrc ;; w2 | v3 | v4) echo runit ;; *) echo systemd ;; esac; }
+node_arch() { case $1 in v3) echo arm64 ;; v4) echo riscv64 ;; *) echo amd64 ;; esac; }
+# (What `uname -m` names it.)
+node_machine() { case $(node_arch "$1") in amd64) echo x86_64 ;; arm64) echo aarch64 ;; riscv64) echo riscv64 ;; esac; }
+node_way() { case $1 in cp | v1) echo apt ;; w1 | w2 | v2 | v3 | v4) echo tarball ;; w3) echo sysext ;; w4) echo dnf ;; w5) echo installer ;; esac; }
 is_vm() { case $1 in v*) true ;; *) false ;; esac; }
 # The family env file NODE's kubelet reads KUBELET_EXTRA_ARGS from.
 env_file() { case $(node_way "$1") in sysext | dnf) echo /etc/sysconfig/kubelet ;; *) echo /etc/default/kubelet ;; esac; }
@@ -1003,6 +1012,7 @@ pod_machine() {
     case $(kd_in_boot "$1" od -An -tx2 -j18 -N2 "/proc/$(pod_pid "$1" "$2")/exe" | tr -d ' ') in
     003e) echo x86_64 ;;
     00b7) echo aarch64 ;;
+    00f3) echo riscv64 ;;
     *) echo unknown ;;
     esac
 }
@@ -1143,8 +1153,8 @@ vm_pod() {
     *) assert_grep '^0::/kubepods/' "$TMP/$1.pod-cgroup" ;;
     esac
     # The pod's program is of its node's architecture (arm64's from its
-    # bundle on v3), run by its kernel.
-    case $(node_arch "$1") in amd64) machine=x86_64 ;; arm64) machine=aarch64 ;; esac
+    # bundle on v3, riscv64's on v4), run by its kernel.
+    machine=$(node_machine "$1")
     assert_eq "$machine" "$(kd_in_boot "$1" uname -m)" "uname -m on kd-$1"
     pod_machine=$(pod_machine "$1" "echo-$1")
     echo "kd-$1 is $machine; echo-$1's program is for $pod_machine"

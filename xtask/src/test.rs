@@ -552,9 +552,38 @@ const CLUSTER_FORMATS: &str = "deb,rpm,tar,sysext,oci,images";
 /// the fixtures, carry the default codecs.
 const QUICK_DEBS: &str = "deb=zstd:3";
 
-/// What the cluster's worker of another architecture (its arm64 VM)
-/// installs from the release before the pin: the tarball and the bundle.
-const FOREIGN_WORKER: (&str, &str) = ("arm64", "tar,images");
+/// The cluster's VM workers of another architecture (t-cluster.sh): each
+/// installs the tarball and the bundle of the release before the pin, of
+/// its architecture. v3 boots in every run, v4 only when `KD_VMS` names it
+/// (docs/testing.md: its cost).
+const FOREIGN_WORKERS: &[ForeignWorker] = &[
+    ForeignWorker {
+        vm: "v3",
+        arch: "arm64",
+        every_run: true,
+    },
+    ForeignWorker {
+        vm: "v4",
+        arch: "riscv64",
+        every_run: false,
+    },
+];
+/// What a foreign worker installs.
+const FOREIGN_WORKER_FORMATS: &str = "tar,images";
+
+struct ForeignWorker {
+    vm: &'static str,
+    arch: &'static str,
+    every_run: bool,
+}
+
+impl ForeignWorker {
+    /// Whether this run's cluster boots it.
+    fn booted(&self) -> bool {
+        self.every_run
+            || std::env::var("KD_VMS").is_ok_and(|vms| vms.split_whitespace().any(|v| v == self.vm))
+    }
+}
 
 /// The architecture only a build from source serves (upstream publishes
 /// no Kubernetes for it): the current release from source is built for it
@@ -563,8 +592,8 @@ const SOURCE_ONLY_ARCH: &str = "riscv64";
 
 /// Builds from source the cluster's formats of the supported release
 /// before the pin (pkg/release.toml's `supported`) for amd64, and into its
-/// subdirectory ARCH those of `FOREIGN_WORKER`; returns its output
-/// directory.
+/// subdirectory ARCH those of each booted `FOREIGN_WORKERS`; returns its
+/// output directory.
 fn build_older_release(spec: &Spec, xtask: &Path, steps: &Steps) -> Result<PathBuf> {
     let supported = &spec.release.supported;
     // Spec::load checked: the pin is the newest of `supported`.
@@ -599,16 +628,18 @@ fn build_older_release(spec: &Spec, xtask: &Path, steps: &Steps) -> Result<PathB
         &out,
     )?;
     // After amd64's: each dist empties its OUT, and ARCH/ is inside it.
-    let (arch, formats) = FOREIGN_WORKER;
-    let what = format!("{what}, {arch} {formats}");
-    dist(
-        xtask,
-        steps,
-        &what,
-        &[&args[..], &["--formats", formats]].concat(),
-        arch,
-        &out.join(arch),
-    )?;
+    for worker in FOREIGN_WORKERS.iter().filter(|w| w.booted()) {
+        let arch = worker.arch;
+        let formats = FOREIGN_WORKER_FORMATS;
+        dist(
+            xtask,
+            steps,
+            &format!("{what}, {arch} {formats}"),
+            &[&args[..], &["--formats", formats]].concat(),
+            arch,
+            &out.join(arch),
+        )?;
+    }
     Ok(out)
 }
 
