@@ -123,6 +123,8 @@ kd_fixtures() {
 # in a file, not a variable: `ROOT=$(kd_new_root ...)` runs in a subshell,
 # whose variables the exit trap would never see.
 kd_roots_file=$KD_WORK/roots.$$
+# (The roots of the test running now: kd_test, kd_test_roots_done.)
+kd_test_roots_file=$KD_WORK/test-roots.$$
 kd_new_root() {
     root=$(mktemp -d "$KD_WORK/root.XXXXXX")
     kd_remove_on_exit "$root"
@@ -631,25 +633,28 @@ kd_vm_base() {
     openrc) set -- sysvinit-core openrc "$@" ;;
     runit) set -- runit-init runit "$@" ;;
     esac
-    kernel=linux-image-cloud-$_kd_arch modules=
+    kernel=linux-image-cloud-$_kd_arch modules="virtio_pci virtio_blk virtio_net"
     if [ "$_kd_arch" = riscv64 ]; then
-        KD_SUITE_CODENAME=trixie kernel=linux-image-riscv64 modules=' ext4'
+        KD_SUITE_CODENAME=trixie kernel=linux-image-riscv64 modules="$modules ext4"
     fi
     set -- "vm-$name-$_kd_arch" "$kernel" initramfs-tools openssh-server "$@" \
-        --essential-hook="$(printf '%s' "$_kd_vm_initramfs" | sed "s/ virtio_net\"/ virtio_net$modules\"/")" \
-        --dpkgopt='path-exclude=/usr/share/man/*'
+        --essential-hook="$(_kd_vm_initramfs "$modules")" --dpkgopt='path-exclude=/usr/share/man/*'
     [ "$_kd_arch" = "$(dpkg --print-architecture)" ] || set -- "$@" --arch="$_kd_arch"
     kd_base_tarball "$@"
 }
-# (An mmdebstrap hook, before the kernel's package: $1 is the root.)
-# shellcheck disable=SC2016 # for the hook's shell
-_kd_vm_initramfs='set -e
+# _kd_vm_initramfs MODULES : an mmdebstrap hook, run before the kernel's
+# package with the root as its $1, that makes the initramfs hold MODULES
+# alone. (Its text is part of the root's cache key.)
+_kd_vm_initramfs() {
+    # shellcheck disable=SC2016 # for the hook's shell
+    printf '%s\n' 'set -e
 d=$1/etc/initramfs-tools
 mkdir -p "$d/conf.d" "$d/hooks"
 echo MODULES=list >"$d/conf.d/kd-vm"
 printf "%s\n" "#!/bin/sh" "[ \"\$1\" = prereqs ] && exit 0" ". /usr/share/initramfs-tools/hook-functions" \
-    "manual_add_modules virtio_pci virtio_blk virtio_net" >"$d/hooks/kd-vm"
+    "manual_add_modules '"$1"'" >"$d/hooks/kd-vm"
 chmod 0755 "$d/hooks/kd-vm"'
+}
 
 # kd_vm_key : the private key the VMs let root log in with (made once a run).
 kd_vm_key() {
@@ -1092,7 +1097,7 @@ kd_test() {
     start=$(date +%s)
     # Not `if ( ... )`: set -e is ignored inside a tested subshell.
     set +e
-    ( set -e; kd_test_roots=$KD_WORK/test-roots.$$; "$fn" ) >"$log" 2>&1
+    ( set -e; kd_test_roots=$kd_test_roots_file; "$fn" ) >"$log" 2>&1
     rc=$?
     set -e
     kd_test_roots_done "$rc"
@@ -1113,14 +1118,14 @@ kd_test() {
 # holds one test's roots at a time, not all of them (seven of t-repo's held
 # 2.2 GB beside the cluster). A failed test's stay until the suite's end.
 kd_test_roots_done() {
-    [ -f "$KD_WORK/test-roots.$$" ] || return 0
+    [ -f "$kd_test_roots_file" ] || return 0
     if [ "$1" -eq 0 ]; then
         while IFS= read -r r; do
             awk -v r="$r/" 'index($5 "/", r) == 1 { found = 1 } END { exit !found }' /proc/self/mountinfo ||
                 rm -rf "$r"
-        done <"$KD_WORK/test-roots.$$"
+        done <"$kd_test_roots_file"
     fi
-    rm -f "$KD_WORK/test-roots.$$"
+    rm -f "$kd_test_roots_file"
 }
 
 # kd_summary : the closing line; exits non-zero when a test failed.
