@@ -279,6 +279,29 @@ test_riscv64_builds_from_source_in_every_format() {
         return 1
     fi
     assert_grep "unsupported architecture" "$TMP/rv-etcd-refused"
+    # kube-proxy's iptables and nft are Debian 13's, whose packages ship
+    # below /usr alone. In the image's root (qemu-user through binfmt_misc)
+    # the kernel finds their loader, /lib/ld-linux-riscv64-lp64d.so.1, and
+    # the loader every library. (Their commands need nf_tables' netlink,
+    # which qemu-user lacks: xtables-nft-multi, named as none of them, lists
+    # them.)
+    echo "== kube-proxy's iptables and nft start in its image's root"
+    proxy=$(awk '/kube-proxy/ { print $2 }' "$TMP/rv-bundled")
+    mkdir -p "$x/kube-proxy"
+    for layer in $(tar -xOf "$bundle" "blobs/sha256/${proxy#sha256:}" | jq -r '.layers[].digest'); do
+        tar -xOf "$bundle" "blobs/sha256/${layer#sha256:}" | tar -xzf - -C "$x/kube-proxy"
+    done
+    chroot "$x/kube-proxy" /usr/sbin/xtables-nft-multi >"$TMP/rv-xtables" 2>&1 || true
+    cat "$TMP/rv-xtables"
+    assert_grep '^ \* iptables-restore$' "$TMP/rv-xtables"
+    for program in xtables-nft-multi nft; do
+        if ! chroot "$x/kube-proxy" /lib/ld-linux-riscv64-lp64d.so.1 --list "/usr/sbin/$program" >"$TMP/rv-$program.libs" 2>&1 ||
+            grep -q "not found" "$TMP/rv-$program.libs"; then
+            cat "$TMP/rv-$program.libs" >&2
+            echo "assertion failed: riscv64's kube-proxy image lacks a library of its $program (above)" >&2
+            return 1
+        fi
+    done
 }
 
 test_the_minor_before_builds_from_source_too() {

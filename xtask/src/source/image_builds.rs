@@ -368,10 +368,41 @@ fn debian_layer(spec: &Spec, recipe: &ImageRecipe, arch: Arch) -> Result<Layer> 
         }
         versions.push(format!("{package} {}", deb.version));
     }
+    merged_usr_links(&mut items);
     for (path, target) in &recipe.links {
         items.insert(path.clone(), Item::Symlink(target.clone()));
     }
     Ok((items, format!("Debian's {}", versions.join(", "))))
+}
+
+/// The directories a merged /usr makes links into /usr.
+const ALIASED_DIRS: [&str; 4] = ["bin", "sbin", "lib", "lib64"];
+
+/// Debian 13's packages ship their files below /usr alone (DEP 17): the
+/// links /bin, /sbin, /lib and /lib64 into /usr come with the system, not
+/// with a package. Packages that put nothing in those four get the links a
+/// Debian 13 system has (those whose /usr directory they fill), or the
+/// programs' loader (/lib/ld-linux-riscv64-lp64d.so.1) is missing. Debian
+/// 12's packages still ship /lib and /lib64 themselves: left as they are.
+fn merged_usr_links(items: &mut BTreeMap<String, Item>) {
+    let under = |path: &str, dir: &str| {
+        path == dir
+            || path
+                .strip_prefix(dir)
+                .is_some_and(|rest| rest.starts_with('/'))
+    };
+    if items
+        .keys()
+        .any(|path| ALIASED_DIRS.iter().any(|dir| under(path, dir)))
+    {
+        return;
+    }
+    for dir in ALIASED_DIRS {
+        let in_usr = format!("usr/{dir}");
+        if items.keys().any(|path| under(path, &in_usr)) {
+            items.insert(dir.to_string(), Item::Symlink(in_usr));
+        }
+    }
 }
 
 /// The C program `c` of the module of `recipe` (pkg/source.toml's
@@ -592,6 +623,43 @@ fn manifest(
 mod tests {
     use super::*;
     use crate::source::verify_pins;
+
+    fn file() -> Item {
+        Item::Bytes(Vec::new(), 0o755)
+    }
+
+    #[test]
+    fn packages_below_usr_alone_get_the_merged_usr_links() {
+        // Debian 13's libc6 and iptables: the loader and the programs in /usr.
+        let mut items = BTreeMap::from([
+            ("usr/lib/ld-linux-riscv64-lp64d.so.1".to_string(), file()),
+            ("usr/sbin/xtables-nft-multi".to_string(), file()),
+            ("usr/share/doc/libc6/copyright".to_string(), file()),
+        ]);
+        merged_usr_links(&mut items);
+        let links: Vec<(&str, &str)> = items
+            .iter()
+            .filter_map(|(path, item)| match item {
+                Item::Symlink(target) => Some((path.as_str(), target.as_str())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(links, [("lib", "usr/lib"), ("sbin", "usr/sbin")]);
+    }
+
+    #[test]
+    fn packages_with_their_own_lib_are_left_as_they_are() {
+        // Debian 12's libc6: /lib64's loader and /lib's libraries its own.
+        let mut items = BTreeMap::from([
+            ("lib64/ld-linux-x86-64.so.2".to_string(), file()),
+            ("lib/x86_64-linux-gnu/libc.so.6".to_string(), file()),
+            ("usr/bin/ldd".to_string(), file()),
+            ("usr/sbin/xtables-nft-multi".to_string(), file()),
+        ]);
+        let before: Vec<String> = items.keys().cloned().collect();
+        merged_usr_links(&mut items);
+        assert_eq!(items.keys().cloned().collect::<Vec<_>>(), before);
+    }
 
     fn image(reference: &str) -> Image {
         Image {
