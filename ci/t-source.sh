@@ -267,11 +267,7 @@ test_riscv64_builds_from_source_in_every_format() {
     assert_grep "^ETCD_UNSUPPORTED_ARCH=riscv64$" "$TMP/rv-etcd"
     # The image's etcd under qemu-user: it starts with the image's variable
     # and refuses to without it.
-    mkdir -p "$x/etcd"
-    for layer in $(tar -xOf "$bundle" "blobs/sha256/${etcd#sha256:}" | jq -r '.layers[].digest'); do
-        tar -xOf "$bundle" "blobs/sha256/${layer#sha256:}" >"$TMP/rv-layer"
-        ! tar -tf "$TMP/rv-layer" | grep -qx 'usr/local/bin/etcd' || tar -xf "$TMP/rv-layer" -C "$x/etcd" usr/local/bin/etcd
-    done
+    image_root "$bundle" "$etcd" "$x/etcd"
     env -i ETCD_UNSUPPORTED_ARCH=riscv64 "$q" "$x/etcd/usr/local/bin/etcd" --version >"$TMP/rv-etcd-version" 2>&1
     assert_grep "^etcd Version: " "$TMP/rv-etcd-version"
     if env -i "$q" "$x/etcd/usr/local/bin/etcd" --version >"$TMP/rv-etcd-refused" 2>&1; then
@@ -286,11 +282,7 @@ test_riscv64_builds_from_source_in_every_format() {
     # which qemu-user lacks: xtables-nft-multi, named as none of them, lists
     # them.)
     echo "== kube-proxy's iptables and nft start in its image's root"
-    proxy=$(awk '/kube-proxy/ { print $2 }' "$TMP/rv-bundled")
-    mkdir -p "$x/kube-proxy"
-    for layer in $(tar -xOf "$bundle" "blobs/sha256/${proxy#sha256:}" | jq -r '.layers[].digest'); do
-        tar -xOf "$bundle" "blobs/sha256/${layer#sha256:}" | tar -xzf - -C "$x/kube-proxy"
-    done
+    image_root "$bundle" "$(awk '/kube-proxy/ { print $2 }' "$TMP/rv-bundled")" "$x/kube-proxy"
     chroot "$x/kube-proxy" /usr/sbin/xtables-nft-multi >"$TMP/rv-xtables" 2>&1 || true
     cat "$TMP/rv-xtables"
     assert_grep '^ \* iptables-restore$' "$TMP/rv-xtables"
@@ -353,6 +345,16 @@ sbom_names_every_module() {
         echo "$missing" | head -20 >&2
         return 1
     }
+}
+
+# image_root BUNDLE MANIFEST DIR : the layers of the image whose manifest
+# is MANIFEST (its digest) in the images bundle BUNDLE, unpacked in order
+# into DIR (the image's root).
+image_root() {
+    mkdir -p "$3"
+    for layer in $(tar -xOf "$1" "blobs/sha256/${2#sha256:}" | jq -r '.layers[].digest'); do
+        tar -xOf "$1" "blobs/sha256/${layer#sha256:}" | tar -xzf - -C "$3"
+    done
 }
 
 source_manifests() { # DIR ARCH
