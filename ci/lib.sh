@@ -13,8 +13,8 @@
 #   CI=true                 a missing tool fails the suite instead of skipping it
 #   KD_ONLY                 words: run only the tests whose name contains
 #                           one of them (`cargo xtask test deb:upgrade`)
-#   KD_VMS                  the cluster suite's VM workers (unset: v1 v2 v3;
-#                           v4, riscv64, only when named)
+#   KD_VMS                  the cluster suite's VM workers (unset: all four,
+#                           v1 v2 v3 v4)
 #   KD_XTASK                the xtask binary `cargo xtask test` runs, for a
 #                           step a suite kills (a kill of cargo would not
 #                           reach it)

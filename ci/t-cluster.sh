@@ -27,11 +27,12 @@
 #       podman on the host as docs/installer-image.md says, and upgraded by N's installer
 #       image in the DaemonSet dist ships, imported into the node's
 #       containerd.
-# Three more workers are virtual machines on a kernel of their own (QEMU,
-# Debian 12's cloud kernel, cgroup v2), joined at N-1 after the cluster is
-# up and taken out again before the upgrade, with kubeadm's defaults: no
-# preflight check skipped and, on their kubelets, no failCgroupV1 (a
-# `kubeadm join --patches` file takes the cluster's v1 setting back):
+# Four more workers are virtual machines on a kernel of their own (QEMU,
+# cgroup v2), joined with kubeadm's defaults: no preflight check skipped
+# and, on their kubelets, no failCgroupV1 (a `kubeadm join --patches` file
+# takes the cluster's v1 setting back). v1-v3 (Debian 12's cloud kernel)
+# join at N-1 after the cluster is up and leave before the upgrade; v4
+# joins the upgraded cluster at N and leaves:
 #   v1  Debian 12, systemd 252 with the systemd cgroup driver (kubelet and
 #       containerd); apt from the signed repository, as cp;
 #   v2  sysvinit + OpenRC, the tarball, as w1;
@@ -40,9 +41,10 @@
 #       from source beside the amd64 release, in its arm64/), its echo pod
 #       an arm64 program;
 #   v4  riscv64 (qemu-system-riscv64, Debian 13's riscv64 kernel, QEMU's
-#       OpenSBI), runit: the riscv64 tarball and bundle of N-1 (in its
-#       riscv64/), its echo pod a riscv64 program. Only when KD_VMS names
-#       it (docs/testing.md says why).
+#       OpenSBI), runit: the riscv64 tarball and bundle of N (the release's
+#       riscv64/, which cargo xtask test builds from source for t-source),
+#       its echo pod a riscv64 program. It boots alone, once the other VMs
+#       have left (docs/testing.md: its time).
 # Each installs its way in a container first, its root booted there by its
 # own init as the others are (under TCG an install with its bundle's import
 # took 5-11 minutes; v3's and v4's containers run their programs through
@@ -159,22 +161,33 @@ grep -qx "$PAUSE" "$TMP/bundle.refs" || {
 # installer image's install.sh, deb family).
 NODES="cp w1 w2 w3 w4 w5"
 WORKERS="w1 w2 w3 w4 w5"
-# The virtual machines, in the cluster from the VM cases to their leaving:
-# v1 systemd (apt), v2 OpenRC and v3 runit (the tarball). KD_VMS picks
-# fewer (KD_VMS=v1: a quicker run that still shows kubeadm's defaults with
-# the systemd driver); every run boots all three unless told. v4, the
-# riscv64 VM, only when named (KD_VMS="v1 v2 v3 v4").
-VMS=${KD_VMS:-v1 v2 v3}
+# The virtual machines: v1 systemd (apt), v2 OpenRC and v3 runit (the
+# tarball) in the cluster at N-1, from the VM cases to their leaving; v4
+# runit (the tarball) in the upgraded cluster, for its own case. KD_VMS
+# picks fewer (KD_VMS=v1: a quicker run that still shows kubeadm's
+# defaults with the systemd driver); every run boots all four unless told.
+VMS=${KD_VMS:-v1 v2 v3 v4}
+OLDER_VMS=
+UPGRADED_VMS=
 for vm in $VMS; do
-    case $vm in v1 | v2 | v3 | v4) ;; *) echo "t-cluster: KD_VMS: $vm is not a VM worker (v1, v2, v3, v4)" >&2 && exit 2 ;; esac
+    case $vm in
+    v1 | v2 | v3) OLDER_VMS="$OLDER_VMS $vm" ;;
+    v4) UPGRADED_VMS="$UPGRADED_VMS $vm" ;;
+    *) echo "t-cluster: KD_VMS: $vm is not a VM worker (v1, v2, v3, v4)" >&2 && exit 2 ;;
+    esac
 done
-# Each VM's CPUs: this machine's, shared by the VMs, one at least and two at
-# most. While a VM works the containers' nodes mostly wait: a lone VM of
-# one CPU left the other idle.
+joins_upgraded() { case " $UPGRADED_VMS " in *" $1 "*) true ;; *) false ;; esac; }
+# vm_cpus COUNT : each VM's CPUs when COUNT run at once: this machine's,
+# shared by them, one at least and two at most. While a VM works the
+# containers' nodes mostly wait: a lone VM of one CPU left the other idle.
+vm_cpus() {
+    c=$(($(nproc) / ($1 > 0 ? $1 : 1)))
+    [ "$c" -ge 1 ] || c=1
+    [ "$c" -le 2 ] || c=2
+    echo "$c"
+}
 # shellcheck disable=SC2086 # the VMs, as words
-KD_VM_CPUS=$(($(nproc) / $(printf '%s\n' $VMS | wc -l)))
-[ "$KD_VM_CPUS" -ge 1 ] || KD_VM_CPUS=1
-[ "$KD_VM_CPUS" -le 2 ] || KD_VM_CPUS=2
+KD_VM_CPUS=$(vm_cpus "$(printf '%s\n' $OLDER_VMS | grep -c .)")
 node_ip() { case $1 in cp) echo 10.88.0.11 ;; w1) echo 10.88.0.12 ;; w2) echo 10.88.0.13 ;; w3) echo 10.88.0.14 ;; w4) echo 10.88.0.15 ;; w5) echo 10.88.0.16 ;;
     v1) echo 10.88.0.21 ;; v2) echo 10.88.0.22 ;; v3) echo 10.88.0.23 ;; v4) echo 10.88.0.24 ;; esac; }
 node_pods() { case $1 in cp) echo 10.244.0 ;; w1) echo 10.244.1 ;; w2) echo 10.244.2 ;; w3) echo 10.244.3 ;; w4) echo 10.244.4 ;; w5) echo 10.244.5 ;;
@@ -505,22 +518,25 @@ INITD
     # Each release's files in a directory of their own (docs/air-gapped.md,
     # step 2): the bundle, on a tarball node the tarball, and their
     # SHA256SUMS.
-    # (A VM leaves before the upgrade: N-1's alone, a copy on its disk.
-    # Another architecture's come from that release's ARCH/.)
-    mkdir -p "$r/srv/kubedist/v$OLD_MINOR"
-    arch=$(node_arch "$n")
-    old=$OLD
-    [ "$arch" = amd64 ] || old=$OLD/$arch
-    carry "$old/kubedist-images-$OLD_K8S-$arch.oci.tar" "$r/srv/kubedist/v$OLD_MINOR/"
-    cp "$old/SHA256SUMS" "$r/srv/kubedist/v$OLD_MINOR/"
-    [ "$(node_way "$n")" != tarball ] || carry "$old/kubedist-$OLD_K8S-linux-$arch.tar.gz" "$r/srv/kubedist/v$OLD_MINOR/"
-    if ! is_vm "$n"; then
-        mkdir -p "$r/srv/kubedist/v$MINOR"
-        carry "$BUNDLE" "$r/srv/kubedist/v$MINOR/"
-        cp "$KD_DIST/SHA256SUMS" "$r/srv/kubedist/v$MINOR/"
-        [ "$(node_way "$n")" != tarball ] || carry "$TARBALL" "$r/srv/kubedist/v$MINOR/"
-    fi
+    # (A VM is in the cluster at one release: that one's alone, a copy on
+    # its disk.)
+    joins_upgraded "$n" || carry_release "$n" "$OLD" "$OLD_K8S" "$OLD_MINOR"
+    { is_vm "$n" && ! joins_upgraded "$n"; } || carry_release "$n" "$KD_DIST" "$K8S" "$MINOR"
     printf '%s\n' "$r"
+}
+
+# carry_release NODE DIST VERSION MINOR : into NODE's root, release
+# VERSION's bundle of its architecture, on a tarball node its tarball, and
+# their SHA256SUMS, from DIST (another architecture's from DIST/ARCH).
+carry_release() {
+    arch=$(node_arch "$1")
+    from=$2
+    [ "$arch" = amd64 ] || from=$2/$arch
+    to=$TMP/root-$1/srv/kubedist/v$4
+    mkdir -p "$to"
+    carry "$from/kubedist-images-$3-$arch.oci.tar" "$to/"
+    cp "$from/SHA256SUMS" "$to/"
+    [ "$(node_way "$1")" != tarball ] || carry "$from/kubedist-$3-linux-$arch.tar.gz" "$to/"
 }
 
 export SYSTEMD_NSPAWN_API_VFS_WRITABLE=1 SYSTEMD_SECCOMP=0
@@ -749,11 +765,18 @@ import_next_bundle() {
 test_every_node_installs_offline_its_own_way() {
     # (What the teardown compares with.)
     for n in $NODES; do listing "$n" >"$TMP/$n.before"; done
-    # The VM workers first: once installed each becomes its VM (vm_move)
-    # while the others install; their own pod network and kubelet settings
-    # go with them.
+    # The VM workers first, each at the release it joins: once installed
+    # each becomes its VM (vm_move) while the others install, or one that
+    # joins the upgraded cluster is made ready to boot as one (vm_park);
+    # their own pod network and kubelet settings go with them.
     for n in $VMS; do
-        install "$n" "$OLD_K8S" "$OLD_MINOR"
+        if joins_upgraded "$n"; then
+            install "$n" "$K8S" "$MINOR"
+            move=vm_park
+        else
+            install "$n" "$OLD_K8S" "$OLD_MINOR"
+            move=vm_move
+        fi
         write_cni "$n"
         vm_patch "$n" | kd_in_boot "$n" sh -c 'mkdir -p /etc/kubedist-test/patches && cat >/etc/kubedist-test/patches/kubeletconfiguration+merge.yaml'
         : >"$TMP/$n.move.started"
@@ -761,7 +784,7 @@ test_every_node_installs_offline_its_own_way() {
         moved=$TMP/$n.move
         (
             rc=0
-            vm_move "$n" >"$moved" 2>&1 || rc=$?
+            $move "$n" >"$moved" 2>&1 || rc=$?
             echo "$rc" >"$moved.rc"
         ) </dev/null >/dev/null 2>&1 &
     done
@@ -853,12 +876,16 @@ test_the_control_plane_kube_proxy_and_coredns_run() {
 }
 
 
-# (N-1's etcd: on every node before and after the upgrade.)
+# (N-1's etcd: on every node before and after the upgrade; N's on a VM
+# that joins the upgraded cluster, from its bundle.)
 ETCD=$(grep "^$REPO/etcd:" "$TMP/old.refs")
+NEXT_ETCD=$(grep "^$REPO/etcd:" "$TMP/bundle.refs")
 
-# A pod on NODE running the bundle's etcd image as a plain server on port
-# 2379, and a ClusterIP Service in front of it alone.
+# echo_manifest NODE : a pod on NODE running its bundle's etcd image as a
+# plain server on port 2379, and a ClusterIP Service in front of it alone.
 echo_manifest() {
+    image=$ETCD
+    ! joins_upgraded "$1" || image=$NEXT_ETCD
     cat <<YAML
 ---
 apiVersion: v1
@@ -873,7 +900,7 @@ spec:
   tolerations: [{ operator: Exists, effect: NoExecute }]
   containers:
   - name: etcd
-    image: $ETCD
+    image: $image
     imagePullPolicy: Never
     command: [/usr/local/bin/etcd, --data-dir=/tmp/etcd, --listen-client-urls=http://0.0.0.0:2379,
               --advertise-client-urls=http://127.0.0.1:2379, --listen-peer-urls=http://127.0.0.1:2380]
@@ -1018,10 +1045,14 @@ pod_machine() {
 }
 
 # vm_move NODE : VM worker NODE, installed in its container, powered off
-# there and booted as its VM on the same root: its veth and writable v1
+# there and booted as its VM on the same root (vm_park, vm_boot).
+vm_move() { vm_park "$1" && vm_boot "$1"; }
+
+# vm_park NODE : VM worker NODE, installed in its container, powered off
+# there and its root made ready to boot as its VM: its veth and writable v1
 # cgroups given up, its boot's logs so far set aside, OpenRC's cgroup mode
-# set as the guide says (where the guide reboots), its disk made.
-vm_move() {
+# set as the guide says (where the guide reboots).
+vm_park() {
     r=$TMP/root-$1
     kd_poweroff "$1"
     ip netns del "kdc-$1.$$"
@@ -1037,29 +1068,37 @@ vm_move() {
     esac
     kd_vm_prepare "$r"
     : >"$TMP/$1.moved"
+}
+
+# vm_boot NODE : VM worker NODE, parked, booted as its VM, its disk made.
+vm_boot() {
     boot_node "$1"
     # The root is on its disk now: of the directory only the kernel and
     # initramfs its reboot boots are kept (not 1.4 GB twice on this
     # machine's disk).
-    find "$r" -mindepth 1 -maxdepth 1 ! -name boot -exec rm -rf {} +
+    find "$TMP/root-$1" -mindepth 1 -maxdepth 1 ! -name boot -exec rm -rf {} +
 }
 
-# import_named_all NODE FILE : whether NODE's boot-time import has named
-# every image of N-1's bundle yet (what it said so far kept in FILE).
+# vm_refs NODE : the file of the image references of the bundle VM NODE
+# installed (refs): N's for one that joins the upgraded cluster, else N-1's.
+vm_refs() { if joins_upgraded "$1"; then echo "$TMP/bundle.refs"; else echo "$TMP/old.refs"; fi; }
+
+# import_named_all NODE FILE : whether VM NODE's boot-time import has named
+# every image of its bundle yet (what it said so far kept in FILE).
 import_named_all() {
     boot_import "$1" >"$2" 2>/dev/null || true
-    while read -r ref; do grep -qF "$ref: " "$2" || return 1; done <"$TMP/old.refs"
+    while read -r ref; do grep -qF "$ref: " "$2" || return 1; done <"$(vm_refs "$1")"
 }
 
-# assert_boot_imported_nothing NODE FILE : what NODE's boot-time import
-# said (boot_import, kept in FILE): every bundled image of N-1 present,
+# assert_boot_imported_nothing NODE FILE : what VM NODE's boot-time import
+# said (boot_import, kept in FILE): every image of its bundle present,
 # none imported, no note. (A VM's ssh can answer before the import ends:
 # on runit the kubelet's service runs it, on a CPU three VMs share.)
 assert_boot_imported_nothing() {
     wait_for 300 "kd-$1's boot-time import to name every image" import_named_all "$1" "$2"
     while read -r ref; do
         assert_grep "$ref: present " "$2"
-    done <"$TMP/old.refs"
+    done <"$(vm_refs "$1")"
     assert_no_grep ': imported ' "$2"
     assert_no_grep 'note:' "$2"
 }
@@ -1102,8 +1141,13 @@ vm_join() {
 # kubelet settings: Ready, its kubelet its init system's child with the
 # cgroup driver of its host, and containerd's the same.
 test_the_vm_workers_on_cgroup_v2_join_with_kubeadms_defaults() {
+    write_vm_join
+    at_once vm_join $OLDER_VMS
+}
+
+# write_vm_join : the VMs' join command, with their kubelet settings.
+write_vm_join() {
     echo "$(kd_in_boot cp kubeadm token create --print-join-command) --patches /etc/kubedist-test/patches" >"$TMP/join"
-    at_once vm_join $VMS
 }
 
 # pod_until NODE POD SECONDS WHAT CHECK : the shell command CHECK, in the
@@ -1175,7 +1219,7 @@ vm_pod() {
     pod_until cp echo-cp 60 "echo-$1's Service answers echo-cp" "$(answers "$ip")"
     in_pod cp echo-cp curl -fsS --max-time 10 "http://$ip:2379/health" >"$TMP/cp-$1.health"
     assert_grep '"health":"true"' "$TMP/cp-$1.health"
-    kd_in_boot "$1" crictl images -o json | jq -r '.images[].repoTags[]' | sort | comm -23 - "$TMP/old.refs" >"$TMP/$1.others"
+    kd_in_boot "$1" crictl images -o json | jq -r '.images[].repoTags[]' | sort | comm -23 - "$(vm_refs "$1")" >"$TMP/$1.others"
     assert_empty "$TMP/$1.others" "kd-$1 holds images the bundle does not"
 }
 
@@ -1183,8 +1227,8 @@ vm_pod() {
 # reached through its Service from the control plane's pod, and reaching
 # the control plane's through CoreDNS; no image pulled.
 test_pods_on_the_vm_workers_answer_through_services() {
-    for n in $VMS; do echo_manifest "$n"; done | kc apply -f -
-    at_once vm_pod $VMS
+    [ -z "$OLDER_VMS" ] || for n in $OLDER_VMS; do echo_manifest "$n"; done | kc apply -f -
+    at_once vm_pod $OLDER_VMS
 }
 
 # vm_reboot NODE : VM NODE's part of the case below: rebooted through its
@@ -1223,28 +1267,37 @@ vm_back() {
     }
 }
 
-# Each VM rebooted through its init system (the three at once): its
-# kernel comes up without the modules and settings, the boot applies
-# kubedist's files, and the kubelet, the pod and its Service come back,
-# with no image imported again. (The nodes in containers that reboot are
-# the sysext worker's: these show OpenRC's and runit's boots.)
+# Each VM of an init system no other node's reboot shows rebooted through
+# it (at once): its kernel comes up without the modules and settings, the
+# boot applies kubedist's files, and the kubelet, the pod and its Service
+# come back, with no image imported again. That is OpenRC's v2 and runit's
+# v3: systemd's reboot is the sysext worker's, and what v1's kernel needs
+# at boot its first boot showed (vm_join), so v1 is not rebooted, for the
+# minutes of the run its reboot took.
 test_a_rebooted_vm_worker_comes_back_with_its_kernel_settings() {
-    at_once vm_reboot $VMS
-    # (One after the other: the three at once left too little of the
-    # machine for the Services' rules.)
-    for vm in $VMS; do vm_back "$vm"; done
+    rebooted=
+    for vm in $OLDER_VMS; do
+        [ "$(node_init "$vm")" = systemd ] || rebooted="$rebooted $vm"
+    done
+    at_once vm_reboot $rebooted
+    # (One after the other: all at once left too little of the machine for
+    # the Services' rules.)
+    for vm in $rebooted; do vm_back "$vm"; done
 }
 
 # The VMs leave before the upgrade, which is the containers' nodes' alone
 # (their reboot showed the graceful power-off).
 test_the_vm_workers_leave_the_cluster() {
-    for n in $VMS; do
-        kc delete pod,service "echo-$n" --wait=false
-        kd_boot_kill "$n"
-        kc delete node "kd-$n"
-        # Its disk and root given back to the machine for the upgrade.
-        rm -rf "$TMP/root-$n" "$KD_WORK/boot.$n.disk"
-    done
+    for n in $OLDER_VMS; do vm_leave "$n"; done
+}
+
+# vm_leave NODE : VM NODE's pod and node deleted, the VM stopped, its disk
+# and root given back to the machine.
+vm_leave() {
+    kc delete pod,service "echo-$1" --wait=false
+    kd_boot_kill "$1"
+    kc delete node "kd-$1"
+    rm -rf "$TMP/root-$1" "$KD_WORK/boot.$1.disk"
 }
 
 # The Service the upgrade is measured by: every node's echo pod behind it.
@@ -1364,6 +1417,41 @@ test_the_cluster_upgrades_to_the_next_minor_offline_through_the_channels() {
         echo "assertion failed: the echo-all Service went unanswered for $gap s during the upgrade" >&2
         return 1
     }
+}
+
+# vm_joins_upgraded NODE : VM NODE, parked at N since the install case,
+# booted alone (the other VMs have left: the machine's CPUs, up to two) and
+# checked as the VMs at N-1 are before their reboot: vm_join, vm_pod.
+vm_joins_upgraded() {
+    wait_for 600 "kd-$1's root to be made ready for its VM" test -f "$TMP/$1.move.rc"
+    [ "$(cat "$TMP/$1.move.rc")" = 0 ] || {
+        cat "$TMP/$1.move"
+        echo "assertion failed: kd-$1's root was not made ready for its VM" >&2
+        return 1
+    }
+    KD_VM_CPUS=$(vm_cpus 1)
+    vm_boot "$1"
+    vm_join "$1"
+    echo_manifest "$1" | kc apply -f -
+    vm_pod "$1"
+}
+
+# A worker of the release upgraded to, on a kernel of its own: v4, riscv64
+# (the architecture only a build from source serves), installed offline
+# from N's riscv64 tarball and bundle, joins the upgraded cluster with
+# kubeadm's defaults; Ready, its pod's program riscv64, reached through its
+# Service and reaching the control plane's through CoreDNS, no image
+# pulled. Then it leaves, as the VMs at N-1 did, also when a check failed
+# (the cases after it count on every node's kube-proxy), its logs kept
+# first.
+test_a_vm_worker_of_the_next_release_joins_the_upgraded_cluster() {
+    [ -n "$UPGRADED_VMS" ] || { echo "KD_VMS names no VM that joins the upgraded cluster" && return 0; }
+    write_vm_join
+    rc=0
+    # (at_once's subshells keep set -e, which the `||` would turn off.)
+    at_once vm_joins_upgraded $UPGRADED_VMS || { rc=1 && keep_logs; }
+    for n in $UPGRADED_VMS; do vm_leave "$n" || rc=1; done
+    return "$rc"
 }
 
 # A bundle of the release before, given to a tarball worker that runs N:
@@ -1771,6 +1859,7 @@ kd_test test_pods_on_the_vm_workers_answer_through_services
 kd_test test_a_rebooted_vm_worker_comes_back_with_its_kernel_settings
 kd_test test_the_vm_workers_leave_the_cluster
 kd_test test_the_cluster_upgrades_to_the_next_minor_offline_through_the_channels
+kd_test test_a_vm_worker_of_the_next_release_joins_the_upgraded_cluster
 kd_test test_a_stray_older_bundle_is_refused_and_the_node_keeps_its_own
 kd_test test_a_newer_package_in_the_channel_upgrades_only_what_is_not_held
 kd_test test_a_killed_kubelet_is_brought_back_by_its_init_system
