@@ -1204,11 +1204,15 @@ proxy_has() {
         grep -qF -- "-d $1/32"' proxy-has "$2"
 }
 
-# proxy_log NODE : NODE's kube-proxy pod and its last lines, on stderr.
+# proxy_log NODE : NODE's kube-proxy pod, its addresses as kube-proxy
+# reads them, how its last container ended and that one's last lines, on
+# stderr (the container running may not have said anything yet).
 proxy_log() {
     pod=$(kc -n kube-system get pods -l k8s-app=kube-proxy --field-selector "spec.nodeName=kd-$1" -o name)
     kc -n kube-system get "$pod" -o wide >&2 || true
-    kc -n kube-system logs "$pod" --tail=40 >&2 || true
+    echo "kd-$1's addresses: $(kc get node "kd-$1" -o jsonpath='{.status.addresses}' || true)" >&2
+    echo "kube-proxy's last end: $(kc -n kube-system get "$pod" -o jsonpath='{.status.containerStatuses[0].lastState}' || true)" >&2
+    kc -n kube-system logs "$pod" --previous --tail=30 >&2 || kc -n kube-system logs "$pod" --tail=30 >&2 || true
 }
 
 # vm_pod NODE : VM NODE's part of the case below: its echo pod checked.

@@ -467,7 +467,9 @@ test_a_killed_runs_staging_is_removed_by_the_next() {
 	kept=$r/run/kubedist/image.$live-$(echo "${st##*) }" | awk '{ print $20 }').x
 	mkdir -p "$kept"
 	echo "== a run killed while it stages"
-	pm_run -v "$r:/host" "$REF_CUR" install --no-start >"$OT/killed.out" 2>&1 &
+	# (--init: the root's proc is this machine's, where another suite's
+	# runsvdir may run.)
+	pm_run -v "$r:/host" "$REF_CUR" install --init systemd --no-start >"$OT/killed.out" 2>&1 &
 	run=$!
 	n=0
 	d=
@@ -484,7 +486,7 @@ test_a_killed_runs_staging_is_removed_by_the_next() {
 	wait "$run" || true
 	[ -d "$d" ] || { echo "FAIL: the killed run left nothing to sweep" >&2; return 1; }
 	echo "== the next run"
-	image_run "$r" "$REF_CUR" install --no-start
+	image_run "$r" "$REF_CUR" install --init systemd --no-start
 	ok
 	said "removed 1 staging directory of earlier runs that were killed"
 	assert_no_file "$d"
