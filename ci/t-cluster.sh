@@ -43,8 +43,9 @@
 #   v4  riscv64 (qemu-system-riscv64, Debian 13's riscv64 kernel, QEMU's
 #       OpenSBI), runit: the riscv64 tarball and bundle of N (the release's
 #       riscv64/, which cargo xtask test builds from source for t-source),
-#       its echo pod a riscv64 program. It boots alone, once the other VMs
-#       have left (docs/testing.md: its time).
+#       its echo pod a riscv64 program. It boots alone once the cluster is
+#       upgraded, beside the containers' cases after the upgrade, and joins
+#       after them (docs/testing.md: its time).
 # Each installs its way in a container first, its root booted there by its
 # own init as the others are (under TCG an install with its bundle's import
 # took 5-11 minutes; v3's and v4's containers run their programs through
@@ -1445,11 +1446,30 @@ test_the_cluster_upgrades_to_the_next_minor_offline_through_the_channels() {
         echo "assertion failed: the echo-all Service went unanswered for $gap s during the upgrade" >&2
         return 1
     }
+    # The VM that joins the upgraded cluster boots now, behind the cases
+    # on the containers' nodes that follow (its own comes after them).
+    for n in $UPGRADED_VMS; do vm_boot_behind "$n"; done
+}
+
+# vm_boot_behind NODE : VM NODE, parked, booted in the background, once
+# (what it printed and its status in $TMP/NODE.boot and .boot.rc): the
+# upgrade's end starts it, so that its boot under TCG, alone of the VMs
+# (the machine's CPUs, up to two), runs beside the containers' cases.
+vm_boot_behind() {
+    [ ! -f "$TMP/$1.boot.started" ] || return 0
+    : >"$TMP/$1.boot.started"
+    booted=$TMP/$1.boot
+    (
+        rc=0
+        KD_VM_CPUS=$(vm_cpus 1)
+        vm_boot "$1" >"$booted" 2>&1 || rc=$?
+        echo "$rc" >"$booted.rc"
+    ) </dev/null >/dev/null 2>&1 &
 }
 
 # vm_joins_upgraded NODE : VM NODE, parked at N since the install case,
-# booted alone (the other VMs have left: the machine's CPUs, up to two) and
-# checked as the VMs at N-1 are before their reboot: vm_join, vm_pod.
+# booted (vm_boot_behind) and checked as the VMs at N-1 are before their
+# reboot: vm_join, vm_pod.
 vm_joins_upgraded() {
     vm_installed "$1"
     wait_for 600 "kd-$1's root to be made ready for its VM" test -f "$TMP/$1.move.rc"
@@ -1458,8 +1478,10 @@ vm_joins_upgraded() {
         echo "assertion failed: kd-$1's root was not made ready for its VM" >&2
         return 1
     }
-    KD_VM_CPUS=$(vm_cpus 1)
-    vm_boot "$1"
+    vm_boot_behind "$1"
+    wait_for 600 "kd-$1's boot as a VM to end" test -f "$TMP/$1.boot.rc"
+    cat "$TMP/$1.boot"
+    assert_eq 0 "$(cat "$TMP/$1.boot.rc")" "the exit status of kd-$1's boot as a VM"
     vm_join "$1"
     echo_manifest "$1" | kc apply -f -
     vm_pod "$1"
@@ -1470,9 +1492,9 @@ vm_joins_upgraded() {
 # from N's riscv64 tarball and bundle, joins the upgraded cluster with
 # kubeadm's defaults; Ready, its pod's program riscv64, reached through its
 # Service and reaching the control plane's through CoreDNS, no image
-# pulled. Then it leaves, as the VMs at N-1 did, also when a check failed
-# (the cases after it count on every node's kube-proxy), its logs kept
-# first.
+# pulled. Then it leaves, as the VMs at N-1 did, also when a check failed,
+# its logs kept first. (It runs after the containers' cases that follow
+# the upgrade, which its boot runs beside: vm_boot_behind.)
 test_a_vm_worker_of_the_next_release_joins_the_upgraded_cluster() {
     [ -n "$UPGRADED_VMS" ] || { echo "KD_VMS names no VM that joins the upgraded cluster" && return 0; }
     write_vm_join
@@ -1888,7 +1910,6 @@ kd_test test_pods_on_the_vm_workers_answer_through_services
 kd_test test_a_rebooted_vm_worker_comes_back_with_its_kernel_settings
 kd_test test_the_vm_workers_leave_the_cluster
 kd_test test_the_cluster_upgrades_to_the_next_minor_offline_through_the_channels
-kd_test test_a_vm_worker_of_the_next_release_joins_the_upgraded_cluster
 kd_test test_a_stray_older_bundle_is_refused_and_the_node_keeps_its_own
 kd_test test_a_newer_package_in_the_channel_upgrades_only_what_is_not_held
 kd_test test_a_killed_kubelet_is_brought_back_by_its_init_system
@@ -1896,6 +1917,7 @@ kd_test test_kubelet_extra_args_label_a_worker_and_a_restart_relabels_it
 kd_test test_kubelet_version_picks_a_kubelet_installed_side_by_side
 kd_test test_a_rebooted_worker_is_ready_again_with_nothing_imported_again
 kd_test test_a_restarted_containerd_brings_the_pods_back
+kd_test test_a_vm_worker_of_the_next_release_joins_the_upgraded_cluster
 # The cluster's logs as a failure left them, before the teardown.
 [ "$kd_failed" -eq 0 ] || keep_logs
 kd_test test_kubeadm_reset_and_the_uninstalls_leave_nothing_of_kubedist
