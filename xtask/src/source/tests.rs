@@ -58,6 +58,21 @@ fn a_module_the_checksum_database_does_not_know_is_refused_naming_it() {
     );
 }
 
+/// A cgo recipe's programs are the same bytes wherever its C libraries
+/// are unpacked: its packages compiled hold their C flags, those
+/// libraries' path among them, which Go's build ID would carry into the
+/// program, so each links without one (`-buildid=`).
+#[test]
+fn every_cgo_recipe_links_without_a_go_build_id() {
+    let recipes = Recipes::load(&crate::util::repo_root()).unwrap();
+    for (name, recipe) in recipes.recipes.iter().filter(|(_, r)| r.cgo) {
+        assert!(
+            recipe.ldflags.iter().any(|f| f == "-buildid="),
+            "pkg/source.toml: [{name}] links C code: its ldflags need \"-buildid=\""
+        );
+    }
+}
+
 #[test]
 fn every_release_source_has_a_recipe_and_every_recipe_version_its_pins() {
     let root = crate::util::repo_root();
