@@ -147,13 +147,19 @@ pub struct Facts {
 }
 
 impl Recipe {
-    /// The `-ldflags` of `version`, its placeholders filled in.
+    /// The `-ldflags` of `version`, its placeholders filled in; with
+    /// `debian` packages, no Go build ID (`-buildid=`): a cgo package
+    /// compiled holds its C flags, the unpacked libraries' absolute path
+    /// among them, and Go's build ID (and the GNU one made from it) would
+    /// carry that path into the program's bytes. Without it the linker's
+    /// GNU build ID hashes the program alone.
     fn ldflags(&self, version: &str) -> Result<Vec<String>> {
         let facts = self.versions.get(version).with_context(|| {
             format!("pkg/source.toml: {} has no facts of {version}", self.module)
         })?;
         let (minor, _) = minor_patch(version)?;
         let major = version.split('.').next().unwrap_or("1");
+        let no_build_id = (!self.debian.is_empty()).then(|| "-buildid=".to_string());
         Ok(self
             .ldflags
             .iter()
@@ -164,6 +170,7 @@ impl Recipe {
                     .replace("{commit}", &facts.commit)
                     .replace("{date}", &facts.date)
             })
+            .chain(no_build_id)
             .collect())
     }
 
