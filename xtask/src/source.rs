@@ -204,8 +204,17 @@ impl Recipe {
         }
         if let Some(sysroot) = sysroot {
             // pkg-config reads the target's .pc files alone and puts the
-            // directory ahead of the paths they name.
+            // directory ahead of the paths they name. Go's compile cache
+            // keys a cgo package by its CGO_* flags but not by what
+            // pkg-config answers, and the package keeps the `-L` it was
+            // compiled with: the directory is named in CGO_CPPFLAGS too, so
+            // that a package compiled against another (since removed)
+            // directory is never taken from the cache to link with.
             build
+                .env(
+                    "CGO_CPPFLAGS",
+                    format!("-I{}", sysroot.join("usr/include").display()),
+                )
                 .env("PKG_CONFIG_SYSROOT_DIR", sysroot)
                 .env(
                     "PKG_CONFIG_LIBDIR",
@@ -499,6 +508,10 @@ fn go_failure(stderr: &str, go_sum: &Path) -> String {
             "{}: {line} (run `cargo xtask source --lock` to pin it)",
             go_sum.display()
         );
+    }
+    // The linker's own line, not collect2's summary after it.
+    if let Some(line) = lines.iter().find(|l| l.contains("cannot find -l")) {
+        return line.to_string();
     }
     lines
         .iter()

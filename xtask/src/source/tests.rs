@@ -58,6 +58,18 @@ fn a_module_the_checksum_database_does_not_know_is_refused_naming_it() {
     );
 }
 
+#[test]
+fn a_library_the_linker_cannot_find_is_named() {
+    let stderr = "# github.com/opencontainers/runc\n\
+                  /usr/local/go/pkg/tool/linux_amd64/link: running x86_64-linux-gnu-gcc failed: exit status 1\n\
+                  /usr/bin/x86_64-linux-gnu-ld.bfd: cannot find -lseccomp: No such file or directory\n\
+                  collect2: error: ld returned 1 exit status\n";
+    assert_eq!(
+        go_failure(stderr, Path::new("go.sum")),
+        "/usr/bin/x86_64-linux-gnu-ld.bfd: cannot find -lseccomp: No such file or directory"
+    );
+}
+
 /// A recipe whose C libraries the build unpacks (runc's) gives the same
 /// bytes wherever they are unpacked: its programs link without a Go build
 /// ID, which would carry that path (`Recipe::ldflags`).
@@ -86,6 +98,108 @@ fn a_recipe_with_unpacked_c_libraries_links_without_a_go_build_id() {
         .unwrap()
         .iter()
         .any(|f| f == "-buildid="));
+}
+
+/// A sysroot as `c_sysroot` unpacks one, at `dir`, for the host: one
+/// static C library (`kdsys`), its header and its pkg-config file.
+fn c_library_sysroot(dir: &Path, triple: &str) {
+    let lib = dir.join("usr/lib").join(triple);
+    std::fs::create_dir_all(lib.join("pkgconfig")).unwrap();
+    std::fs::create_dir_all(dir.join("usr/include")).unwrap();
+    std::fs::write(dir.join("usr/include/kdsys.h"), "int kdsys_answer(void);\n").unwrap();
+    let source = dir.join("kdsys.c");
+    std::fs::write(&source, "int kdsys_answer(void) { return 42; }\n").unwrap();
+    let gcc = Command::new(format!("{triple}-gcc"))
+        .arg("-c")
+        .arg(&source)
+        .arg("-o")
+        .arg(dir.join("kdsys.o"))
+        .status()
+        .unwrap();
+    assert!(gcc.success());
+    let ar = Command::new("ar")
+        .arg("rcs")
+        .arg(lib.join("libkdsys.a"))
+        .arg(dir.join("kdsys.o"))
+        .status()
+        .unwrap();
+    assert!(ar.success());
+    std::fs::write(
+        lib.join("pkgconfig/kdsys.pc"),
+        format!(
+            "libdir=/usr/lib/{triple}\nincludedir=/usr/include\n\
+             Name: kdsys\nDescription: a test library\nVersion: 1\n\
+             Libs: -L${{libdir}} -lkdsys\nCflags: -I${{includedir}}\n"
+        ),
+    )
+    .unwrap();
+}
+
+/// A cgo program built against C libraries unpacked at one place, that
+/// place removed, then built against the same libraries unpacked at
+/// another (as t-source's second build does, in its own program cache):
+/// the second build links. Go's shared compile cache must not hand it the
+/// package compiled with the first place's `-L` (`Recipe::go_build`).
+#[test]
+fn a_cgo_build_links_with_its_own_sysroot_after_another_was_removed() {
+    let arch = Arch::host().unwrap();
+    let triple = arch.gnu_triple();
+    let module = tempfile::tempdir().unwrap();
+    // A module of its own per run: nothing of an earlier run's cache helps.
+    let name = format!(
+        "example.com/kdsys{}",
+        module
+            .path()
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .to_lowercase()
+            .replace(['.', '_'], "")
+    );
+    std::fs::write(
+        module.path().join("go.mod"),
+        format!("module {name}\n\ngo 1.22\n"),
+    )
+    .unwrap();
+    std::fs::write(module.path().join("go.sum"), "").unwrap();
+    std::fs::write(
+        module.path().join("main.go"),
+        "package main\n\n// #cgo pkg-config: kdsys\n// #include <kdsys.h>\nimport \"C\"\n\n\
+         func main() { println(int(C.kdsys_answer())) }\n",
+    )
+    .unwrap();
+    let recipe: Recipe = toml::from_str(&format!(
+        "module = {name:?}\npackages = [\".\"]\ntags = []\nldflags = [\"-s\", \"-w\"]\n\
+         cgo = true\ndebian = [\"kdsys-dev\"]\n\
+         [versions.\"1.0.0\"]\ndate = \"2026-01-01T00:00:00Z\"\ncommit = \"0\"\n"
+    ))
+    .unwrap();
+    let go = Go::from_env(&crate::util::repo_root()).unwrap();
+    let build = |sysroot: &Path| {
+        let out = tempfile::tempdir().unwrap();
+        let mut cmd = recipe
+            .go_build(
+                &go,
+                module.path(),
+                "1.0.0",
+                arch,
+                &[".".to_string()],
+                Some(sysroot),
+                out.path(),
+            )
+            .unwrap();
+        let program = out.path().join(program_name(&name));
+        run_go(&mut cmd, "the test program", &module.path().join("go.sum")).unwrap();
+        let ran = Command::new(&program).output().unwrap();
+        String::from_utf8_lossy(&ran.stderr).trim().to_string()
+    };
+    let first = tempfile::tempdir().unwrap();
+    c_library_sysroot(first.path(), triple);
+    assert_eq!(build(first.path()), "42");
+    drop(first);
+    let second = tempfile::tempdir().unwrap();
+    c_library_sysroot(second.path(), triple);
+    assert_eq!(build(second.path()), "42");
 }
 
 #[test]
