@@ -92,6 +92,89 @@
 # shellcheck source=ci/lib.sh
 . "$(dirname "$0")/lib.sh"
 
+# The nodes: name, address, pod subnet, init system, and the way kubedist's
+# software reaches it: apt (the deb family), tarball (install.sh, deb
+# family on these Debian roots), sysext (the image, which reads the rpm
+# family's /etc/sysconfig/kubelet), dnf (the rpm family), installer (the
+# installer image's install.sh, deb family).
+NODES="cp w1 w2 w3 w4 w5"
+WORKERS="w1 w2 w3 w4 w5"
+# The virtual machines: v1 systemd (apt), v2 OpenRC and v3 runit (the
+# tarball) in the cluster at N-1, from the VM cases to their leaving; v4
+# runit (the tarball) in the upgraded cluster, for its own case. KD_VMS
+# picks fewer (KD_VMS=v1: a quicker run that still shows kubeadm's
+# defaults with the systemd driver); every run boots all four unless told.
+VMS=${KD_VMS:-v1 v2 v3 v4}
+OLDER_VMS=
+UPGRADED_VMS=
+for vm in $VMS; do
+    case $vm in
+    v1 | v2 | v3) OLDER_VMS="$OLDER_VMS $vm" ;;
+    v4) UPGRADED_VMS="$UPGRADED_VMS $vm" ;;
+    *) echo "t-cluster: KD_VMS: $vm is not a VM worker (v1, v2, v3, v4)" >&2 && exit 2 ;;
+    esac
+done
+joins_upgraded() { case " $UPGRADED_VMS " in *" $1 "*) true ;; *) false ;; esac; }
+# vm_cpus COUNT : each VM's CPUs when COUNT run at once: this machine's,
+# shared by them, one at least and two at most. While a VM works the
+# containers' nodes mostly wait: a lone VM of one CPU left the other idle.
+vm_cpus() {
+    c=$(($(nproc) / ($1 > 0 ? $1 : 1)))
+    [ "$c" -ge 1 ] || c=1
+    [ "$c" -le 2 ] || c=2
+    echo "$c"
+}
+# shellcheck disable=SC2086 # the VMs, as words
+KD_VM_CPUS=$(vm_cpus "$(printf '%s\n' $OLDER_VMS | grep -c .)")
+node_ip() { case $1 in cp) echo 10.88.0.11 ;; w1) echo 10.88.0.12 ;; w2) echo 10.88.0.13 ;; w3) echo 10.88.0.14 ;; w4) echo 10.88.0.15 ;; w5) echo 10.88.0.16 ;;
+    v1) echo 10.88.0.21 ;; v2) echo 10.88.0.22 ;; v3) echo 10.88.0.23 ;; v4) echo 10.88.0.24 ;; esac; }
+node_pods() { case $1 in cp) echo 10.244.0 ;; w1) echo 10.244.1 ;; w2) echo 10.244.2 ;; w3) echo 10.244.3 ;; w4) echo 10.244.4 ;; w5) echo 10.244.5 ;;
+    v1) echo 10.244.21 ;; v2) echo 10.244.22 ;; v3) echo 10.244.23 ;; v4) echo 10.244.24 ;; esac; }
+node_init() { case $1 in w1 | v2) echo openrc ;; w2 | v3 | v4) echo runit ;; *) echo systemd ;; esac; }
+node_arch() { case $1 in v3) echo arm64 ;; v4) echo riscv64 ;; *) echo amd64 ;; esac; }
+# (What `uname -m` names it.)
+node_machine() { case $(node_arch "$1") in amd64) echo x86_64 ;; arm64) echo aarch64 ;; riscv64) echo riscv64 ;; esac; }
+node_way() { case $1 in cp | v1) echo apt ;; w1 | w2 | v2 | v3 | v4) echo tarball ;; w3) echo sysext ;; w4) echo dnf ;; w5) echo installer ;; esac; }
+is_vm() { case $1 in v*) true ;; *) false ;; esac; }
+# The family env file NODE's kubelet reads KUBELET_EXTRA_ARGS from.
+env_file() { case $(node_way "$1") in sysext | dnf) echo /etc/sysconfig/kubelet ;; *) echo /etc/default/kubelet ;; esac; }
+SW=kdc-sw.$$
+
+NODE_TOOLS="iproute2 iptables conntrack ethtool socat kmod procps util-linux mount"
+
+# node_base NODE : the cached tarball of NODE's base root (mmdebstrap's,
+# made once, kd_base_tarball), made now if missing. Prints its path.
+node_base() {
+    case $1 in
+    cp | w5) kd_base_tarball cluster-systemd systemd systemd-sysv dbus $NODE_TOOLS ;;
+    w1) kd_base_tarball cluster-openrc sysvinit-core openrc $NODE_TOOLS ;;
+    w2) kd_base_tarball cluster-runit runit-init runit $NODE_TOOLS ;;
+    # Debian 13: systemd 257, whose systemd-container has systemd-sysupdate
+    # (and gpg, which it verifies the served SHA256SUMS with).
+    w3) (
+        # shellcheck disable=SC2034 # read by kd_base_tarball
+        KD_SUITE_CODENAME=trixie
+        kd_base_tarball cluster-sysext systemd systemd-sysv dbus systemd-container gpg $NODE_TOOLS
+    ) ;;
+    # Debian's rpm and dnf (with the versionlock plugin): the rpm family's
+    # package manager on a booted systemd.
+    w4) kd_base_tarball cluster-dnf systemd systemd-sysv dbus rpm dnf dnf-plugins-core $NODE_TOOLS ;;
+    # (curl and dig: what this machine runs in a pod's network elsewhere.)
+    v*) kd_vm_base "cluster-$(node_init "$1")" "$(node_init "$1")" "$(node_arch "$1")" $NODE_TOOLS curl bind9-dnsutils ;;
+    esac
+}
+
+# `t-cluster.sh --bases`: every node's base root made, and nothing else.
+# cargo xtask test runs it beside the releases' builds, so that a machine
+# without them (a cold cache) does not make them in the cluster's lane.
+if [ "${1:-}" = --bases ]; then
+    kd_require mmdebstrap
+    for n in $NODES $VMS; do
+        kd_log "kd-$n's base root: $(node_base "$n")"
+    done
+    exit 0
+fi
+
 kd_require systemd-nspawn nsenter ip unshare tar jq sha256sum dpkg-deb qemu-system-x86_64 qemu-system-aarch64 \
     qemu-system-riscv64 ssh ssh-keygen mkfs.ext4
 kd_require_dist
@@ -155,55 +238,6 @@ grep -qx "$PAUSE" "$TMP/bundle.refs" || {
     exit 1
 }
 
-# The nodes: name, address, pod subnet, init system, and the way kubedist's
-# software reaches it: apt (the deb family), tarball (install.sh, deb
-# family on these Debian roots), sysext (the image, which reads the rpm
-# family's /etc/sysconfig/kubelet), dnf (the rpm family), installer (the
-# installer image's install.sh, deb family).
-NODES="cp w1 w2 w3 w4 w5"
-WORKERS="w1 w2 w3 w4 w5"
-# The virtual machines: v1 systemd (apt), v2 OpenRC and v3 runit (the
-# tarball) in the cluster at N-1, from the VM cases to their leaving; v4
-# runit (the tarball) in the upgraded cluster, for its own case. KD_VMS
-# picks fewer (KD_VMS=v1: a quicker run that still shows kubeadm's
-# defaults with the systemd driver); every run boots all four unless told.
-VMS=${KD_VMS:-v1 v2 v3 v4}
-OLDER_VMS=
-UPGRADED_VMS=
-for vm in $VMS; do
-    case $vm in
-    v1 | v2 | v3) OLDER_VMS="$OLDER_VMS $vm" ;;
-    v4) UPGRADED_VMS="$UPGRADED_VMS $vm" ;;
-    *) echo "t-cluster: KD_VMS: $vm is not a VM worker (v1, v2, v3, v4)" >&2 && exit 2 ;;
-    esac
-done
-joins_upgraded() { case " $UPGRADED_VMS " in *" $1 "*) true ;; *) false ;; esac; }
-# vm_cpus COUNT : each VM's CPUs when COUNT run at once: this machine's,
-# shared by them, one at least and two at most. While a VM works the
-# containers' nodes mostly wait: a lone VM of one CPU left the other idle.
-vm_cpus() {
-    c=$(($(nproc) / ($1 > 0 ? $1 : 1)))
-    [ "$c" -ge 1 ] || c=1
-    [ "$c" -le 2 ] || c=2
-    echo "$c"
-}
-# shellcheck disable=SC2086 # the VMs, as words
-KD_VM_CPUS=$(vm_cpus "$(printf '%s\n' $OLDER_VMS | grep -c .)")
-node_ip() { case $1 in cp) echo 10.88.0.11 ;; w1) echo 10.88.0.12 ;; w2) echo 10.88.0.13 ;; w3) echo 10.88.0.14 ;; w4) echo 10.88.0.15 ;; w5) echo 10.88.0.16 ;;
-    v1) echo 10.88.0.21 ;; v2) echo 10.88.0.22 ;; v3) echo 10.88.0.23 ;; v4) echo 10.88.0.24 ;; esac; }
-node_pods() { case $1 in cp) echo 10.244.0 ;; w1) echo 10.244.1 ;; w2) echo 10.244.2 ;; w3) echo 10.244.3 ;; w4) echo 10.244.4 ;; w5) echo 10.244.5 ;;
-    v1) echo 10.244.21 ;; v2) echo 10.244.22 ;; v3) echo 10.244.23 ;; v4) echo 10.244.24 ;; esac; }
-node_init() { case $1 in w1 | v2) echo openrc ;; w2 | v3 | v4) echo runit ;; *) echo systemd ;; esac; }
-node_arch() { case $1 in v3) echo arm64 ;; v4) echo riscv64 ;; *) echo amd64 ;; esac; }
-# (What `uname -m` names it.)
-node_machine() { case $(node_arch "$1") in amd64) echo x86_64 ;; arm64) echo aarch64 ;; riscv64) echo riscv64 ;; esac; }
-node_way() { case $1 in cp | v1) echo apt ;; w1 | w2 | v2 | v3 | v4) echo tarball ;; w3) echo sysext ;; w4) echo dnf ;; w5) echo installer ;; esac; }
-is_vm() { case $1 in v*) true ;; *) false ;; esac; }
-# The family env file NODE's kubelet reads KUBELET_EXTRA_ARGS from.
-env_file() { case $(node_way "$1") in sysext | dnf) echo /etc/sysconfig/kubelet ;; *) echo /etc/default/kubelet ;; esac; }
-SW=kdc-sw.$$
-
-NODE_TOOLS="iproute2 iptables conntrack ethtool socat kmod procps util-linux mount"
 
 # --- the network: a bridge in a namespace of its own, a veth per node ------
 
@@ -413,23 +447,7 @@ carry() { ln -f "$@" 2>/dev/null || cp "$@"; }
 node_root() {
     n=$1
     init=$(node_init "$n")
-    case $n in
-    cp | w5) base=$(kd_base_tarball cluster-systemd systemd systemd-sysv dbus $NODE_TOOLS) ;;
-    w1) base=$(kd_base_tarball cluster-openrc sysvinit-core openrc $NODE_TOOLS) ;;
-    w2) base=$(kd_base_tarball cluster-runit runit-init runit $NODE_TOOLS) ;;
-    # Debian 13: systemd 257, whose systemd-container has systemd-sysupdate
-    # (and gpg, which it verifies the served SHA256SUMS with).
-    w3) base=$(
-        # shellcheck disable=SC2034 # read by kd_base_tarball
-        KD_SUITE_CODENAME=trixie
-        kd_base_tarball cluster-sysext systemd systemd-sysv dbus systemd-container gpg $NODE_TOOLS
-    ) ;;
-    # Debian's rpm and dnf (with the versionlock plugin): the rpm family's
-    # package manager on a booted systemd.
-    w4) base=$(kd_base_tarball cluster-dnf systemd systemd-sysv dbus rpm dnf dnf-plugins-core $NODE_TOOLS) ;;
-    # (curl and dig: what this machine runs in a pod's network elsewhere.)
-    v*) base=$(kd_vm_base "cluster-$init" "$init" "$(node_arch "$n")" $NODE_TOOLS curl bind9-dnsutils) ;;
-    esac
+    base=$(node_base "$n")
     r=$TMP/root-$n
     mkdir -p "$r"
     tar -xf "$base" -C "$r" --numeric-owner
@@ -793,14 +811,7 @@ test_every_node_installs_offline_its_own_way() {
         fi
         write_cni "$n"
         vm_patch "$n" | kd_in_boot "$n" sh -c 'mkdir -p /etc/kubedist-test/patches && cat >/etc/kubedist-test/patches/kubeletconfiguration+merge.yaml'
-        : >"$TMP/$n.move.started"
-        # (Its files named before: the helpers' variables are global.)
-        moved=$TMP/$n.move
-        (
-            rc=0
-            $move "$n" >"$moved" 2>&1 || rc=$?
-            echo "$rc" >"$moved.rc"
-        ) </dev/null >/dev/null 2>&1 &
+        behind "$n.move" $move "$n"
     done
     at_once install_older $NODES
     for n in $WORKERS; do set_zone "$n" "a-$n"; done
@@ -1117,6 +1128,32 @@ assert_boot_imported_nothing() {
     assert_no_grep 'note:' "$2"
 }
 
+# behind NAME COMMAND... : COMMAND run in the background, once a run:
+# $TMP/NAME.started marks its start, $TMP/NAME takes what it prints and
+# $TMP/NAME.rc its exit status when it ends (behind_ended).
+behind() {
+    behind_name=$1
+    shift
+    [ ! -f "$TMP/$behind_name.started" ] || return 0
+    : >"$TMP/$behind_name.started"
+    # (Its file named before the subshell: the helpers' variables are
+    # global, and another call may change them meanwhile.)
+    behind_out=$TMP/$behind_name
+    (
+        rc=0
+        "$@" >"$behind_out" 2>&1 || rc=$?
+        echo "$rc" >"$behind_out.rc"
+    ) </dev/null >/dev/null 2>&1 &
+}
+
+# behind_ended NAME WHAT : waits up to 600 s for `behind NAME`'s end, shows
+# what it printed, and fails naming WHAT unless it succeeded.
+behind_ended() {
+    wait_for 600 "$2 to end" test -f "$TMP/$1.rc"
+    cat "$TMP/$1"
+    assert_eq 0 "$(cat "$TMP/$1.rc")" "the exit status of $2"
+}
+
 # vm_installed NODE : fails, saying so, when the install case did not
 # install VM NODE.
 vm_installed() {
@@ -1127,9 +1164,7 @@ vm_installed() {
 # vm_join NODE : VM NODE's part of the case below: booted, joined, checked.
 vm_join() {
     vm_installed "$1"
-    wait_for 600 "kd-$1's boot as a VM to end" test -f "$TMP/$1.move.rc"
-    cat "$TMP/$1.move"
-    assert_eq 0 "$(cat "$TMP/$1.move.rc")" "the exit status of kd-$1's move to its VM"
+    behind_ended "$1.move" "kd-$1's move to its VM"
     vm_kernel "$1" >"$TMP/$1.kernel-booted"
     cat "$TMP/$1.kernel-booted"
     assert_kernel_ready "$TMP/$1.kernel-booted"
@@ -1452,19 +1487,13 @@ test_the_cluster_upgrades_to_the_next_minor_offline_through_the_channels() {
 }
 
 # vm_boot_behind NODE : VM NODE, parked, booted in the background, once
-# (what it printed and its status in $TMP/NODE.boot and .boot.rc): the
-# upgrade's end starts it, so that its boot under TCG, alone of the VMs
-# (the machine's CPUs, up to two), runs beside the containers' cases.
-vm_boot_behind() {
-    [ ! -f "$TMP/$1.boot.started" ] || return 0
-    : >"$TMP/$1.boot.started"
-    booted=$TMP/$1.boot
-    (
-        rc=0
-        KD_VM_CPUS=$(vm_cpus 1)
-        vm_boot "$1" >"$booted" 2>&1 || rc=$?
-        echo "$rc" >"$booted.rc"
-    ) </dev/null >/dev/null 2>&1 &
+# (behind NODE.boot): the upgrade's end starts it, so that its boot under
+# TCG, alone of the VMs, runs beside the containers' cases.
+vm_boot_behind() { behind "$1.boot" vm_boot_alone "$1"; }
+# vm_boot_alone NODE : vm_boot with the machine's CPUs, up to two.
+vm_boot_alone() {
+    KD_VM_CPUS=$(vm_cpus 1)
+    vm_boot "$1"
 }
 
 # vm_joins_upgraded NODE : VM NODE, parked at N since the install case,
@@ -1472,16 +1501,9 @@ vm_boot_behind() {
 # reboot: vm_join, vm_pod.
 vm_joins_upgraded() {
     vm_installed "$1"
-    wait_for 600 "kd-$1's root to be made ready for its VM" test -f "$TMP/$1.move.rc"
-    [ "$(cat "$TMP/$1.move.rc")" = 0 ] || {
-        cat "$TMP/$1.move"
-        echo "assertion failed: kd-$1's root was not made ready for its VM" >&2
-        return 1
-    }
+    behind_ended "$1.move" "kd-$1's root made ready for its VM"
     vm_boot_behind "$1"
-    wait_for 600 "kd-$1's boot as a VM to end" test -f "$TMP/$1.boot.rc"
-    cat "$TMP/$1.boot"
-    assert_eq 0 "$(cat "$TMP/$1.boot.rc")" "the exit status of kd-$1's boot as a VM"
+    behind_ended "$1.boot" "kd-$1's boot as a VM"
     vm_join "$1"
     echo_manifest "$1" | kc apply -f -
     vm_pod "$1"
