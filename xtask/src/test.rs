@@ -139,9 +139,14 @@ pub fn run(root: &Path, args: &Args) -> Result<()> {
     );
 
     // Two chains of steps before the suites, at once: cargo's tests, which
-    // leave a CPU idle much of their time, and the releases, one after the
-    // other (each dist keeps both CPUs busy while it compresses).
-    let steps = Steps::new(cargo_tests && !suites.is_empty());
+    // leave a CPU idle much of their time, then the base roots of
+    // `BASES_BESIDE_RELEASES`, mostly downloads; and the releases, one after
+    // the other (each dist keeps both CPUs busy while it compresses).
+    let bases: Vec<&PathBuf> = suites
+        .iter()
+        .filter(|s| BASES_BESIDE_RELEASES.contains(&suite_name(s).as_str()))
+        .collect();
+    let steps = Steps::new((cargo_tests || !bases.is_empty()) && !suites.is_empty());
 
     let mut missing: Vec<_> = TOOLS.iter().filter(|t| !crate::util::on_path(t)).collect();
     // The SBOM checkers live in a virtual environment of the checkout's
@@ -181,6 +186,17 @@ pub fn run(root: &Path, args: &Args) -> Result<()> {
                         .args(["-n", "10"])
                         .arg(crate::util::cargo())
                         .args(["test", "--workspace"])
+                        .current_dir(root),
+                )?;
+            }
+            for suite in &bases {
+                steps.run(
+                    "bases",
+                    &format!("the {} suite's base roots", suite_name(suite)),
+                    Command::new("nice")
+                        .args(["-n", "10", "sh"])
+                        .arg(suite)
+                        .arg("--bases")
                         .current_dir(root),
                 )?;
             }
@@ -521,6 +537,13 @@ impl Steps {
         }
     }
 }
+
+/// The suites whose base roots (mmdebstrap's, cached in the home
+/// directory) are made beside the releases' builds, after cargo's tests
+/// (`ci/t-SUITE.sh --bases`): the longest lane's, which made them itself
+/// before, about 800 s of a cold run (docs/testing.md). Warm, the step
+/// finds them all made.
+const BASES_BESIDE_RELEASES: &[&str] = &["cluster"];
 
 /// The chain of steps that builds the releases the suites read.
 const RELEASES: &str = "releases";
