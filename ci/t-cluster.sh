@@ -1169,6 +1169,10 @@ vm_join() {
     cat "$TMP/$1.kernel-booted"
     assert_kernel_ready "$TMP/$1.kernel-booted"
     assert_boot_imported_nothing "$1" "$TMP/$1.first-import"
+    # kubeadm's preflight gives the runtime 2 s to answer, which a VM under
+    # TCG just booted, its crash-looping kubelet beside, has missed once:
+    # an operator joins a node whose runtime answers (crictl: 30 s here).
+    wait_for 120 "kd-$1's containerd answers CRI" kd_in_boot "$1" crictl info
     in_node "$1" "$(cat "$TMP/join")" >"$TMP/$1.kubeadm" 2>&1 ||
         { cat "$TMP/$1.kubeadm"; return 1; }
     cat "$TMP/$1.kubeadm"
