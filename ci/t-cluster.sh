@@ -31,15 +31,16 @@
 # cgroup v2), joined with kubeadm's defaults: no preflight check skipped
 # and, on their kubelets, no failCgroupV1 (a `kubeadm join --patches` file
 # takes the cluster's v1 setting back). v1-v3 (Debian 12's cloud kernel)
-# join at N-1 after the cluster is up and leave before the upgrade; v4
-# joins the upgraded cluster at N and leaves:
+# join at N-1 after the cluster is up; v1 and v2 leave before the upgrade,
+# v3 is upgraded with the cluster and leaves after it; v4 joins the
+# upgraded cluster at N and leaves:
 #   v1  Debian 12, systemd 252 with the systemd cgroup driver (kubelet and
 #       containerd); apt from the signed repository, as cp;
 #   v2  sysvinit + OpenRC, the tarball, as w1;
 #   v3  arm64 (qemu-system-aarch64, Debian 12's arm64 cloud kernel), runit:
-#       the arm64 tarball and bundle of N-1 (cargo xtask test builds them
-#       from source beside the amd64 release, in its arm64/), its echo pod
-#       an arm64 program;
+#       the arm64 tarball and bundle of N-1, then of N for its upgrade
+#       (cargo xtask test builds them from source beside each amd64
+#       release, in its arm64/), its echo pod an arm64 program;
 #   v4  riscv64 (qemu-system-riscv64, Debian 13's riscv64 kernel, QEMU's
 #       OpenSBI), runit: the riscv64 tarball and bundle of N (the release's
 #       riscv64/, which cargo xtask test builds from source for t-source),
@@ -115,6 +116,11 @@ for vm in $VMS; do
     esac
 done
 joins_upgraded() { case " $UPGRADED_VMS " in *" $1 "*) true ;; *) false ;; esac; }
+# The VMs at N-1 that stay through the upgrade and are upgraded with the
+# cluster, from N's tarball and bundle of their architecture: v3, arm64.
+UPGRADING_VMS=
+case " $OLDER_VMS " in *" v3 "*) UPGRADING_VMS=v3 ;; esac
+upgrades_with_cluster() { [ "$1" = "$UPGRADING_VMS" ]; }
 # vm_cpus COUNT : each VM's CPUs when COUNT run at once: this machine's,
 # shared by them, one at least and two at most. While a VM works the
 # containers' nodes mostly wait: a lone VM of one CPU left the other idle.
@@ -553,7 +559,8 @@ INITD
     # (A VM is in the cluster at one release: that one's alone, a copy on
     # its disk.)
     joins_upgraded "$n" || carry_release "$n" "$OLD" "$OLD_K8S" "$OLD_MINOR"
-    { is_vm "$n" && ! joins_upgraded "$n"; } || carry_release "$n" "$KD_DIST" "$K8S" "$MINOR"
+    { is_vm "$n" && ! joins_upgraded "$n" && ! upgrades_with_cluster "$n"; } ||
+        carry_release "$n" "$KD_DIST" "$K8S" "$MINOR"
     printf '%s\n' "$r"
 }
 
@@ -745,11 +752,14 @@ HELD="kubeadm kubelet kubectl"
 guide() {
     node=$1 name=$2 version=$3 minor=$4
     shift 4
-    restart=
+    restart='' patches=''
     [ "$(node_init "$node")" != runit ] || restart='s/^rc-service kubelet restart .*/sv restart kubelet/'
+    # A VM's kubelet settings (vm_patch) kept through its upgrade, as kubeadm
+    # takes them at the join.
+    ! is_vm "$node" || patches='s|^kubeadm upgrade node.*|& --patches /etc/kubedist-test/patches|'
     kd_guide_block docs/air-gapped.md "$name" "$@" 1.37.2 "$version" v1.37 "v$minor" amd64 "$(node_arch "$node")" | sed \
         -e 's/^kubeadm upgrade \(apply\|node\).*/& --ignore-preflight-errors=SystemVerification/' \
-        -e "$restart"
+        -e "$restart" -e "$patches"
 }
 
 # install NODE VERSION MINOR : kubedist's software of release VERSION on
@@ -888,7 +898,7 @@ test_every_runtime_is_kubedist_containerd_with_the_kubelets_cgroup_driver() {
 
 pod_running() { [ "$(kc -n kube-system get pod "$1" -o jsonpath='{.status.phase}')" = Running ]; }
 kube_proxies_running() {
-    [ "$(kc -n kube-system get pods -l k8s-app=kube-proxy --field-selector=status.phase=Running -o name | grep -c .)" = "$(echo $NODES | wc -w)" ]
+    [ "$(kc -n kube-system get pods -l k8s-app=kube-proxy --field-selector=status.phase=Running -o name | grep -c .)" = "$(kc get nodes -o name | grep -c .)" ]
 }
 
 test_the_control_plane_kube_proxy_and_coredns_run() {
@@ -1104,9 +1114,18 @@ vm_boot() {
     find "$TMP/root-$1" -mindepth 1 -maxdepth 1 ! -name boot -exec rm -rf {} +
 }
 
-# vm_refs NODE : the file of the image references of the bundle VM NODE
-# installed (refs): N's for one that joins the upgraded cluster, else N-1's.
-vm_refs() { if joins_upgraded "$1"; then echo "$TMP/bundle.refs"; else echo "$TMP/old.refs"; fi; }
+# vm_refs NODE : the file of the image references of the bundles VM NODE
+# imported (refs): N's for one that joins the upgraded cluster, both for
+# one upgraded with it once upgraded, else N-1's.
+vm_refs() {
+    if joins_upgraded "$1"; then
+        echo "$TMP/bundle.refs"
+    elif [ -f "$TMP/$1.upgraded" ]; then
+        echo "$TMP/all.refs"
+    else
+        echo "$TMP/old.refs"
+    fi
+}
 
 # import_named_all NODE FILE : whether VM NODE's boot-time import has named
 # every image of its bundle yet (what it said so far kept in FILE).
@@ -1353,10 +1372,13 @@ test_a_rebooted_vm_worker_comes_back_with_its_kernel_settings() {
     for vm in $OLDER_VMS; do vm_back "$vm"; done
 }
 
-# The VMs leave before the upgrade, which is the containers' nodes' alone
-# (their reboot showed the graceful power-off).
+# The VMs leave before the upgrade (their reboot showed the graceful
+# power-off), but the one upgraded with the cluster, which imports N's
+# bundle meanwhile, behind the cases until the upgrade's (under TCG an
+# import takes minutes).
 test_the_vm_workers_leave_the_cluster() {
-    for n in $OLDER_VMS; do vm_leave "$n"; done
+    for n in $OLDER_VMS; do upgrades_with_cluster "$n" || vm_leave "$n"; done
+    for n in $UPGRADING_VMS; do behind "$n.import" import_next_bundle "$n"; done
 }
 
 # vm_leave NODE : VM NODE's pod and node deleted, the VM stopped, its disk
@@ -1447,19 +1469,23 @@ test_the_cluster_upgrades_to_the_next_minor_offline_through_the_channels() {
     # N's images on every node first: `upgrade apply` rolls kube-proxy and
     # CoreDNS out to the workers at once.
     at_once import_next_bundle $NODES
+    for n in $UPGRADING_VMS; do
+        behind "$n.import" import_next_bundle "$n"
+        behind_ended "$n.import" "kd-$n's import of N's bundle"
+    done
     in_node cp "$(guide cp upgrade-control-plane "$K8S" "$MINOR")"
     wait_for 120 "kd-cp's API server is ready after its upgrade" kc get --raw /readyz
-    at_once upgrade_worker $WORKERS
-    for n in $NODES; do
+    at_once upgrade_worker $WORKERS $UPGRADING_VMS
+    for n in $NODES $UPGRADING_VMS; do
         wait_for 180 "kd-$n's kubelet reports v$K8S" kubelet_version_is "$n" "$K8S"
         wait_for 120 "kd-$n is Ready at v$K8S" kc wait --for=condition=Ready "node/kd-$n" --timeout=5s
     done
     # N-1's bundle goes, as the guide says (a tarball node's upgrade did it).
-    for n in $NODES; do
+    for n in $NODES $UPGRADING_VMS; do
         [ "$(node_way "$n")" = tarball ] ||
             in_node "$n" "$(guide "$n" bundle-prune "$K8S" "$MINOR" 1.36.3 "$OLD_K8S")"
         kd_in_boot "$n" ls /var/lib/kubedist/images >"$TMP/$n.bundles"
-        assert_eq "$(printf '%s\n' SHA256SUMS "${BUNDLE##*/}")" "$(cat "$TMP/$n.bundles")" "kd-$n's bundles after the upgrade"
+        assert_eq "$(printf '%s\n' SHA256SUMS "kubedist-images-$K8S-$(node_arch "$n").oci.tar")" "$(cat "$TMP/$n.bundles")" "kd-$n's bundles after the upgrade"
     done
     kill "$probe"
     wait "$probe" || true
@@ -1470,7 +1496,8 @@ test_the_cluster_upgrades_to_the_next_minor_offline_through_the_channels() {
     done
     assert_eq "$(grep "^$REPO/kube-proxy:" "$TMP/bundle.refs")" "$(image_of daemonset/kube-proxy)" "kube-proxy's image after the upgrade"
     assert_eq "$(grep "^$REPO/coredns:" "$TMP/bundle.refs")" "$(image_of deployment/coredns)" "CoreDNS's image after the upgrade"
-    wait_for 120 "kube-proxy runs on every node" kube_proxies_running
+    # (Its new pod on a VM under TCG starts slowly.)
+    wait_for 300 "kube-proxy runs on every node" kube_proxies_running
     wait_for 120 "CoreDNS is available" kc -n kube-system wait --for=condition=Available deployment/coredns --timeout=5s
     for n in $NODES; do
         wait_for 60 "the echo Services answer from kd-$n's pod" echo_reachable "$n"
@@ -1485,9 +1512,33 @@ test_the_cluster_upgrades_to_the_next_minor_offline_through_the_channels() {
         echo "assertion failed: the echo-all Service went unanswered for $gap s during the upgrade" >&2
         return 1
     }
-    # The VM that joins the upgraded cluster boots now, behind the cases
-    # on the containers' nodes that follow (its own comes after them).
+}
+
+# vm_upgraded NODE : VM NODE upgraded with the cluster: its kubelet's
+# settings of the join kept (kubeadm upgrade node --patches), and its pod
+# checked again (vm_pod), now with N's images beside N-1's.
+vm_upgraded() {
+    : >"$TMP/$1.upgraded"
+    kd_in_boot "$1" cat /var/lib/kubelet/config.yaml >"$TMP/$1.kubelet-config-upgraded"
+    assert_grep '^failCgroupV1: true$' "$TMP/$1.kubelet-config-upgraded"
+    vm_pod "$1"
+}
+
+# The arm64 worker (v3), upgraded with the cluster above from N's arm64
+# tarball and bundle: its pod, kept through the kubelet's restart, still
+# arm64 and cgroup v2, reached through its Service and reaching the control
+# plane's through CoreDNS, on its kube-proxy of N; no image pulled. Then it
+# leaves, also when a check failed, its logs kept first, and the VM that
+# joins the upgraded cluster boots, behind the cases on the containers'
+# nodes that follow (its own comes after them).
+test_the_arm64_worker_was_upgraded_with_the_cluster() {
+    rc=0
+    # (at_once's subshells keep set -e, which the `||` would turn off.)
+    at_once vm_upgraded $UPGRADING_VMS || { rc=1 && keep_logs; }
+    for n in $UPGRADING_VMS; do vm_leave "$n" || rc=1; done
     for n in $UPGRADED_VMS; do vm_boot_behind "$n"; done
+    [ -n "$UPGRADING_VMS" ] || echo "KD_VMS names no VM that is upgraded with the cluster"
+    return "$rc"
 }
 
 # vm_boot_behind NODE : VM NODE, parked, booted in the background, once
@@ -1936,6 +1987,7 @@ kd_test test_pods_on_the_vm_workers_answer_through_services
 kd_test test_a_rebooted_vm_worker_comes_back_with_its_kernel_settings
 kd_test test_the_vm_workers_leave_the_cluster
 kd_test test_the_cluster_upgrades_to_the_next_minor_offline_through_the_channels
+kd_test test_the_arm64_worker_was_upgraded_with_the_cluster
 kd_test test_a_stray_older_bundle_is_refused_and_the_node_keeps_its_own
 kd_test test_a_newer_package_in_the_channel_upgrades_only_what_is_not_held
 kd_test test_a_killed_kubelet_is_brought_back_by_its_init_system

@@ -576,9 +576,10 @@ const CLUSTER_FORMATS: &str = "deb,rpm,tar,sysext,oci,images";
 const QUICK_DEBS: &str = "deb=zstd:3";
 
 /// The cluster's VM workers of another architecture that join at the
-/// release before the pin (t-cluster.sh): each installs that release's
-/// tarball and bundle of its architecture. (v4, riscv64, joins the upgraded
-/// cluster from the current release's `SOURCE_ONLY_ARCH` build.)
+/// release before the pin and are upgraded with the cluster to the pin's
+/// (t-cluster.sh): each installs the tarball and bundle of its
+/// architecture of both releases. (v4, riscv64, joins the upgraded cluster
+/// from the current release's `SOURCE_ONLY_ARCH` build.)
 const FOREIGN_WORKERS: &[ForeignWorker] = &[ForeignWorker {
     vm: "v3",
     arch: "arm64",
@@ -706,7 +707,7 @@ fn build_releases(
         Inputs::Fixtures => ("--fixtures", root.join("target/ci-dist")),
         Inputs::Source => ("--source", root.join("target/ci-dist/source")),
     };
-    let (mut outs, mut args) = (Vec::new(), Vec::new());
+    let (mut outs, mut args, mut cur_codecs) = (Vec::new(), Vec::new(), Vec::new());
     for (label, revision) in [("prev", "1"), ("cur", "2")] {
         let out = work.join(label);
         // What the suites on source builds read: rpm and zypper both
@@ -717,19 +718,17 @@ fn build_releases(
         // read what users get; the current one compressed quickly (its
         // tarball, images and bundle are large, and t-dist checks the
         // codecs on the fixtures). The fixtures' releases have every format.
-        let formats: &[&str] = match (inputs, label) {
-            (Inputs::Fixtures, _) => &[],
-            (Inputs::Source, "prev") => &["--formats", "deb,rpm,sysext"],
-            (Inputs::Source, _) => &[
-                "--fast",
-                "--compression",
-                QUICK_DEBS,
-                "--formats",
-                CLUSTER_FORMATS,
-            ],
+        let (codecs, formats): (&[&str], &[&str]) = match (inputs, label) {
+            (Inputs::Fixtures, _) => (&[], &[]),
+            (Inputs::Source, "prev") => (&[], &["--formats", "deb,rpm,sysext"]),
+            (Inputs::Source, _) => (
+                &["--fast", "--compression", QUICK_DEBS],
+                &["--formats", CLUSTER_FORMATS],
+            ),
         };
         let what = format!("{flag} (release {label}, revision {revision})");
-        args = [&[flag, "--revision", revision], formats].concat();
+        cur_codecs = [&[flag, "--revision", revision], codecs].concat();
+        args = [&cur_codecs[..], formats].concat();
         dist(xtask, steps, &what, &args, "amd64", &out)?;
         outs.push(out);
     }
@@ -741,6 +740,18 @@ fn build_releases(
         let arch = SOURCE_ONLY_ARCH;
         let what = format!("{flag} (release cur, {arch})");
         dist(xtask, steps, &what, &args, arch, &cur.join(arch))?;
+        // What the foreign workers upgrade to.
+        for worker in FOREIGN_WORKERS.iter().filter(|w| w.booted()) {
+            let (arch, formats) = (worker.arch, FOREIGN_WORKER_FORMATS);
+            dist(
+                xtask,
+                steps,
+                &format!("{flag} (release cur, {arch} {formats})"),
+                &[&cur_codecs[..], &["--formats", formats]].concat(),
+                arch,
+                &cur.join(arch),
+            )?;
+        }
     }
     Ok((prev, cur))
 }
