@@ -643,20 +643,32 @@ fn build_older_release(spec: &Spec, xtask: &Path, steps: &Steps) -> Result<PathB
         "amd64",
         &out,
     )?;
-    // After amd64's: each dist empties its OUT, and ARCH/ is inside it.
+    dist_foreign_workers(xtask, steps, &what, &args, &out)?;
+    Ok(out)
+}
+
+/// The formats each booted `FOREIGN_WORKERS` installs, of the release that
+/// `dist ARGS` (`what`) built into OUT, into OUT/ARCH: after that dist,
+/// which empties its OUT.
+fn dist_foreign_workers(
+    xtask: &Path,
+    steps: &Steps,
+    what: &str,
+    args: &[&str],
+    out: &Path,
+) -> Result<()> {
     for worker in FOREIGN_WORKERS.iter().filter(|w| w.booted()) {
-        let arch = worker.arch;
-        let formats = FOREIGN_WORKER_FORMATS;
+        let (arch, formats) = (worker.arch, FOREIGN_WORKER_FORMATS);
         dist(
             xtask,
             steps,
             &format!("{what}, {arch} {formats}"),
-            &[&args[..], &["--formats", formats]].concat(),
+            &[args, &["--formats", formats]].concat(),
             arch,
             &out.join(arch),
         )?;
     }
-    Ok(out)
+    Ok(())
 }
 
 /// `cargo xtask dist ARGS --arch ARCH --out OUT` (`xtask`: this program)
@@ -741,17 +753,8 @@ fn build_releases(
         let what = format!("{flag} (release cur, {arch})");
         dist(xtask, steps, &what, &args, arch, &cur.join(arch))?;
         // What the foreign workers upgrade to.
-        for worker in FOREIGN_WORKERS.iter().filter(|w| w.booted()) {
-            let (arch, formats) = (worker.arch, FOREIGN_WORKER_FORMATS);
-            dist(
-                xtask,
-                steps,
-                &format!("{flag} (release cur, {arch} {formats})"),
-                &[&cur_codecs[..], &["--formats", formats]].concat(),
-                arch,
-                &cur.join(arch),
-            )?;
-        }
+        let what = format!("{flag} (release cur)");
+        dist_foreign_workers(xtask, steps, &what, &cur_codecs, &cur)?;
     }
     Ok((prev, cur))
 }
