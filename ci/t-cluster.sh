@@ -556,8 +556,8 @@ INITD
     # Each release's files in a directory of their own (docs/air-gapped.md,
     # step 2): the bundle, on a tarball node the tarball, and their
     # SHA256SUMS.
-    # (A VM is in the cluster at one release: that one's alone, a copy on
-    # its disk.)
+    # (A VM has on its disk, copied, the releases it runs: the one it
+    # joins at, and N too for the one upgraded with the cluster.)
     joins_upgraded "$n" || carry_release "$n" "$OLD" "$OLD_K8S" "$OLD_MINOR"
     { is_vm "$n" && ! joins_upgraded "$n" && ! upgrades_with_cluster "$n"; } ||
         carry_release "$n" "$KD_DIST" "$K8S" "$MINOR"
