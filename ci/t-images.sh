@@ -10,6 +10,9 @@
 #   - dist writes one bundle per architecture, byte for byte the same twice,
 #     naming every image of pkg/images.toml; skopeo reads each image of it;
 #     its SBOM relates every file of a layer to the images holding the layer
+#   - dist --worker-images writes a worker's bundle (...-<arch>-worker): the
+#     images pkg/images.toml says a worker runs, each the same image as in
+#     the whole bundle; install.sh --images installs it beside the whole one
 #   - kubedist-images imports every image into containerd's k8s.io
 #     namespace at the bundle's digest with no network; the pause image runs
 #     (ctr run); a second run imports nothing; a differing sandbox image is
@@ -51,6 +54,22 @@ trap 'ctd_stop_all; kd_cleanup' EXIT
 # The references pkg/images.toml lists, sorted.
 expected_refs() {
 	sed -n 's/^reference = "\(.*\)"$/\1/p' "$KD_REPO/pkg/images.toml" | sort
+}
+
+# Those of them a worker runs (`worker = true`), sorted.
+worker_refs() {
+	awk '/^reference = / { ref = $3; gsub(/"/, "", ref) } /^worker = true$/ { print ref }' \
+		"$KD_REPO/pkg/images.toml" | sort
+}
+
+# The worker's bundle of the fixtures for amd64 (dist --worker-images).
+worker_bundle() {
+	if ! ls "$OT"/w/kubedist-images-*-amd64-worker.oci.tar >/dev/null 2>&1; then
+		(cd "$KD_REPO" && SOURCE_DATE_EPOCH=1700000000 cargo xtask dist --fixtures --arch amd64 \
+			--formats images --worker-images --out "$OT/w") >"$OT/dist-worker.log" 2>&1 ||
+			{ cat "$OT/dist-worker.log" >&2; return 1; }
+	fi
+	kd_one "$OT"/w/kubedist-images-*-amd64-worker.oci.tar
 }
 
 # "<digest> <reference>" of every image of bundle $1, sorted by reference.
@@ -111,6 +130,30 @@ test_one_bundle_per_architecture_reproducible_naming_every_image() {
 			"$(jq '[.relationships[] | select(.relationshipType == "GENERATED_FROM") | .spdxElementId] | unique | length' "$b.spdx.json")" \
 			"files with an origin"
 	done
+}
+
+test_a_workers_bundle_holds_the_images_a_worker_runs() {
+	w=$(worker_bundle)
+	grep -q "  ${w##*/}\$" "$OT/w/SHA256SUMS"
+	echo "== ${w##*/}: what pkg/images.toml says a worker runs"
+	worker_refs >"$OT/worker-refs"
+	cat "$OT/worker-refs"
+	assert_eq 3 "$(wc -l <"$OT/worker-refs")" "images a worker runs"
+	bundle_images "$w" >"$OT/worker-images"
+	cut -d ' ' -f 2 "$OT/worker-images" | diff -u "$OT/worker-refs" -
+	# Each the same image as the whole bundle's, at the same digest.
+	bundle_images "$BUNDLE" | grep -Ff "$OT/worker-refs" | diff -u - "$OT/worker-images"
+	assert_eq "$(jq '.files | length' "$w.spdx.json")" \
+		"$(jq '[.relationships[] | select(.relationshipType == "GENERATED_FROM") | .spdxElementId] | unique | length' "$w.spdx.json")" \
+		"files with an origin"
+	echo "== --worker-images without an images bundle: one line, nothing written"
+	if (cd "$KD_REPO" && cargo xtask dist --fixtures --arch amd64 --formats deb --worker-images \
+		--out "$OT/none") >"$OT/none.out" 2>"$OT/none.err"; then
+		return 1
+	fi
+	cat "$OT/none.err"
+	assert_grep '^error: --worker-images: no images bundle in this run' "$OT/none.err"
+	[ ! -e "$OT/none" ]
 }
 
 test_containerd_imports_every_image_offline_and_the_pause_image_runs() {
@@ -315,6 +358,10 @@ test_air_gapped_host_installs_the_node_and_its_images() {
 	arm=$(arm64_bundle)
 	cp "$arm" "$root/srv/arm64/"
 	grep "  ${arm##*/}\$" "$OT/a/SHA256SUMS" >"$root/srv/arm64/SHA256SUMS"
+	mkdir -p "$root/srv/worker"
+	wb=$(worker_bundle)
+	cp "$wb" "$root/srv/worker/"
+	grep "  ${wb##*/}\$" "$OT/w/SHA256SUMS" >"$root/srv/worker/SHA256SUMS"
 	kd_script_offline "$root" <<'SCRIPT'
 bundle=$(ls /srv/dist/*.oci.tar)
 # "<digest> <reference>" of every image containerd holds, sorted.
@@ -345,6 +392,10 @@ grep -qx 'image-repository = registry.example.internal/k8s' /etc/kubedist/images
 held >/tmp/held-repo
 /srv/kd/kubedist-*/install.sh --images "$bundle" >/tmp/again
 grep -qx 'image-repository = registry.example.internal/k8s' /etc/kubedist/images.conf
+# A worker's bundle of the same release: installed beside the whole one,
+# its images there already.
+/srv/kd/kubedist-*/install.sh --images /srv/worker/kubedist-images-*-amd64-worker.oci.tar >/tmp/worker
+ls /var/lib/kubedist/images >/tmp/bundles
 /srv/kd/kubedist-*/install.sh uninstall >/tmp/uninstall
 [ ! -e /etc/kubedist ]
 kill "$ctd"
@@ -357,6 +408,11 @@ SCRIPT
 	bundle_images "$BUNDLE" | diff -u - "$root/tmp/held"
 	grep -q 'install /var/lib/kubedist/images/kubedist-images-' "$root/tmp/install"
 	grep -q 'kubedist-images: registry.k8s.io/pause:.*: imported' "$root/tmp/install"
+	echo "== a worker's bundle beside the whole one"
+	cat "$root/tmp/worker" "$root/tmp/bundles"
+	assert_eq "$(printf '%s\n' SHA256SUMS "${BUNDLE##*/}" "$(basename "$(worker_bundle)")" | sort)" \
+		"$(sort "$root/tmp/bundles")" "the bundles installed"
+	assert_no_grep ': imported' "$root/tmp/worker"
 	# Debian's containerd looks for the CNI plugins elsewhere: said once.
 	assert_eq 1 "$(grep -c 'note: containerd looks for CNI plugins in /usr/lib/cni, kubernetes-cni installs them in /opt/cni/bin: set bin_dir = "/opt/cni/bin"' "$root/tmp/install")" \
 		"notes on containerd's CNI directory"
@@ -644,6 +700,7 @@ test_an_image_list_kubeadm_disagrees_with_is_refused() {
 } >"$OT/functions"
 
 kd_test test_one_bundle_per_architecture_reproducible_naming_every_image
+kd_test test_a_workers_bundle_holds_the_images_a_worker_runs
 kd_test test_containerd_imports_every_image_offline_and_the_pause_image_runs
 kd_test test_a_matching_sandbox_image_gets_no_note
 kd_test test_a_changed_or_unlisted_bundle_imports_nothing

@@ -53,7 +53,8 @@ Options:
                       tarball's directory name, kubedist-<version>-linux-<arch>)
   --images FILE       install only the images bundle FILE
                       (kubedist-images-<version>-<arch>.oci.tar of `cargo
-                      xtask dist`), checked against the SHA256SUMS beside it
+                      xtask dist`, or its worker's, ...-<arch>-worker.oci.tar,
+                      of `dist --worker-images`), checked against the SHA256SUMS beside it
                       (and its SHA256SUMS.asc with --verify-key), into
                       /var/lib/kubedist/images with a SHA256SUMS of its own;
                       then import it into the running container runtime with
@@ -1685,6 +1686,7 @@ plan_images() {
 	im_version=$(bundle_version "$im_dir/$im_name")
 	case $im_name in
 	kubedist-images-"$im_version"-"$im_arch".oci.tar) ;;
+	kubedist-images-"$im_version"-"$im_arch"-worker.oci.tar) ;;
 	*) die "$opt_images: holds the images of Kubernetes ${im_version:-(no kube-proxy image)}, which its name does not say; nothing was installed" ;;
 	esac
 	# Not older than the node: a node's bundle is for its release, or a newer

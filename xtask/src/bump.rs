@@ -394,8 +394,9 @@ fn kubeadm_images(kubeadm: &Path, version: &Version) -> Result<Images> {
                 record: None,
                 unrecorded: Some(UNRECORDED_INDEX.to_string()),
             };
-            // A worker runs kube-proxy and every pod's sandbox.
-            image.worker = matches!(image.short_name(), "kube-proxy" | "pause");
+            // A worker runs kube-proxy, every pod's sandbox and, since
+            // kubeadm's CoreDNS Deployment selects no node role, CoreDNS.
+            image.worker = matches!(image.short_name(), "kube-proxy" | "pause" | "coredns");
             image
         })
         .collect::<Vec<_>>();

@@ -116,6 +116,13 @@ pub struct Args {
     /// installs and imports the bundle after the node software.
     #[arg(long)]
     pub carry_images: bool,
+    /// The images bundle holds only the images a worker node runs
+    /// (pkg/images.toml's `worker = true`: kube-proxy, CoreDNS, pause), as
+    /// kubedist-images-<version>-<arch>-worker.oci.tar: smaller, and with
+    /// --source the control plane's images are not built. A control-plane
+    /// node needs the whole bundle.
+    #[arg(long)]
+    pub worker_images: bool,
 }
 
 /// The examples, and each format's codecs (from `emit::FORMATS`).
@@ -131,6 +138,7 @@ Examples:
   SOURCE_DATE_EPOCH=1700000000 cargo xtask dist --revision 2
   cargo xtask dist --sign /root/release-signing.asc   # SHA256SUMS.asc, checked by install.sh --verify-key
   cargo xtask dist --carry-images                  # the tarball carries the images kubeadm pulls
+  cargo xtask dist --formats tar,images --worker-images  # for workers: no control-plane images
 
 Compression (see docs/performance.md for times and sizes):
 ",
@@ -251,6 +259,12 @@ fn plan(spec: &Spec, args: &Args) -> Result<Plan> {
         }
         (true, Err(why)) => bail!("--formats {}: {why}", images_format()),
     };
+    if args.worker_images && images.is_none() {
+        bail!(
+            "--worker-images: no images bundle in this run (--formats {} or --carry-images)",
+            images_format()
+        );
+    }
     let sysext = stages(&formats, Staging::SysextImage);
     let families = Family::ALL
         .into_iter()
@@ -285,6 +299,7 @@ fn plan(spec: &Spec, args: &Args) -> Result<Plan> {
         &args.inputs,
         &arches,
         images,
+        args.worker_images,
         stages(&formats, Staging::InstallerImage),
     )?;
     let out_dir = match &args.out {

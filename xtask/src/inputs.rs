@@ -68,6 +68,8 @@ pub struct Inputs {
     pub programs: ProgramsFrom,
     /// `None` when no format asked for the images.
     pub images: Option<ImagesFrom>,
+    /// Only the images a worker runs (`dist --worker-images`).
+    worker_images: bool,
     /// Whether the installer image's shell is needed.
     pub installer_base: bool,
     /// The registry flags and the download cache.
@@ -157,14 +159,15 @@ pub fn images_from(spec: &Spec, args: &InputArgs) -> Result<ImagesFrom, String> 
 
 impl Inputs {
     /// Resolves the flags for `arches`, with the images (`images`, from
-    /// [`images_from`]) and the installer image's shell as the formats need
-    /// them, and checks the tools each input needs: nothing is fetched or
-    /// built yet.
+    /// [`images_from`]; only a worker's with `worker_images`) and the
+    /// installer image's shell as the formats need them, and checks the
+    /// tools each input needs: nothing is fetched or built yet.
     pub fn resolve(
         spec: &Spec,
         args: &InputArgs,
         arches: &[Arch],
         images: Option<ImagesFrom>,
+        worker_images: bool,
         installer_base: bool,
     ) -> Result<Inputs> {
         let programs = if args.fixtures {
@@ -209,9 +212,19 @@ impl Inputs {
         Ok(Inputs {
             programs,
             images,
+            worker_images,
             installer_base,
             origin: args.origin.clone(),
         })
+    }
+
+    /// The images the run bundles: all of `spec`'s, or a worker's.
+    fn bundled(&self, spec: &Spec) -> Images {
+        if self.worker_images {
+            spec.images.for_workers()
+        } else {
+            spec.images.clone()
+        }
     }
 
     /// Whether the images were built here, from source.
@@ -242,12 +255,15 @@ impl Inputs {
     /// architecture's upstream files, the image list checked against this
     /// host's kubeadm, and the images. `work` is scratch space.
     pub fn ensure(&self, spec: &Spec, arches: &[Arch], work: &Path) -> Result<Ready> {
-        let mut image_pins = spec.images.clone();
+        // Checked against this host's kubeadm as a whole (below), staged
+        // as the run bundles them.
+        let mut image_pins = self.bundled(spec);
         let origin = match &self.programs {
             ProgramsFrom::Fetched(origin) => origin.clone(),
             ProgramsFrom::Fixtures(dir) => Origin::Dir(crate::fixtures::ensure(spec, dir, arches)?),
             ProgramsFrom::Source { dir, go } => {
-                let images = self.images_built_here().then_some(&spec.images);
+                let bundled = image_pins.clone();
+                let images = self.images_built_here().then_some(&bundled);
                 eprintln!(
                     "==> the upstream programs{}, built from their Go modules",
                     if images.is_some() { " and images" } else { "" }
@@ -316,7 +332,7 @@ impl Inputs {
                 Some(fetch::ensure_images(
                     spec,
                     &self.origin,
-                    &spec.images,
+                    &ready.image_pins,
                     arches,
                     &cache,
                 )?)

@@ -61,6 +61,15 @@ impl Images {
         validate_images(&images, release).with_context(|| path.display().to_string())?;
         Ok(images)
     }
+
+    /// The images a worker node runs (`worker = true`): what `dist
+    /// --worker-images` bundles.
+    pub fn for_workers(&self) -> Images {
+        Images {
+            kubernetes: self.kubernetes.clone(),
+            images: self.images.iter().filter(|i| i.worker).cloned().collect(),
+        }
+    }
 }
 
 impl Image {
@@ -1479,6 +1488,34 @@ mod tests {
                 (Err(e), Some(says)) => assert!(e.contains(says), "{arches:?}: {e}"),
                 (got, _) => panic!("{arches:?}: {got:?}"),
             }
+        }
+    }
+
+    /// A worker's bundle (`dist --worker-images`) must hold every image a
+    /// worker may run: kube-proxy, the pods' sandbox and CoreDNS (kubeadm's
+    /// Deployment selects no node role), in every release's list.
+    #[test]
+    fn every_known_image_list_gives_a_worker_kube_proxy_coredns_and_pause() {
+        let spec = Spec::load(&repo_root()).unwrap();
+        let versions = spec.image_versions().unwrap();
+        assert!(versions.len() > 1, "{versions:?}");
+        for version in versions {
+            let images = spec.with_kubernetes_version(&version).unwrap().images;
+            let mut workers: Vec<&str> = images
+                .images
+                .iter()
+                .filter(|i| i.worker)
+                .map(Image::short_name)
+                .collect();
+            workers.sort_unstable();
+            assert_eq!(workers, ["coredns", "kube-proxy", "pause"], "{version}");
+            let names = |list: &Images| -> Vec<String> {
+                list.images.iter().map(|i| i.reference.clone()).collect()
+            };
+            let for_workers = images.for_workers();
+            assert_eq!(for_workers.kubernetes, images.kubernetes);
+            assert_eq!(for_workers.images.len(), 3, "{:?}", names(&for_workers));
+            assert!(names(&images).len() > 3, "{version}: {:?}", names(&images));
         }
     }
 

@@ -215,7 +215,7 @@ fn bundle(
             .env("SOURCE_DATE_EPOCH", EPOCH.to_string()),
         &logs.join(format!("images-dist-{label}.log")),
     )?;
-    let name = crate::emit::images::file_name(&spec.images.kubernetes, arch);
+    let name = crate::emit::images::file_name(&spec.images.kubernetes, arch, false);
     let path = out.join(&name);
     let bytes = fs::metadata(&path)
         .with_context(|| format!("reading {}", path.display()))?

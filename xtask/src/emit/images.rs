@@ -4,7 +4,9 @@
 //! manifest under its full reference, both as
 //! `org.opencontainers.image.ref.name` and as `io.containerd.image.name`,
 //! so that `ctr images import` and `skopeo copy oci-archive:FILE:REF` store
-//! it under the name kubeadm asks the runtime for. The blobs are the bytes
+//! it under the name kubeadm asks the runtime for.
+//! `dist --worker-images` bundles only the images a worker runs
+//! (`worker = true`), as `kubedist-images-<X.Y.Z>-<arch>-worker.oci.tar`. The blobs are the bytes
 //! staged, by digest: the runtime records the digests the registry serves.
 //!
 //! With `dist --carry-images` the tarball and the installer image carry
@@ -23,6 +25,7 @@ use serde_json::json;
 use super::{tarball, About, Artifacts, Families, Format, Input, Run, Staging, Written};
 use crate::archive::{write_tar, Item};
 use crate::spec::Arch;
+use crate::stage::images::StagedImage;
 use crate::stage::StagedArch;
 
 /// The format's name in `--formats`.
@@ -52,18 +55,30 @@ impl Format for Images {
     }
     fn write(&self, input: &Input, run: &Run) -> Result<Written> {
         let arch = input.arch()?;
-        let out = run.out_dir.join(file_name(run.k8s_version, arch.arch));
+        let out = run.out_dir.join(bundle_name(arch, run.k8s_version)?);
         write_bundle(arch, run.options.epoch, &out)?;
         Ok(out.into())
     }
 }
 
+/// The images staged for `arch`'s bundle.
+fn staged_images(arch: &StagedArch) -> Result<&[StagedImage]> {
+    arch.images
+        .as_deref()
+        .with_context(|| format!("images bundle: no images staged for {}", arch.arch))
+}
+
+/// The file name of `arch`'s bundle: a worker's when it holds only images
+/// a worker runs.
+pub(super) fn bundle_name(arch: &StagedArch, k8s_version: &str) -> Result<String> {
+    let images = staged_images(arch)?;
+    let workers_only = !images.is_empty() && images.iter().all(|i| i.worker);
+    Ok(file_name(k8s_version, arch.arch, workers_only))
+}
+
 /// Writes the bundle of `arch` to `out`.
 pub(super) fn write_bundle(arch: &StagedArch, epoch: u64, out: &Path) -> Result<()> {
-    let images = arch
-        .images
-        .as_ref()
-        .with_context(|| format!("images bundle: no images staged for {}", arch.arch))?;
+    let images = staged_images(arch)?;
     let mut items: BTreeMap<String, Item> = BTreeMap::new();
     let mut listed = Vec::new();
     for image in images {
@@ -101,7 +116,13 @@ pub(super) fn write_bundle(arch: &StagedArch, epoch: u64, out: &Path) -> Result<
     write_tar(out, items, epoch)
 }
 
-/// The bundle's file name.
-pub fn file_name(k8s_version: &str, arch: Arch) -> String {
-    format!("kubedist-images-{k8s_version}-{}.oci.tar", arch.go_name())
+/// The bundle's file name: `kubedist-images-<X.Y.Z>-<arch>.oci.tar`, or
+/// `...-<arch>-worker.oci.tar` for one of only the images a worker runs
+/// (`dist --worker-images`), which a control-plane node cannot use.
+pub fn file_name(k8s_version: &str, arch: Arch, workers_only: bool) -> String {
+    let role = if workers_only { "-worker" } else { "" };
+    format!(
+        "kubedist-images-{k8s_version}-{}{role}.oci.tar",
+        arch.go_name()
+    )
 }

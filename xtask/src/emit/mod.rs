@@ -273,7 +273,7 @@ pub struct Options {
 /// run's scratch space and removed when this is dropped.
 pub struct Carried {
     _dir: tempfile::TempDir,
-    /// Its file name, `kubedist-images-<X.Y.Z>-<arch>.oci.tar`.
+    /// Its file name, `kubedist-images-<X.Y.Z>-<arch>[-worker].oci.tar`.
     pub name: String,
     pub path: PathBuf,
     pub sha256: String,
@@ -288,7 +288,7 @@ pub fn carried(arch: &StagedArch, run: &Run) -> Result<Option<Carried>> {
     }
     let dir = tempfile::tempdir_in(run.work)
         .with_context(|| format!("creating a directory in {}", run.work.display()))?;
-    let name = images::file_name(run.k8s_version, arch.arch);
+    let name = images::bundle_name(arch, run.k8s_version)?;
     let path = dir.path().join(&name);
     images::write_bundle(arch, run.options.epoch, &path)?;
     let size = std::fs::metadata(&path)
