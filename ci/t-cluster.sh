@@ -138,6 +138,26 @@ node_pods() { case $1 in cp) echo 10.244.0 ;; w1) echo 10.244.1 ;; w2) echo 10.2
     v1) echo 10.244.21 ;; v2) echo 10.244.22 ;; v3) echo 10.244.23 ;; v4) echo 10.244.24 ;; esac; }
 node_init() { case $1 in w1 | v2) echo openrc ;; w2 | v3 | v4) echo runit ;; *) echo systemd ;; esac; }
 node_arch() { case $1 in v3) echo arm64 ;; v4) echo riscv64 ;; *) echo amd64 ;; esac; }
+# bundle_end NODE : how the file name of the images bundle NODE installs
+# ends, after its version: v3's is a worker's (`cargo xtask test` builds
+# the foreign workers' with dist --worker-images), every other node's the
+# whole bundle.
+bundle_end() {
+    role=
+    [ "$1" != v3 ] || role=-worker
+    echo "-$(node_arch "$1")$role.oci.tar"
+}
+# bundle_of NODE VERSION : the file name of release VERSION's bundle NODE
+# installs.
+bundle_of() { echo "kubedist-images-$2$(bundle_end "$1")"; }
+# node_dist NODE DIST : where NODE's files of the release in DIST are: DIST,
+# or DIST/ARCH for another architecture's.
+node_dist() {
+    case $(node_arch "$1") in
+    amd64) echo "$2" ;;
+    *) echo "$2/$(node_arch "$1")" ;;
+    esac
+}
 # (What `uname -m` names it.)
 node_machine() { case $(node_arch "$1") in amd64) echo x86_64 ;; arm64) echo aarch64 ;; riscv64) echo riscv64 ;; esac; }
 node_way() { case $1 in cp | v1) echo apt ;; w1 | w2 | v2 | v3 | v4) echo tarball ;; w3) echo sysext ;; w4) echo dnf ;; w5) echo installer ;; esac; }
@@ -235,6 +255,15 @@ refs() {
 refs "$OLD_BUNDLE" >"$TMP/old.refs"
 refs "$BUNDLE" >"$TMP/bundle.refs"
 sort -u "$TMP/old.refs" "$TMP/bundle.refs" >"$TMP/all.refs"
+# Each VM's, of the bundles of its architecture it installs (vm_refs):
+# N-1's (old), N's (next), both (all).
+for n in $VMS; do
+    joins_upgraded "$n" || refs "$(node_dist "$n" "$OLD")/$(bundle_of "$n" "$OLD_K8S")" >"$TMP/$n-old.refs"
+    if joins_upgraded "$n" || upgrades_with_cluster "$n"; then
+        refs "$(node_dist "$n" "$KD_DIST")/$(bundle_of "$n" "$K8S")" >"$TMP/$n-next.refs"
+    fi
+    sort -u "$TMP/$n"-*.refs >"$TMP/$n-all.refs"
+done
 # The sandbox image: the same pause in both releases (an upgrade whose pause
 # changes also changes the runtime's setting, docs/air-gapped.md).
 PAUSE=$(grep '^registry.k8s.io/pause:' "$TMP/old.refs")
@@ -569,11 +598,10 @@ INITD
 # their SHA256SUMS, from DIST (another architecture's from DIST/ARCH).
 carry_release() {
     arch=$(node_arch "$1")
-    from=$2
-    [ "$arch" = amd64 ] || from=$2/$arch
+    from=$(node_dist "$1" "$2")
     to=$TMP/root-$1/srv/kubedist/v$4
     mkdir -p "$to"
-    carry "$from/kubedist-images-$3-$arch.oci.tar" "$to/"
+    carry "$from/$(bundle_of "$1" "$3")" "$to/"
     cp "$from/SHA256SUMS" "$to/"
     [ "$(node_way "$1")" != tarball ] || carry "$from/kubedist-$3-linux-$arch.tar.gz" "$to/"
 }
@@ -757,7 +785,8 @@ guide() {
     # A VM's kubelet settings (vm_patch) kept through its upgrade, as kubeadm
     # takes them at the join.
     ! is_vm "$node" || patches='s|^kubeadm upgrade node.*|& --patches /etc/kubedist-test/patches|'
-    kd_guide_block docs/air-gapped.md "$name" "$@" 1.37.2 "$version" v1.37 "v$minor" amd64 "$(node_arch "$node")" | sed \
+    kd_guide_block docs/air-gapped.md "$name" "$@" 1.37.2 "$version" v1.37 "v$minor" \
+        -amd64.oci.tar "$(bundle_end "$node")" amd64 "$(node_arch "$node")" | sed \
         -e 's/^kubeadm upgrade \(apply\|node\).*/& --ignore-preflight-errors=SystemVerification/' \
         -e "$restart" -e "$patches"
 }
@@ -911,17 +940,29 @@ test_the_control_plane_kube_proxy_and_coredns_run() {
 }
 
 
-# (N-1's etcd: on every node before and after the upgrade; N's on a VM
-# that joins the upgraded cluster, from its bundle.)
-ETCD=$(grep "^$REPO/etcd:" "$TMP/old.refs")
-NEXT_ETCD=$(grep "^$REPO/etcd:" "$TMP/bundle.refs")
+# (N-1's CoreDNS: on every node before and after the upgrade; N's on a VM
+# that joins the upgraded cluster. Of the images a worker's bundle holds
+# (v3's: dist --worker-images), CoreDNS's is the one that serves.)
+ECHO_IMAGE=$(grep "^$REPO/coredns:" "$TMP/old.refs")
+NEXT_ECHO_IMAGE=$(grep "^$REPO/coredns:" "$TMP/bundle.refs")
 
-# echo_manifest NODE : a pod on NODE running its bundle's etcd image as a
-# plain server on port 2379, and a ClusterIP Service in front of it alone.
+# echo_manifest NODE : a pod on NODE running its bundle's CoreDNS image as
+# a server whose health plugin answers /health on port 2379 ("OK"), and a
+# ClusterIP Service in front of it alone.
 echo_manifest() {
-    image=$ETCD
-    ! joins_upgraded "$1" || image=$NEXT_ETCD
+    image=$ECHO_IMAGE
+    ! joins_upgraded "$1" || image=$NEXT_ECHO_IMAGE
     cat <<YAML
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: { name: echo }
+data:
+  Corefile: |
+    .:5353 {
+        whoami
+        health :2379
+    }
 ---
 apiVersion: v1
 kind: Pod
@@ -934,11 +975,12 @@ spec:
   # away longer than the 300 s after which a pod is evicted by default.
   tolerations: [{ operator: Exists, effect: NoExecute }]
   containers:
-  - name: etcd
+  - name: echo
     image: $image
     imagePullPolicy: Never
-    command: [/usr/local/bin/etcd, --data-dir=/tmp/etcd, --listen-client-urls=http://0.0.0.0:2379,
-              --advertise-client-urls=http://127.0.0.1:2379, --listen-peer-urls=http://127.0.0.1:2380]
+    args: [-conf, /etc/echo/Corefile]
+    volumeMounts: [{ name: corefile, mountPath: /etc/echo }]
+  volumes: [{ name: corefile, configMap: { name: echo } }]
 ---
 apiVersion: v1
 kind: Service
@@ -984,9 +1026,9 @@ test_pods_on_every_node_reach_each_other_through_services_and_coredns() {
     for n in $NODES; do
         # kubectl logs and exec through each node's kubelet.
         kc logs "echo-$n" >"$TMP/echo-$n.log"
-        assert_grep 'etcd' "$TMP/echo-$n.log"
-        kc exec "echo-$n" -- /usr/local/bin/etcd --version >"$TMP/echo-$n.version"
-        assert_grep '^etcd Version: ' "$TMP/echo-$n.version"
+        assert_grep '^CoreDNS-' "$TMP/echo-$n.log"
+        kc exec "echo-$n" -- /coredns -version >"$TMP/echo-$n.version"
+        assert_grep '^CoreDNS-' "$TMP/echo-$n.version"
         # The pod's resolver is the DNS address of serviceSubnet 10.95.0.0/16 (its tenth).
         id=$(sandbox "$n" "echo-$n")
         kd_in_boot "$n" cat "/var/lib/containerd/io.containerd.grpc.v1.cri/sandboxes/$id/resolv.conf" >"$TMP/echo-$n.resolv"
@@ -1005,7 +1047,7 @@ test_pods_on_every_node_reach_each_other_through_services_and_coredns() {
             ip=$(in_pod "$n" "echo-$n" dig +short +time=5 +tries=3 @10.95.0.10 "echo-$m.default.svc.cluster.local")
             assert_eq "$(kc get svc "echo-$m" -o jsonpath='{.spec.clusterIP}')" "$ip" "echo-$m's ClusterIP as CoreDNS answers on kd-$n"
             in_pod "$n" "echo-$n" curl -fsS --max-time 10 "http://$ip:2379/health" >"$TMP/$n-$m.health"
-            assert_grep '"health":"true"' "$TMP/$n-$m.health"
+            assert_grep '^OK$' "$TMP/$n-$m.health"
         done
     done
 }
@@ -1119,11 +1161,11 @@ vm_boot() {
 # one upgraded with it once upgraded, else N-1's.
 vm_refs() {
     if joins_upgraded "$1"; then
-        echo "$TMP/bundle.refs"
+        echo "$TMP/$1-next.refs"
     elif [ -f "$TMP/$1.upgraded" ]; then
-        echo "$TMP/all.refs"
+        echo "$TMP/$1-all.refs"
     else
-        echo "$TMP/old.refs"
+        echo "$TMP/$1-old.refs"
     fi
 }
 
@@ -1306,11 +1348,11 @@ vm_pod() {
         "$(resolves echo-cp.default.svc.cluster.local "$cp_ip")"
     pod_until "$1" "echo-$1" 60 "echo-cp's Service answers echo-$1" "$(answers "$cp_ip")"
     in_pod "$1" "echo-$1" curl -fsS --max-time 10 "http://$cp_ip:2379/health" >"$TMP/$1-cp.health"
-    assert_grep '"health":"true"' "$TMP/$1-cp.health"
+    assert_grep '^OK$' "$TMP/$1-cp.health"
     ip=$(kc get svc "echo-$1" -o jsonpath='{.spec.clusterIP}')
     pod_until cp echo-cp 60 "echo-$1's Service answers echo-cp" "$(answers "$ip")"
     in_pod cp echo-cp curl -fsS --max-time 10 "http://$ip:2379/health" >"$TMP/cp-$1.health"
-    assert_grep '"health":"true"' "$TMP/cp-$1.health"
+    assert_grep '^OK$' "$TMP/cp-$1.health"
     kd_in_boot "$1" crictl images -o json | jq -r '.images[].repoTags[]' | sort | comm -23 - "$(vm_refs "$1")" >"$TMP/$1.others"
     assert_empty "$TMP/$1.others" "kd-$1 holds images the bundle does not"
 }
@@ -1344,9 +1386,9 @@ vm_back() {
     cat "$TMP/$1.kernel-rebooted"
     assert_kernel_ready "$TMP/$1.kernel-rebooted"
     assert_boot_imported_nothing "$1" "$TMP/$1.reboot-import"
-    # Running is not serving: etcd answers /health only once it has
-    # elected itself and committed, slow on a TCG VM beside a busy machine.
-    # Asked in its own pod first, the Service's limit is the network's alone.
+    # Running is not serving: CoreDNS answers /health once its server has
+    # started, slow on a TCG VM beside a busy machine. Asked in its own pod
+    # first, the Service's limit is the network's alone.
     pod_until "$1" "echo-$1" 300 "echo-$1 answers in its own pod after kd-$1's reboot" "$(answers 127.0.0.1 5)"
     ip=$(kc get svc "echo-$1" -o jsonpath='{.spec.clusterIP}')
     pod_until cp echo-cp 180 "echo-$1's Service answers cp's pod" "$(answers "$ip" 5)" || {
@@ -1404,7 +1446,7 @@ spec:
 probe_service() {
     exec nsenter --net="$(pod_netns w1 echo-w1)" sh -c '
         while :; do
-            if curl -fsS --max-time 1 "http://$1:2379/health" 2>/dev/null | grep -q "\"health\":\"true\""; then
+            if curl -fsS --max-time 1 "http://$1:2379/health" 2>/dev/null | grep -qx OK; then
                 echo "$(date +%s.%N) ok"
             else
                 echo "$(date +%s.%N) fail"
@@ -1485,7 +1527,7 @@ test_the_cluster_upgrades_to_the_next_minor_offline_through_the_channels() {
         [ "$(node_way "$n")" = tarball ] ||
             in_node "$n" "$(guide "$n" bundle-prune "$K8S" "$MINOR" 1.36.3 "$OLD_K8S")"
         kd_in_boot "$n" ls /var/lib/kubedist/images >"$TMP/$n.bundles"
-        assert_eq "$(printf '%s\n' SHA256SUMS "kubedist-images-$K8S-$(node_arch "$n").oci.tar")" "$(cat "$TMP/$n.bundles")" "kd-$n's bundles after the upgrade"
+        assert_eq "$(printf '%s\n' SHA256SUMS "$(bundle_of "$n" "$K8S")")" "$(cat "$TMP/$n.bundles")" "kd-$n's bundles after the upgrade"
     done
     kill "$probe"
     wait "$probe" || true
@@ -1813,7 +1855,7 @@ echo_reachable() {
     for m in $NODES; do
         [ "$m" != "$1" ] || continue
         ip=$(kc get svc "echo-$m" -o jsonpath='{.spec.clusterIP}')
-        in_pod "$1" "echo-$1" curl -fsS --max-time 10 "http://$ip:2379/health" | grep -q '"health":"true"' || return 1
+        in_pod "$1" "echo-$1" curl -fsS --max-time 10 "http://$ip:2379/health" | grep -qx OK || return 1
     done
 }
 

@@ -584,8 +584,9 @@ const FOREIGN_WORKERS: &[ForeignWorker] = &[ForeignWorker {
     vm: "v3",
     arch: "arm64",
 }];
-/// What a foreign worker installs.
-const FOREIGN_WORKER_FORMATS: &str = "tar,images";
+/// What a foreign worker installs: the tarball and a worker's images
+/// bundle (none of the control plane's images are built for it).
+const FOREIGN_WORKER_DIST: &[&str] = &["--formats", "tar,images", "--worker-images"];
 
 struct ForeignWorker {
     vm: &'static str,
@@ -658,12 +659,12 @@ fn dist_foreign_workers(
     out: &Path,
 ) -> Result<()> {
     for worker in FOREIGN_WORKERS.iter().filter(|w| w.booted()) {
-        let (arch, formats) = (worker.arch, FOREIGN_WORKER_FORMATS);
+        let arch = worker.arch;
         dist(
             xtask,
             steps,
-            &format!("{what}, {arch} {formats}"),
-            &[args, &["--formats", formats]].concat(),
+            &format!("{what}, {arch} {}", FOREIGN_WORKER_DIST.join(" ")),
+            &[args, FOREIGN_WORKER_DIST].concat(),
             arch,
             &out.join(arch),
         )?;
