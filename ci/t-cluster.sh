@@ -1207,10 +1207,12 @@ behind() {
     ) </dev/null >/dev/null 2>&1 &
 }
 
-# behind_ended NAME WHAT : waits up to 600 s for `behind NAME`'s end, shows
-# what it printed, and fails naming WHAT unless it succeeded.
+# behind_ended NAME WHAT : waits up to 1200 s for `behind NAME`'s end,
+# shows what it printed, and fails naming WHAT unless it succeeded. (v3's
+# import of N's tarball and bundle, whose install.sh checks every file
+# under TCG, took 4 minutes, and 11 beside a t-source that compiled.)
 behind_ended() {
-    wait_for 600 "$2 to end" test -f "$TMP/$1.rc"
+    wait_for 1200 "$2 to end" test -f "$TMP/$1.rc"
     cat "$TMP/$1"
     assert_eq 0 "$(cat "$TMP/$1.rc")" "the exit status of $2"
 }
