@@ -4,10 +4,11 @@
 //! manifest under its full reference, both as
 //! `org.opencontainers.image.ref.name` and as `io.containerd.image.name`,
 //! so that `ctr images import` and `skopeo copy oci-archive:FILE:REF` store
-//! it under the name kubeadm asks the runtime for.
-//! `dist --worker-images` bundles only the images a worker runs
-//! (`worker = true`), as `kubedist-images-<X.Y.Z>-<arch>-worker.oci.tar`. The blobs are the bytes
+//! it under the name kubeadm asks the runtime for. The blobs are the bytes
 //! staged, by digest: the runtime records the digests the registry serves.
+//!
+//! `dist --worker-images` bundles only the images a worker runs
+//! (`worker = true`), as `kubedist-images-<X.Y.Z>-<arch>-worker.oci.tar`.
 //!
 //! With `dist --carry-images` the tarball and the installer image carry
 //! the same bytes as `images/<this file>` (`super::carried`); `install.sh`
