@@ -262,8 +262,7 @@ impl Inputs {
             ProgramsFrom::Fetched(origin) => origin.clone(),
             ProgramsFrom::Fixtures(dir) => Origin::Dir(crate::fixtures::ensure(spec, dir, arches)?),
             ProgramsFrom::Source { dir, go } => {
-                let bundled = image_pins.clone();
-                let images = self.images_built_here().then_some(&bundled);
+                let images = self.images_built_here().then_some(&image_pins);
                 eprintln!(
                     "==> the upstream programs{}, built from their Go modules",
                     if images.is_some() { " and images" } else { "" }
