@@ -509,11 +509,15 @@ YAML
 	jq -r '.manifests[] | .annotations["org.opencontainers.image.ref.name"] + " " + .digest' \
 		"$FIXTURE_IMAGES/index.json" | pins >"$OT/pins.toml"
 }
-# pkg/images.toml's format for "<reference> <index digest>" lines on stdin.
+# pkg/images.toml's format for "<reference> <index digest>" lines on stdin;
+# each image a worker's as pkg/images.toml says, so the bundle is a whole one.
 pins() {
 	echo "kubernetes = \"$(sed -n 's/^kubernetes = "\(.*\)"$/\1/p' "$KD_REPO/pkg/images.toml")\""
+	workers=$(worker_refs)
 	while read -r ref digest; do
-		printf '\n[[image]]\nreference = "%s"\nworker = true\nindex = "%s"\nrecord = "the fixtures"\n' "$ref" "$digest"
+		worker=false
+		if printf '%s\n' "$workers" | grep -qxF "$ref"; then worker=true; fi
+		printf '\n[[image]]\nreference = "%s"\nworker = %s\nindex = "%s"\nrecord = "the fixtures"\n' "$ref" "$worker" "$digest"
 	done
 }
 fetch_images() { # CACHE [PINS]
