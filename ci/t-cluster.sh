@@ -1214,6 +1214,7 @@ behind() {
 behind_ended() {
     wait_for 1200 "$2 to end" test -f "$TMP/$1.rc"
     cat "$TMP/$1"
+    echo "$2: ended $(($(stat -c %Y "$TMP/$1.rc") - $(stat -c %Y "$TMP/$1.started"))) s after it started"
     assert_eq 0 "$(cat "$TMP/$1.rc")" "the exit status of $2"
 }
 
@@ -1308,19 +1309,23 @@ proxy_has() {
 }
 
 # proxy_log NODE : NODE's kube-proxy pod, its addresses as kube-proxy
-# reads them, how its last container ended and that one's last lines, on
+# reads them, its container's state (a start refused says why there), how
+# its last container ended, the pod's events and the last lines, on
 # stderr (the container running may not have said anything yet).
 proxy_log() {
     pod=$(kc -n kube-system get pods -l k8s-app=kube-proxy --field-selector "spec.nodeName=kd-$1" -o name)
     kc -n kube-system get "$pod" -o wide >&2 || true
     echo "kd-$1's addresses: $(kc get node "kd-$1" -o jsonpath='{.status.addresses}' || true)" >&2
+    echo "kube-proxy's state: $(kc -n kube-system get "$pod" -o jsonpath='{.status.containerStatuses[0].state}' || true)" >&2
     echo "kube-proxy's last end: $(kc -n kube-system get "$pod" -o jsonpath='{.status.containerStatuses[0].lastState}' || true)" >&2
+    kc -n kube-system get events --field-selector "involvedObject.name=${pod#pod/}" >&2 || true
     kc -n kube-system logs "$pod" --previous --tail=30 >&2 || kc -n kube-system logs "$pod" --tail=30 >&2 || true
 }
 
 # vm_pod NODE : VM NODE's part of the case below: its echo pod checked.
 vm_pod() {
     wait_for 300 "echo-$1 is Ready" kc wait --for=condition=Ready "pod/echo-$1" --timeout=5s
+    kd_mark "echo-$1 Ready"
     pod_cgroup "$1" "echo-$1" >"$TMP/$1.pod-cgroup"
     cat "$TMP/$1.pod-cgroup"
     # cgroup v2: one line, the unified hierarchy's.
@@ -1346,6 +1351,7 @@ vm_pod() {
         wait_for 600 "kd-$1's kube-proxy has written the rules of Service $ip" proxy_has "$1" "$ip" ||
             { proxy_log "$1" && return 1; }
     done
+    kd_mark "kd-$1's kube-proxy has written the Services' rules"
     pod_until "$1" "echo-$1" 120 "CoreDNS answers echo-cp's ClusterIP to echo-$1" \
         "$(resolves echo-cp.default.svc.cluster.local "$cp_ip")"
     pod_until "$1" "echo-$1" 60 "echo-cp's Service answers echo-$1" "$(answers "$cp_ip")"
@@ -1413,7 +1419,10 @@ test_a_rebooted_vm_worker_comes_back_with_its_kernel_settings() {
     at_once vm_reboot $OLDER_VMS
     # (One after the other: all at once left too little of the machine for
     # the Services' rules.)
-    for vm in $OLDER_VMS; do vm_back "$vm"; done
+    for vm in $OLDER_VMS; do
+        vm_back "$vm"
+        kd_mark "kd-$vm back"
+    done
 }
 
 # The VMs leave before the upgrade (their reboot showed the graceful
@@ -1496,6 +1505,7 @@ upgrade_worker() {
         in_node "$1" "$(guide "$1" upgrade-installer-node "$K8S" "$MINOR")" ;;
     dnf) in_node "$1" "$(guide "$1" upgrade-dnf-node "$K8S" "$MINOR")" ;;
     esac
+    kd_mark "kd-$1 upgraded its way"
 }
 
 # N-1 to N as the kubeadm docs say, offline: N's bundle imported on every
@@ -1513,17 +1523,22 @@ test_the_cluster_upgrades_to_the_next_minor_offline_through_the_channels() {
     # N's images on every node first: `upgrade apply` rolls kube-proxy and
     # CoreDNS out to the workers at once.
     at_once import_next_bundle $NODES
+    kd_mark "N's bundle imported on the containers' nodes"
     for n in $UPGRADING_VMS; do
         behind "$n.import" import_next_bundle "$n"
         behind_ended "$n.import" "kd-$n's import of N's bundle"
     done
+    kd_mark "N's bundle imported on every node"
     in_node cp "$(guide cp upgrade-control-plane "$K8S" "$MINOR")"
     wait_for 120 "kd-cp's API server is ready after its upgrade" kc get --raw /readyz
+    kd_mark "the control plane upgraded"
     at_once upgrade_worker $WORKERS $UPGRADING_VMS
+    kd_mark "the workers upgraded"
     for n in $NODES $UPGRADING_VMS; do
         wait_for 180 "kd-$n's kubelet reports v$K8S" kubelet_version_is "$n" "$K8S"
         wait_for 120 "kd-$n is Ready at v$K8S" kc wait --for=condition=Ready "node/kd-$n" --timeout=5s
     done
+    kd_mark "every node Ready at N"
     # N-1's bundle goes, as the guide says (a tarball node's upgrade did it).
     for n in $NODES $UPGRADING_VMS; do
         [ "$(node_way "$n")" = tarball ] ||
