@@ -1210,7 +1210,8 @@ behind() {
 # behind_ended NAME WHAT : waits up to 1200 s for `behind NAME`'s end,
 # shows what it printed, and fails naming WHAT unless it succeeded. (v3's
 # import of N's tarball and bundle, whose install.sh checks every file
-# under TCG, took 4 minutes, and 11 beside a t-source that compiled.)
+# under TCG, took 4 minutes, and 11-17 beside compiling suites before QEMU
+# ran at a higher priority: kd_vm_start.)
 behind_ended() {
     wait_for 1200 "$2 to end" test -f "$TMP/$1.rc"
     cat "$TMP/$1"
