@@ -143,7 +143,7 @@ test_two_builds_are_byte_identical() {
     # libseccomp.a, unpacked in the program cache (another directory here),
     # and its images take the path every architecture's take (the same
     # assembly, their programs cross-compiled, their base layers Debian's
-    # packages); amd64's images again would add 100 s and no path.
+    # packages); amd64's images again would add their build and no path.
     again=$TMP/inputs2
     (cd "$KD_REPO" && KUBEDIST_SOURCE_CACHE="$TMP/cache2" "$XTASK" source --arch amd64 --out "$again/amd64" &&
         KUBEDIST_SOURCE_CACHE="$TMP/cache2" "$XTASK" source --images --arch riscv64 --out "$again/riscv64")
