@@ -636,7 +636,9 @@ EOF
 # each printed shown after it, in turn; fails when one did. A node's
 # install, upgrade or VM waits on one thing at a time: one node after the
 # other left one of this machine's two CPUs idle. (The functions run in
-# subshells: what they set stays there.)
+# subshells: what they set stays there.) The nodes that failed are named
+# last, each with its last lines: a report that keeps the case's end alone
+# still says which node failed and why.
 at_once() {
     _at_fn=$1
     shift
@@ -645,10 +647,19 @@ at_once() {
         "$_at_fn" "$_at_node" >"$TMP/$_at_node.$_at_fn" 2>&1 &
         _at_pids="$_at_pids $!"
     done
-    _at_all=ok
-    for _at_pid in $_at_pids; do wait "$_at_pid" || _at_all=failed; done
+    _at_failed=
+    for _at_node in "$@"; do
+        _at_pid=${_at_pids# }
+        _at_pid=${_at_pid%% *}
+        _at_pids=${_at_pids# "$_at_pid"}
+        wait "$_at_pid" || _at_failed="$_at_failed $_at_node"
+    done
     for _at_node in "$@"; do cat "$TMP/$_at_node.$_at_fn"; done
-    [ "$_at_all" = ok ]
+    for _at_node in $_at_failed; do
+        echo "at_once: $_at_fn $_at_node failed; its last lines:" >&2
+        tail -n 12 "$TMP/$_at_node.$_at_fn" | sed 's/^/  | /' >&2
+    done
+    [ -z "$_at_failed" ]
 }
 
 # The kubeadm configuration docs/air-gapped.md gives for an air-gapped node: the
