@@ -352,7 +352,12 @@ kd_boot() {
     esac
     case $kind in
     systemd) set -- --boot "$@" ;;
-    openrc | runit) set -- "$@" /sbin/init ;;
+    openrc) set -- "$@" /sbin/init ;;
+    # runit's stage 1 runs the rcS scripts with PID 1's standard input, a
+    # pty here, where the kernel's console is /dev/console: udev's script
+    # (in a VM worker's root) takes that for an interactive shell and
+    # sleeps 60 s, unless the runlevels say a boot runs it.
+    runit) set -- "$@" --setenv=RUNLEVEL=S --setenv=PREVLEVEL=N /sbin/init ;;
     *) echo "kd_boot: unknown init kind '$kind'" >&2; return 1 ;;
     esac
     # The machine name keeps nspawn's per-container paths apart; the loop
