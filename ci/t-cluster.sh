@@ -642,17 +642,14 @@ EOF
 at_once() {
     _at_fn=$1
     shift
-    _at_pids=
+    _at_jobs=
     for _at_node in "$@"; do
         "$_at_fn" "$_at_node" >"$TMP/$_at_node.$_at_fn" 2>&1 &
-        _at_pids="$_at_pids $!"
+        _at_jobs="$_at_jobs $_at_node:$!"
     done
     _at_failed=
-    for _at_node in "$@"; do
-        _at_pid=${_at_pids# }
-        _at_pid=${_at_pid%% *}
-        _at_pids=${_at_pids# "$_at_pid"}
-        wait "$_at_pid" || _at_failed="$_at_failed $_at_node"
+    for _at_job in $_at_jobs; do
+        wait "${_at_job#*:}" || _at_failed="$_at_failed ${_at_job%%:*}"
     done
     for _at_node in "$@"; do cat "$TMP/$_at_node.$_at_fn"; done
     for _at_node in $_at_failed; do
