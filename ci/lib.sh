@@ -1099,12 +1099,14 @@ kd_service_inputs() {
     printf '%s\n' "$KD_EXPECTED_ARGV" >"$1/expected-argv"
 }
 
-# kd_test FUNCTION : runs the test FUNCTION in a subshell; it passes when it
-# exits 0. Its name, in the report and for KD_ONLY, is the function's name
-# without `test_`, with `-` for `_` (test_upgrade_keeps_x: upgrade-keeps-x).
+# kd_test FUNCTION [NODE] : runs the test FUNCTION (with NODE, a case run
+# for several nodes) in a subshell; it passes when it exits 0. Its name, in
+# the report and for KD_ONLY, is the function's name without `test_`, with
+# `-` for `_`, after kd-NODE- when given (test_upgrade_keeps_x:
+# upgrade-keeps-x; test_leaves v1: kd-v1-leaves).
 kd_test() {
     fn=$1
-    name=$(printf '%s' "${fn#test_}" | tr _ -)
+    name=${2:+kd-$2-}$(printf '%s' "${fn#test_}" | tr _ -)
     if [ -n "${KD_ONLY:-}" ]; then
         wanted=
         for word in $KD_ONLY; do
@@ -1117,7 +1119,7 @@ kd_test() {
     kd_test_start=$start
     # Not `if ( ... )`: set -e is ignored inside a tested subshell.
     set +e
-    ( set -e; kd_test_roots=$kd_test_roots_file; "$fn" ) >"$log" 2>&1
+    ( set -e; kd_test_roots=$kd_test_roots_file; "$fn" ${2:+"$2"} ) >"$log" 2>&1
     rc=$?
     set -e
     kd_test_roots_done "$rc"

@@ -30,10 +30,11 @@
 # Four more workers are virtual machines on a kernel of their own (QEMU,
 # cgroup v2), joined with kubeadm's defaults: no preflight check skipped
 # and, on their kubelets, no failCgroupV1 (a `kubeadm join --patches` file
-# takes the cluster's v1 setting back). v1-v3 (Debian 12's cloud kernel)
-# join at N-1 after the cluster is up; v1 and v2 leave before the upgrade,
-# v3 is upgraded with the cluster and leaves after it; v4 joins the
-# upgraded cluster at N and leaves:
+# takes the cluster's v1 setting back). One VM runs at a time, with the
+# machine's CPUs: v1, then v2, then v3 join at N-1 after the cluster is up,
+# each from its boot to its reboot in cases of its own (kd-v1-...); v1
+# and v2 leave after theirs, v3 is upgraded with the cluster and leaves
+# after it; v4 joins the upgraded cluster at N and leaves:
 #   v1  Debian 12, systemd 252 with the systemd cgroup driver (kubelet and
 #       containerd); apt from the signed repository, as cp;
 #   v2  sysvinit + OpenRC, the tarball, as w1;
@@ -51,8 +52,8 @@
 # own init as the others are (under TCG an install with its bundle's import
 # took 5-11 minutes; v3's and v4's containers run their programs through
 # qemu-user, which ci/install-deps registers with binfmt_misc), then
-# powers off and boots that root as its VM
-# (vm_move): kubedist's modules-load.d and sysctl.d files are what loads
+# powers off (vm_park) and, in its first case, boots that root as its VM
+# (vm_boot): kubedist's modules-load.d and sysctl.d files are what loads
 # br_netfilter and overlay and sets the sysctls on that kernel, at its first
 # boot and again after a reboot.
 #
@@ -101,18 +102,23 @@
 NODES="cp w1 w2 w3 w4 w5"
 WORKERS="w1 w2 w3 w4 w5"
 # The virtual machines: v1 systemd (apt), v2 OpenRC and v3 runit (the
-# tarball) in the cluster at N-1, from the VM cases to their leaving; v4
-# runit (the tarball) in the upgraded cluster, for its own case. KD_VMS
-# picks fewer (KD_VMS=v1: a quicker run that still shows kubeadm's
-# defaults with the systemd driver); every run boots all four unless told.
+# tarball) in the cluster at N-1, each from its cases to its leaving, in
+# that order (v3, last, stays for the upgrade); v4 runit (the tarball) in
+# the upgraded cluster, for its own case. KD_VMS picks fewer (KD_VMS=v1: a
+# quicker run that still shows kubeadm's defaults with the systemd
+# driver); every run boots all four unless told.
 VMS=${KD_VMS:-v1 v2 v3 v4}
-OLDER_VMS=
-UPGRADED_VMS=
 for vm in $VMS; do
     case $vm in
-    v1 | v2 | v3) OLDER_VMS="$OLDER_VMS $vm" ;;
-    v4) UPGRADED_VMS="$UPGRADED_VMS $vm" ;;
+    v1 | v2 | v3 | v4) ;;
     *) echo "t-cluster: KD_VMS: $vm is not a VM worker (v1, v2, v3, v4)" >&2 && exit 2 ;;
+    esac
+done
+OLDER_VMS=
+UPGRADED_VMS=
+for vm in v1 v2 v3 v4; do
+    case " $VMS " in
+    *" $vm "*) case $vm in v4) UPGRADED_VMS=$vm ;; *) OLDER_VMS="$OLDER_VMS $vm" ;; esac ;;
     esac
 done
 joins_upgraded() { case " $UPGRADED_VMS " in *" $1 "*) true ;; *) false ;; esac; }
@@ -121,17 +127,10 @@ joins_upgraded() { case " $UPGRADED_VMS " in *" $1 "*) true ;; *) false ;; esac;
 UPGRADING_VMS=
 case " $OLDER_VMS " in *" v3 "*) UPGRADING_VMS=v3 ;; esac
 upgrades_with_cluster() { [ "$1" = "$UPGRADING_VMS" ]; }
-# vm_cpus COUNT : each VM's CPUs when COUNT run at once: this machine's,
-# shared by them, one at least and two at most. While a VM works the
-# containers' nodes mostly wait: a lone VM of one CPU left the other idle.
-vm_cpus() {
-    c=$(($(nproc) / ($1 > 0 ? $1 : 1)))
-    [ "$c" -ge 1 ] || c=1
-    [ "$c" -le 2 ] || c=2
-    echo "$c"
-}
-# shellcheck disable=SC2086 # the VMs, as words
-KD_VM_CPUS=$(vm_cpus "$(printf '%s\n' $OLDER_VMS | grep -c .)")
+# Each VM runs alone, with this machine's CPUs (two at most): under TCG an
+# arm64 VM beside two others, one CPU each, took 438 s for its pod's case
+# and 629 for its reboot; alone with two, 55 and 133.
+KD_VM_CPUS=$(($(nproc) < 2 ? 1 : 2))
 node_ip() { case $1 in cp) echo 10.88.0.11 ;; w1) echo 10.88.0.12 ;; w2) echo 10.88.0.13 ;; w3) echo 10.88.0.14 ;; w4) echo 10.88.0.15 ;; w5) echo 10.88.0.16 ;;
     v1) echo 10.88.0.21 ;; v2) echo 10.88.0.22 ;; v3) echo 10.88.0.23 ;; v4) echo 10.88.0.24 ;; esac; }
 node_pods() { case $1 in cp) echo 10.244.0 ;; w1) echo 10.244.1 ;; w2) echo 10.244.2 ;; w3) echo 10.244.3 ;; w4) echo 10.244.4 ;; w5) echo 10.244.5 ;;
@@ -282,7 +281,7 @@ net_up() {
     ip -n "$SW" addr add 10.88.0.1/24 dev br0
     ip -n "$SW" link set br0 up
     # (A VM worker's veth serves its root while it installs in a
-    # container; vm_move takes it away.)
+    # container; vm_park takes it away.)
     for n in $NODES $VMS; do
         ip netns add "kdc-$n.$$"
         ip link add "kdc$n$$" type veth peer name eth0 netns "kdc-$n.$$"
@@ -491,7 +490,7 @@ node_root() {
     if is_vm "$n"; then
         printf 'runtime-endpoint: unix:///run/containerd/containerd.sock\ntimeout: 30\n' >"$r/etc/crictl.yaml"
     fi
-    # (A VM worker's runtime runs no container before vm_move: no drop-in.)
+    # (A VM worker's runtime runs no container before vm_park: no drop-in.)
     if ! is_vm "$n"; then
         mkdir -p "$r/etc/containerd/conf.d"
         runtime_dropin >"$r/etc/containerd/conf.d/99-this-machine.toml"
@@ -609,7 +608,7 @@ carry_release() {
 export SYSTEMD_NSPAWN_API_VFS_WRITABLE=1 SYSTEMD_SECCOMP=0
 
 # boot_node NODE : boots NODE's root in its cgroups and network namespace;
-# a VM worker's, once vm_move has moved it, as its VM.
+# a VM worker's, once vm_park has parked it, as its VM.
 boot_node() {
     n=$1
     if [ -f "$TMP/$n.moved" ]; then
@@ -845,20 +844,18 @@ test_every_node_installs_offline_its_own_way() {
     # (What the teardown compares with.)
     for n in $NODES; do listing "$n" >"$TMP/$n.before"; done
     # The VM workers first, each at the release it joins: once installed
-    # each becomes its VM (vm_move) while the others install, or one that
-    # joins the upgraded cluster is made ready to boot as one (vm_park);
-    # their own pod network and kubelet settings go with them.
+    # each is powered off and made ready to boot as its VM (vm_park) while
+    # the others install; its join case boots it. Their own pod network and
+    # kubelet settings go with them.
     for n in $VMS; do
         if joins_upgraded "$n"; then
             install "$n" "$K8S" "$MINOR"
-            move=vm_park
         else
             install "$n" "$OLD_K8S" "$OLD_MINOR"
-            move=vm_move
         fi
         write_cni "$n"
         vm_patch "$n" | kd_in_boot "$n" sh -c 'mkdir -p /etc/kubedist-test/patches && cat >/etc/kubedist-test/patches/kubeletconfiguration+merge.yaml'
-        behind "$n.move" $move "$n"
+        behind "$n.park" vm_park "$n"
     done
     at_once install_older $NODES
     for n in $WORKERS; do set_zone "$n" "a-$n"; done
@@ -1129,10 +1126,6 @@ pod_machine() {
     esac
 }
 
-# vm_move NODE : VM worker NODE, installed in its container, powered off
-# there and booted as its VM on the same root (vm_park, vm_boot).
-vm_move() { vm_park "$1" && vm_boot "$1"; }
-
 # vm_park NODE : VM worker NODE, installed in its container, powered off
 # there and its root made ready to boot as its VM: its veth and writable v1
 # cgroups given up, its boot's logs so far set aside, OpenRC's cgroup mode
@@ -1227,17 +1220,16 @@ behind_ended() {
     assert_eq 0 "$(cat "$TMP/$1.rc")" "the exit status of $2"
 }
 
-# vm_installed NODE : fails, saying so, when the install case did not
-# install VM NODE.
-vm_installed() {
-    [ -f "$TMP/$1.move.started" ] ||
+# vm_parked NODE : fails, saying so, when the install case did not install
+# VM NODE; else waits for its root to be ready for its VM (vm_park).
+vm_parked() {
+    [ -f "$TMP/$1.park.started" ] ||
         { echo "kd-$1 was not installed: the install case installs the VM workers" >&2 && return 1; }
+    behind_ended "$1.park" "kd-$1's root made ready for its VM"
 }
 
-# vm_join NODE : VM NODE's part of the case below: booted, joined, checked.
+# vm_join NODE : VM NODE, booted, joined and checked (the case below).
 vm_join() {
-    vm_installed "$1"
-    behind_ended "$1.move" "kd-$1's move to its VM"
     vm_kernel "$1" >"$TMP/$1.kernel-booted"
     cat "$TMP/$1.kernel-booted"
     assert_kernel_ready "$TMP/$1.kernel-booted"
@@ -1267,14 +1259,19 @@ vm_join() {
     assert_eq "$(supervisor_of "$1")" "$(basename "$(kd_in_boot "$1" readlink "/proc/$ppid/exe")")" "the kubelet's parent on kd-$1"
 }
 
-# Each VM, installed its way at N-1 in its container and booted on its own
+# The cases of a VM at N-1 (kd_test FUNCTION NODE): one VM at a time, from
+# its boot to its leaving, so that each has the machine's CPUs (KD_VM_CPUS).
+
+# VM NODE, installed its way at N-1 in its container and booted on its own
 # kernel: the boot applied kubedist's modules and settings and found every
 # image present; then joined with kubeadm's preflight whole and its own
 # kubelet settings: Ready, its kubelet its init system's child with the
 # cgroup driver of its host, and containerd's the same.
-test_the_vm_workers_on_cgroup_v2_join_with_kubeadms_defaults() {
+test_joins_on_cgroup_v2_with_kubeadms_defaults() {
+    vm_parked "$1"
+    vm_boot "$1"
     write_vm_join
-    at_once vm_join $OLDER_VMS
+    vm_join "$1"
 }
 
 # write_vm_join : the VMs' join command, with their kubelet settings.
@@ -1331,7 +1328,7 @@ proxy_log() {
     kc -n kube-system logs "$pod" --previous --tail=30 >&2 || kc -n kube-system logs "$pod" --tail=30 >&2 || true
 }
 
-# vm_pod NODE : VM NODE's part of the case below: its echo pod checked.
+# vm_pod NODE : VM NODE's echo pod checked (the case below).
 vm_pod() {
     wait_for 300 "echo-$1 is Ready" kc wait --for=condition=Ready "pod/echo-$1" --timeout=5s
     kd_mark "echo-$1 Ready"
@@ -1374,16 +1371,16 @@ vm_pod() {
     assert_empty "$TMP/$1.others" "kd-$1 holds images the bundle does not"
 }
 
-# A pod on each VM, in a cgroup of the kubelet's driver on cgroup v2,
-# reached through its Service from the control plane's pod, and reaching
-# the control plane's through CoreDNS; no image pulled.
-test_pods_on_the_vm_workers_answer_through_services() {
-    [ -z "$OLDER_VMS" ] || for n in $OLDER_VMS; do echo_manifest "$n"; done | kc apply -f -
-    at_once vm_pod $OLDER_VMS
+# A pod on VM NODE, its program of the node's machine, in a cgroup of the
+# kubelet's driver on cgroup v2, reached through its Service from the
+# control plane's pod, and reaching the control plane's through CoreDNS;
+# no image pulled.
+test_runs_a_pod_of_its_machine_reached_through_services() {
+    echo_manifest "$1" | kc apply -f -
+    vm_pod "$1"
 }
 
-# vm_reboot NODE : VM NODE's part of the case below: rebooted through its
-# init system.
+# vm_reboot NODE : VM NODE rebooted through its init system.
 vm_reboot() {
     # The logs of the boot to come alone: the earlier ones set aside.
     case $(node_init "$1") in
@@ -1418,29 +1415,21 @@ vm_back() {
     }
 }
 
-# Each VM at N-1 rebooted through its init system (at once): its kernel
-# comes up without the modules and settings, the boot applies kubedist's
-# files, and the kubelet, the pod and its Service come back, with no image
-# imported again. (The nodes in containers that reboot are the sysext
-# worker's: these show OpenRC's and runit's boots, and systemd's on a
-# kernel of its own.)
-test_a_rebooted_vm_worker_comes_back_with_its_kernel_settings() {
-    at_once vm_reboot $OLDER_VMS
-    # (One after the other: all at once left too little of the machine for
-    # the Services' rules.)
-    for vm in $OLDER_VMS; do
-        vm_back "$vm"
-        kd_mark "kd-$vm back"
-    done
+# VM NODE rebooted through its init system: its kernel comes up without
+# the modules and settings, the boot applies kubedist's files, and the
+# kubelet, the pod and its Service come back, with no image imported again.
+# (The node in a container that reboots is the sysext worker: the VMs show
+# OpenRC's and runit's boots, and systemd's on a kernel of its own.)
+test_comes_back_with_its_kernel_settings_after_a_reboot() {
+    vm_reboot "$1"
+    vm_back "$1"
 }
 
-# The VMs leave before the upgrade (their reboot showed the graceful
-# power-off), but the one upgraded with the cluster, which imports N's
-# bundle meanwhile, behind the cases until the upgrade's (under TCG an
-# import takes minutes).
-test_the_vm_workers_leave_the_cluster() {
-    for n in $OLDER_VMS; do upgrades_with_cluster "$n" || vm_leave "$n"; done
-    for n in $UPGRADING_VMS; do behind "$n.import" import_next_bundle "$n"; done
+# VM NODE leaves (its reboot showed the graceful power-off), its logs kept
+# first when a case failed, so that the next VM has the machine.
+test_leaves_the_cluster() {
+    [ "$kd_failed" -eq 0 ] || keep_logs
+    vm_leave "$1"
 }
 
 # vm_leave NODE : VM NODE's pod and node deleted, the VM stopped, its disk
@@ -1612,19 +1601,13 @@ test_the_arm64_worker_was_upgraded_with_the_cluster() {
 # vm_boot_behind NODE : VM NODE, parked, booted in the background, once
 # (behind NODE.boot): the upgrade's end starts it, so that its boot under
 # TCG, alone of the VMs, runs beside the containers' cases.
-vm_boot_behind() { behind "$1.boot" vm_boot_alone "$1"; }
-# vm_boot_alone NODE : vm_boot with the machine's CPUs, up to two.
-vm_boot_alone() {
-    KD_VM_CPUS=$(vm_cpus 1)
-    vm_boot "$1"
-}
+vm_boot_behind() { behind "$1.boot" vm_boot "$1"; }
 
 # vm_joins_upgraded NODE : VM NODE, parked at N since the install case,
 # booted (vm_boot_behind) and checked as the VMs at N-1 are before their
 # reboot: vm_join, vm_pod.
 vm_joins_upgraded() {
-    vm_installed "$1"
-    behind_ended "$1.move" "kd-$1's root made ready for its VM"
+    vm_parked "$1"
     vm_boot_behind "$1"
     behind_ended "$1.boot" "kd-$1's boot as a VM"
     vm_join "$1"
@@ -2050,10 +2033,18 @@ kd_test test_every_runtime_is_kubedist_containerd_with_the_kubelets_cgroup_drive
 kd_test test_the_control_plane_kube_proxy_and_coredns_run
 kd_test test_pods_on_every_node_reach_each_other_through_services_and_coredns
 kd_test test_nothing_was_pulled_and_the_bundles_images_are_pinned
-kd_test test_the_vm_workers_on_cgroup_v2_join_with_kubeadms_defaults
-kd_test test_pods_on_the_vm_workers_answer_through_services
-kd_test test_a_rebooted_vm_worker_comes_back_with_its_kernel_settings
-kd_test test_the_vm_workers_leave_the_cluster
+for vm in $OLDER_VMS; do
+    kd_test test_joins_on_cgroup_v2_with_kubeadms_defaults "$vm"
+    kd_test test_runs_a_pod_of_its_machine_reached_through_services "$vm"
+    kd_test test_comes_back_with_its_kernel_settings_after_a_reboot "$vm"
+    # The one upgraded with the cluster stays, and imports N's bundle
+    # behind the cases until the upgrade's (under TCG that takes minutes).
+    if upgrades_with_cluster "$vm"; then
+        behind "$vm.import" import_next_bundle "$vm"
+    else
+        kd_test test_leaves_the_cluster "$vm"
+    fi
+done
 kd_test test_the_cluster_upgrades_to_the_next_minor_offline_through_the_channels
 kd_test test_the_arm64_worker_was_upgraded_with_the_cluster
 kd_test test_a_stray_older_bundle_is_refused_and_the_node_keeps_its_own
