@@ -30,11 +30,12 @@
 # Four more workers are virtual machines on a kernel of their own (QEMU,
 # cgroup v2), joined with kubeadm's defaults: no preflight check skipped
 # and, on their kubelets, no failCgroupV1 (a `kubeadm join --patches` file
-# takes the cluster's v1 setting back). One VM runs at a time, with the
-# machine's CPUs: v1, then v2, then v3 join at N-1 after the cluster is up,
-# each from its boot to its reboot in cases of its own (kd-v1-...); v1
-# and v2 leave after theirs, v3 is upgraded with the cluster and leaves
-# after it; v4 joins the upgraded cluster at N and leaves:
+# takes the cluster's v1 setting back). One VM works at a time, with the
+# machine's CPUs: v3, then v1, then v2 join at N-1 after the cluster is up,
+# each from its boot to its reboot in cases of its own (kd-v3-...); v1
+# and v2 leave after theirs, while v3 imports N's bundle (minutes under
+# TCG); v3 is upgraded with the cluster and leaves after it; v4 joins the
+# upgraded cluster at N and leaves:
 #   v1  Debian 12, systemd 252 with the systemd cgroup driver (kubelet and
 #       containerd); apt from the signed repository, as cp;
 #   v2  sysvinit + OpenRC, the tarball, as w1;
@@ -102,8 +103,9 @@
 NODES="cp w1 w2 w3 w4 w5"
 WORKERS="w1 w2 w3 w4 w5"
 # The virtual machines: v1 systemd (apt), v2 OpenRC and v3 runit (the
-# tarball) in the cluster at N-1, each from its cases to its leaving, in
-# that order (v3, last, stays for the upgrade); v4 runit (the tarball) in
+# tarball) in the cluster at N-1, each from its cases to its leaving, v3
+# first (it stays for the upgrade: its import of N's bundle runs behind
+# v1's and v2's cases), then v1 and v2; v4 runit (the tarball) in
 # the upgraded cluster, for its own case. KD_VMS picks fewer (KD_VMS=v1: a
 # quicker run that still shows kubeadm's defaults with the systemd
 # driver); every run boots all four unless told.
@@ -116,7 +118,7 @@ for vm in $VMS; do
 done
 OLDER_VMS=
 UPGRADED_VMS=
-for vm in v1 v2 v3 v4; do
+for vm in v3 v1 v2 v4; do
     case " $VMS " in
     *" $vm "*) case $vm in v4) UPGRADED_VMS=$vm ;; *) OLDER_VMS="$OLDER_VMS $vm" ;; esac ;;
     esac
@@ -127,7 +129,7 @@ joins_upgraded() { case " $UPGRADED_VMS " in *" $1 "*) true ;; *) false ;; esac;
 UPGRADING_VMS=
 case " $OLDER_VMS " in *" v3 "*) UPGRADING_VMS=v3 ;; esac
 upgrades_with_cluster() { [ "$1" = "$UPGRADING_VMS" ]; }
-# Each VM runs alone, with this machine's CPUs (two at most): under TCG an
+# Each VM works alone, with this machine's CPUs (two at most): under TCG an
 # arm64 VM beside two others, one CPU each, took 438 s for its pod's case
 # and 629 for its reboot; alone with two, 55 and 133.
 KD_VM_CPUS=$(($(nproc) < 2 ? 1 : 2))
