@@ -576,10 +576,11 @@ const CLUSTER_FORMATS: &str = "deb,rpm,tar,sysext,oci,images";
 const QUICK_DEBS: &str = "deb=zstd:3";
 
 /// The cluster's VM workers of another architecture that join at the
-/// release before the pin and are upgraded with the cluster to the pin's
-/// (t-cluster.sh): each installs the tarball and bundle of its
-/// architecture of both releases. (v4, riscv64, joins the upgraded cluster
-/// from the current release's `SOURCE_ONLY_ARCH` build.)
+/// release before the pin (t-cluster.sh): each installs the tarball and
+/// bundle of its architecture of that release, and of the pin's when
+/// `KD_UPGRADE_VMS` has it upgraded with the cluster (not in CI's run:
+/// docs/testing.md). (v4, riscv64, joins the upgraded cluster from the
+/// current release's `SOURCE_ONLY_ARCH` build.)
 const FOREIGN_WORKERS: &[ForeignWorker] = &[ForeignWorker {
     vm: "v3",
     arch: "arm64",
@@ -598,6 +599,13 @@ impl ForeignWorker {
     /// names some.
     fn booted(&self) -> bool {
         std::env::var("KD_VMS").map_or(true, |vms| vms.split_whitespace().any(|v| v == self.vm))
+    }
+
+    /// Whether this run's cluster upgrades it: `KD_UPGRADE_VMS` names it.
+    fn upgraded(&self) -> bool {
+        self.booted()
+            && std::env::var("KD_UPGRADE_VMS")
+                .is_ok_and(|vms| vms.split_whitespace().any(|v| v == self.vm))
     }
 }
 
@@ -644,21 +652,22 @@ fn build_older_release(spec: &Spec, xtask: &Path, steps: &Steps) -> Result<PathB
         "amd64",
         &out,
     )?;
-    dist_foreign_workers(xtask, steps, &what, &args, &out)?;
+    dist_foreign_workers(xtask, steps, &what, &args, &out, ForeignWorker::booted)?;
     Ok(out)
 }
 
-/// The formats each booted `FOREIGN_WORKERS` installs, of the release that
-/// `dist ARGS` (`what`) built into OUT, into OUT/ARCH: after that dist,
-/// which empties its OUT.
+/// The formats each of `FOREIGN_WORKERS` that `needs` installs, of the
+/// release that `dist ARGS` (`what`) built into OUT, into OUT/ARCH: after
+/// that dist, which empties its OUT.
 fn dist_foreign_workers(
     xtask: &Path,
     steps: &Steps,
     what: &str,
     args: &[&str],
     out: &Path,
+    needs: fn(&ForeignWorker) -> bool,
 ) -> Result<()> {
-    for worker in FOREIGN_WORKERS.iter().filter(|w| w.booted()) {
+    for worker in FOREIGN_WORKERS.iter().filter(|w| needs(w)) {
         let arch = worker.arch;
         dist(
             xtask,
@@ -755,7 +764,14 @@ fn build_releases(
         dist(xtask, steps, &what, &args, arch, &cur.join(arch))?;
         // What the foreign workers upgrade to.
         let what = format!("{flag} (release cur)");
-        dist_foreign_workers(xtask, steps, &what, &cur_codecs, &cur)?;
+        dist_foreign_workers(
+            xtask,
+            steps,
+            &what,
+            &cur_codecs,
+            &cur,
+            ForeignWorker::upgraded,
+        )?;
     }
     Ok((prev, cur))
 }
