@@ -41,8 +41,9 @@
 #   v2  sysvinit + OpenRC, the tarball, as w1;
 #   v3  arm64 (qemu-system-aarch64, Debian 12's arm64 cloud kernel), runit:
 #       the arm64 tarball and bundle of N-1, then of N for its upgrade
-#       when KD_UPGRADE_VMS=v3 (cargo xtask test builds them from source beside each amd64
-#       release, in its arm64/), its echo pod an arm64 program;
+#       when KD_UPGRADE_VMS=v3 (cargo xtask test builds them from source
+#       beside each amd64 release, in its arm64/), its echo pod an arm64
+#       program;
 #   v4  riscv64 (qemu-system-riscv64, Debian 13's riscv64 kernel, QEMU's
 #       OpenSBI), runit: the riscv64 tarball and bundle of N (the release's
 #       riscv64/, which cargo xtask test builds from source for t-source),

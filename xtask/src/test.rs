@@ -598,14 +598,19 @@ impl ForeignWorker {
     /// Whether this run's cluster boots it: every VM unless `KD_VMS`
     /// names some.
     fn booted(&self) -> bool {
-        std::env::var("KD_VMS").map_or(true, |vms| vms.split_whitespace().any(|v| v == self.vm))
+        self.named_in("KD_VMS").unwrap_or(true)
     }
 
     /// Whether this run's cluster upgrades it: `KD_UPGRADE_VMS` names it.
     fn upgraded(&self) -> bool {
-        self.booted()
-            && std::env::var("KD_UPGRADE_VMS")
-                .is_ok_and(|vms| vms.split_whitespace().any(|v| v == self.vm))
+        self.booted() && self.named_in("KD_UPGRADE_VMS").unwrap_or(false)
+    }
+
+    /// Whether the VM list in the environment variable VAR (t-cluster.sh
+    /// reads it too) names it; None when VAR is unset.
+    fn named_in(&self, var: &str) -> Option<bool> {
+        let vms = std::env::var(var).ok()?;
+        Some(vms.split_whitespace().any(|v| v == self.vm))
     }
 }
 
