@@ -1156,11 +1156,10 @@ kd_test_roots_done() {
 
 # kd_summary : the closing line; exits non-zero when a test failed.
 kd_summary() {
-    # The CPU time of what the suite ran and saw end (its cases' commands,
-    # its containers and VMs once stopped), for the budget's accounting in
-    # docs/testing.md: a run's two CPUs are busy to its end, so its wall
-    # is about the suites' CPU over two. (`times` in the suite's own shell:
-    # in a pipeline it would report a subshell's.)
+    # The CPU time of what the suite ran and saw end (its cases' commands;
+    # of its containers' and VMs' processes, what reached its shell), for
+    # the budget's accounting in docs/testing.md. (`times` in the suite's
+    # own shell: in a pipeline it would report a subshell's.)
     if times >"$KD_WORK/times" 2>/dev/null; then
         kd_log "CPU: $(awk 'NR == 2 {
             for (i = 1; i <= 2; i++) { split($i, t, "m"); s[i] = t[1] * 60 + t[2] }
