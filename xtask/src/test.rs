@@ -607,9 +607,10 @@ impl ForeignWorker {
     }
 
     /// Whether the VM list in the environment variable VAR (t-cluster.sh
-    /// reads it too) names it; None when VAR is unset.
+    /// reads it too) names it; None when VAR is unset or empty, as the
+    /// suite's `${VAR:-...}` reads it (`KD_VMS=` boots every VM there).
     fn named_in(&self, var: &str) -> Option<bool> {
-        let vms = std::env::var(var).ok()?;
+        let vms = std::env::var(var).ok().filter(|vms| !vms.is_empty())?;
         Some(vms.split_whitespace().any(|v| v == self.vm))
     }
 }
