@@ -4,7 +4,7 @@
 //! whatever the format adds on the way (a deb's copyright file, an rpm's
 //! licence). The writers of debs, rpms, tarballs, sysext images and the
 //! installer image give the same list from what they held before
-//! compressing (`of_file`, `of_rpm`, `of_items`, `of_tar`), with no decode;
+//! compressing (`of_file`, `Held::new`, `of_items`, `of_tar`), with no decode;
 //! tests of `emit` hold both lists equal for each. The images bundle is read
 //! back: its layers come compressed, and listing their files is the decode.
 
@@ -30,7 +30,8 @@ pub struct Held {
 }
 
 impl Held {
-    fn new(path: String, bytes: &[u8]) -> Held {
+    /// The file `bytes`, at `path` in its artifact.
+    pub fn new(path: String, bytes: &[u8]) -> Held {
         Held {
             path,
             sha1: crate::util::hex(&sha1::Sha1::digest(bytes)),
