@@ -2,9 +2,9 @@
 //! `PackageBuilder`, the payload streamed here (`with_payload` says why).
 //!
 //! Payload: `--compression rpm=…`, compressed once, by dist's encoders:
-//! zstd reaches rpm >= 4.14 (RHEL/CentOS 8, Fedora 27, SLES 15, openSUSE 15), with `+long` a window of up to 128 MiB, which
-//! every such rpm decodes (libzstd's default limit); RHEL 7's rpm 4.11
-//! does not. xz reaches every rpm since 4.7 (RHEL 6), with `+long` a
+//! zstd reaches rpm >= 4.14 (RHEL/CentOS 8, Fedora 27, SLES 15, openSUSE
+//! 15), with `+long` a window of up to 128 MiB, which every such rpm
+//! decodes (libzstd's default limit); RHEL 7's rpm 4.11 does not. xz reaches every rpm since 4.7 (RHEL 6), with `+long` a
 //! dictionary of up to 64 MiB: rpm's xz decoder allows 100 MiB. An xz
 //! payload takes the package's x86 branch filter, as a deb's does; every
 //! liblzma decodes it. gz reaches every rpm.
@@ -303,6 +303,8 @@ fn with_payload(
             ))
         })
         .collect::<Result<_>>()?;
+    // Names in the archive: rpm's `./`-prefixed paths.
+    let names: Vec<String> = paths.iter().map(|p| format!(".{p}")).collect();
     let regular = |i: usize| modes[i] & 0o170000 == 0o100000;
     let sizes: Vec<u64> = (0..paths.len())
         .map(|i| match regular(i) {
@@ -320,10 +322,10 @@ fn with_payload(
     let entry_len = |name: &str, size: u64| {
         cpio::padded(cpio::HEADER + name.len() + 1) as u64 + cpio::padded(size as usize) as u64
     };
-    let archive_len: u64 = paths
+    let archive_len: u64 = names
         .iter()
         .zip(&sizes)
-        .map(|(p, &s)| entry_len(&format!(".{p}"), s))
+        .map(|(name, &s)| entry_len(name, s))
         .sum::<u64>()
         + entry_len(cpio::TRAILER, 0);
     let mut archive = Hashing {
@@ -339,7 +341,7 @@ fn with_payload(
             rdev: rdevs[i],
             size: sizes[i] as u32,
         };
-        entry.write_header(&mut archive, &format!(".{path}"))?;
+        entry.write_header(&mut archive, &names[i])?;
         if !regular(i) {
             digests.push(String::new());
             continue;

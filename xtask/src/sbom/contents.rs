@@ -166,7 +166,7 @@ fn rpm(path: &Path) -> Result<Vec<Held>> {
 }
 
 /// The regular files of an rpm's payload, as the `rpm` crate reads it.
-pub fn of_rpm(package: &rpm::Package) -> Result<Vec<Held>> {
+fn of_rpm(package: &rpm::Package) -> Result<Vec<Held>> {
     let mut out = Vec::new();
     for file in package.files()? {
         let file = file?;
