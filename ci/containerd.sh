@@ -55,7 +55,9 @@ TOML
 }
 
 # ctd_stop_all : every container of every containerd started here killed
-# and deleted (their shims outlive containerd otherwise), then containerd.
+# and deleted (their shims outlive containerd otherwise), then containerd;
+# each one's images and snapshots (its root, up to 900 MB of the disk the
+# suites beside it need) removed, its config and log kept.
 ctd_stop_all() {
 	for d in $ctd_dirs; do
 		for t in $(ctr_in "$d" tasks ls -q 2>/dev/null); do
@@ -68,11 +70,12 @@ ctd_stop_all() {
 			done
 		done
 	done
-	ctd_dirs=
 	for p in $ctd_pids; do kill "$p" 2>/dev/null || true; done
 	for p in $ctd_pids; do wait "$p" 2>/dev/null || true; done
 	ctd_pids=
-ctd_dirs=
+	# (--one-file-system: a mount a container left is not descended into.)
+	for d in $ctd_dirs; do rm -rf --one-file-system "$d/root" || true; done
+	ctd_dirs=
 }
 
 # ctr_in DIR ARGS... : ctr of the containerd under DIR, in the k8s.io

@@ -78,7 +78,10 @@ kd_cached() { touch -c "$1" 2>/dev/null && [ -f "$1" ]; }
 # (mmdebstrap, ~15-30 s, with its OPTIONs: another --arch runs the root's
 # maintainer scripts through qemu-user, which ci/install-deps registers with
 # the kernel's binfmt_misc, in minutes). The cache key includes the package
-# list and the options, so changing them rebuilds.
+# list and the options, so changing them rebuilds. Compressed with zstd
+# (`tar -xf` reads it as it is): the suites' roots took 5.9 GB of the home
+# directory as plain tar, about 1.9 so; a plain one cached before is
+# compressed rather than built again.
 kd_base_tarball() {
     name=$1
     shift
@@ -93,18 +96,23 @@ kd_base_tarball() {
         printf '%s' "$include" | tr , '\n'
         [ $# -eq 0 ] || printf '%s\n' "$@"
     } | sha256sum | cut -c1-12)
-    tarball=$KD_CACHE/$KD_SUITE_CODENAME-$name-$key.tar
+    tarball=$KD_CACHE/$KD_SUITE_CODENAME-$name-$key.tar.zst
     if ! kd_cached "$tarball"; then
-        kd_log "building base root '$name' (${include%,}) with mmdebstrap"
-        # Package lists are kept so apt-get in the root can resolve real
-        # dependencies from the archive without an update of its own. Built
-        # in a directory of its own and renamed into place: suites running
-        # at once may build the same root.
+        # Built in a directory of its own and renamed into place: suites
+        # running at once may build the same root.
         _kd_build=$(mktemp -d "$KD_CACHE/.build.XXXXXX")
-        mmdebstrap --quiet --variant=apt --skip=cleanup/apt/lists "$@" \
-            ${include:+--include="${include%,}"} \
-            "$KD_SUITE_CODENAME" "$_kd_build/root.tar" "$KD_MIRROR" >&2
-        mv "$_kd_build/root.tar" "$tarball"
+        if [ -f "${tarball%.zst}" ]; then
+            zstd -q -T0 "${tarball%.zst}" -o "$_kd_build/root.tar.zst"
+        else
+            kd_log "building base root '$name' (${include%,}) with mmdebstrap"
+            # Package lists are kept so apt-get in the root can resolve real
+            # dependencies from the archive without an update of its own.
+            mmdebstrap --quiet --variant=apt --skip=cleanup/apt/lists "$@" \
+                ${include:+--include="${include%,}"} \
+                "$KD_SUITE_CODENAME" "$_kd_build/root.tar.zst" "$KD_MIRROR" >&2
+        fi
+        mv "$_kd_build/root.tar.zst" "$tarball"
+        rm -f "${tarball%.zst}"
         rmdir "$_kd_build"
     fi
     printf '%s\n' "$tarball"
@@ -265,8 +273,17 @@ kd_checkout_copy() {
         xargs -0 tar -cf - --) | tar -xf - -C "$1"
     cp -a "$KD_REPO/.git" "$1/.git"
     mkdir -p "$1/target/debug"
-    cp -a "$KD_REPO/target/debug/deps" "$KD_REPO/target/debug/build" \
-        "$KD_REPO/target/debug/.fingerprint" "$1/target/debug/"
+    # The registry crates' outputs are hard links (a copy took 1.5 GB of
+    # the disk the suites beside it need): the copy compiles none of them
+    # again. The workspace's own, which it compiles from its own sources,
+    # are left out, so that no write goes through a link into this
+    # checkout's target/.
+    cp -al "$KD_REPO/target/debug/deps" "$1/target/debug/"
+    cp -a "$KD_REPO/target/debug/build" "$KD_REPO/target/debug/.fingerprint" "$1/target/debug/"
+    for crate in $(cd "$KD_REPO" && cargo metadata --no-deps --format-version 1 |
+        jq -r '.packages[].targets[].name | gsub("-"; "_")'); do
+        rm -f "$1/target/debug/deps/$crate-"* "$1/target/debug/deps/lib$crate-"*
+    done
     find "$1/xtask" -type f -exec touch {} +
 }
 

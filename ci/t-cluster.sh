@@ -1507,7 +1507,17 @@ upgrade_worker() {
         kc patch --local -f - --type merge -o yaml \
             -p "{\"spec\":{\"template\":{\"spec\":{\"nodeSelector\":{\"kubernetes.io/hostname\":\"kd-$1\"}}}}}" \
             <"$DAEMONSET" >"$TMP/root-cp/srv/kubedist/v$MINOR/${DAEMONSET##*/}"
-        in_node cp "$(guide cp upgrade-installer-daemonset "$K8S" "$MINOR" 1.37.2-1 "$tag")"
+        # The upgraded kubelet on kd-cp can restart the control plane's
+        # static pods once more, after /readyz said ok (seen: kubectl
+        # apply's "failed to download openapi" 20 s later): a kubectl
+        # refused meanwhile is run again once the API server is ready, as
+        # an operator would.
+        tries=1
+        until in_node cp "$(guide cp upgrade-installer-daemonset "$K8S" "$MINOR" 1.37.2-1 "$tag")"; do
+            [ "$tries" -lt 3 ] || return 1
+            tries=$((tries + 1))
+            wait_for 120 "kd-cp's API server is ready" kc get --raw /readyz
+        done
         kc -n kube-system logs -l app.kubernetes.io/name=kubedist-installer -c install --tail=-1
         in_node "$1" "$(guide "$1" upgrade-installer-node "$K8S" "$MINOR")" ;;
     dnf) in_node "$1" "$(guide "$1" upgrade-dnf-node "$K8S" "$MINOR")" ;;

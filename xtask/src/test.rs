@@ -393,7 +393,10 @@ fn run_suite(mut run: SuiteRun, tagged: bool) -> Result<Outcome> {
     };
     let seconds = started.elapsed().as_secs_f64();
     if tagged {
-        eprintln!("<== {name}: {passed} passed, {failed} failed ({seconds:.0} s)");
+        eprintln!(
+            "<== {name}: {passed} passed, {failed} failed ({seconds:.0} s{})",
+            disk_free()
+        );
     }
     Ok(Outcome {
         name,
@@ -402,6 +405,18 @@ fn run_suite(mut run: SuiteRun, tagged: bool) -> Result<Outcome> {
         seconds,
         failures: closing.failures,
     })
+}
+
+/// ", N GiB free" of the disk the suites work on, for a run that fails on
+/// ENOSPC to say when its disk ran short; nothing when it cannot be read.
+fn disk_free() -> String {
+    match rustix::fs::statvfs(crate::util::repo_root().join("target")) {
+        Ok(fs) => {
+            let bytes = fs.f_bavail as f64 * fs.f_frsize as f64;
+            format!(", {:.1} GiB free", bytes / f64::from(1u32 << 30))
+        }
+        Err(_) => String::new(),
+    }
 }
 
 /// What each line of `name`'s output starts with: its name, when others
