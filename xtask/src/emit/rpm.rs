@@ -4,10 +4,11 @@
 //! Payload: `--compression rpm=…`, compressed once, by dist's encoders:
 //! zstd reaches rpm >= 4.14 (RHEL/CentOS 8, Fedora 27, SLES 15, openSUSE
 //! 15), with `+long` a window of up to 128 MiB, which every such rpm
-//! decodes (libzstd's default limit); RHEL 7's rpm 4.11 does not. xz reaches every rpm since 4.7 (RHEL 6), with `+long` a
-//! dictionary of up to 64 MiB: rpm's xz decoder allows 100 MiB. An xz
-//! payload takes the package's x86 branch filter, as a deb's does; every
-//! liblzma decodes it. gz reaches every rpm.
+//! decodes (libzstd's default limit); RHEL 7's rpm 4.11 does not. xz
+//! reaches every rpm since 4.7 (RHEL 6), with `+long` a dictionary of up
+//! to 64 MiB: rpm's xz decoder allows 100 MiB. An xz payload takes the
+//! package's x86 branch filter, as a deb's does; every liblzma decodes it.
+//! gz reaches every rpm.
 
 use std::collections::BTreeMap;
 use std::fs;
