@@ -120,8 +120,9 @@ pub fn write(pkg: &Staged, meta: &Options, work: &Path, out_dir: &Path) -> Resul
     fs::write(crate_dir.join("lib.rs"), "").context("writing lib.rs")?;
 
     let listener = Collect::default();
+    let mut held = Vec::new();
     crate::util::write_atomic(&out, 0o644, |file| {
-        build(pkg, arch, meta, &assets, &manifest, file, &out, &listener).map_err(|e| {
+        held = build(pkg, arch, meta, &assets, &manifest, file, &out, &listener).map_err(|e| {
             let warnings = listener
                 .warnings
                 .lock()
@@ -136,13 +137,9 @@ pub fn write(pkg: &Staged, meta: &Options, work: &Path, out_dir: &Path) -> Resul
                     format!(" (warnings: {warnings})")
                 }
             )
-        })
+        })?;
+        Ok(())
     })?;
-    // The data archive's files are the assets, as they are on disk.
-    let held = assets
-        .iter()
-        .map(|(src, dest, _)| crate::sbom::contents::of_file(dest, src))
-        .collect::<Result<_>>()?;
     Ok(Written {
         path: out,
         held: Some(held),
@@ -159,7 +156,7 @@ fn build(
     out: &mut fs::File,
     out_path: &Path,
     listener: &Collect,
-) -> cargo_deb::CDResult<()> {
+) -> cargo_deb::CDResult<Vec<crate::sbom::contents::Held>> {
     let (config, mut debs) = BuildEnvironment::from_manifest(
         BuildOptions {
             manifest_path: Some(manifest),

@@ -1,7 +1,7 @@
 //! The `.deb` container: `debian-binary`, `control.tar.xz` (cargo-deb's
 //! control archive, plus `md5sums`) and `data.tar.<codec>`, written in one
-//! pass: the md5sums are taken from the files as they go into the data
-//! archive.
+//! pass: each file is read once, and its MD5 (for `md5sums`) and its SBOM
+//! entry are taken from the bytes that go into the data archive.
 //!
 //! cargo-deb writes no `md5sums` control member (`dpkg --verify` and debsums
 //! need it) and has no hook for extra control files: its finished control
@@ -30,11 +30,12 @@ use cargo_deb::listener::Listener;
 use cargo_deb::{BuildEnvironment, CDResult, CargoDebError, PackageConfig};
 
 use super::codec::{self, Codec};
+use crate::sbom::contents::Held;
 
 /// Writes the .deb of `deb` to `out` (named `out_path`): its control archive
 /// from cargo-deb plus `md5sums`, its data archive from `assets` (`(source,
 /// dest, mode)`), without entries for `host_dirs`, compressed with `codec`
-/// on `threads` threads.
+/// on `threads` threads. Returns the data archive's regular files.
 #[allow(clippy::too_many_arguments)]
 pub fn write(
     config: &BuildEnvironment,
@@ -47,7 +48,7 @@ pub fn write(
     out: &mut fs::File,
     out_path: &Path,
     listener: &dyn Listener,
-) -> CDResult<()> {
+) -> CDResult<Vec<Held>> {
     let mut control =
         cargo_deb::deb::control::ControlArchiveBuilder::new(Vec::new(), epoch, listener);
     control.generate_archive(config, deb)?;
@@ -60,8 +61,8 @@ pub fn write(
             .len();
     }
     let encoder = codec::encoder(codec, threads, size, Vec::new())?;
-    let mut md5s = Vec::new();
-    let data = data_tar(assets, host_dirs, epoch, encoder, &mut md5s)?.finish()?;
+    let (mut md5s, mut held) = (Vec::new(), Vec::new());
+    let data = data_tar(assets, host_dirs, epoch, encoder, &mut md5s, &mut held)?.finish()?;
 
     let control = with_md5sums(&control, md5s)
         .map_err(|e| CargoDebError::IoFile("can't add md5sums", e, out_path.into()))?;
@@ -79,7 +80,7 @@ pub fn write(
     crate::archive::ar(&members, epoch, io::BufWriter::new(out))
         .and_then(|mut w| w.flush())
         .map_err(|e| CargoDebError::IoFile("can't write the .deb", e, out_path.into()))?;
-    Ok(())
+    Ok(held)
 }
 
 /// `control` (an uncompressed tar) with `./md5sums` after `./control`:
@@ -131,29 +132,17 @@ fn with_md5sums(control: &[u8], mut md5s: Vec<(String, String)>) -> io::Result<V
     rebuilt.into_inner()
 }
 
-/// A reader that feeds what it reads to an MD5.
-struct Md5Reader<R> {
-    inner: R,
-    md5: Md5,
-}
-
-impl<R: Read> Read for Md5Reader<R> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        self.md5.update(&buf[..n]);
-        Ok(n)
-    }
-}
-
 /// The data archive of `assets` written into `dest`, with an entry for
 /// every parent directory of an asset except `host_dirs`; the MD5 of each
-/// file is pushed to `md5s` as `(path without "./", hex)`.
+/// file is pushed to `md5s` as `(path without "./", hex)`, the file itself
+/// to `held`.
 fn data_tar<W: Write>(
     assets: &[(PathBuf, String, u32)],
     host_dirs: &[String],
     epoch: u64,
     dest: W,
     md5s: &mut Vec<(String, String)>,
+    held: &mut Vec<Held>,
 ) -> CDResult<W> {
     let host_dirs: BTreeSet<&Path> = host_dirs
         .iter()
@@ -195,30 +184,21 @@ fn data_tar<W: Write>(
                 .map_err(|e| CargoDebError::IoFile("can't add a directory", e, dir.into()))?;
             added.insert(dir.to_path_buf());
         }
-        let file = fs::File::open(src)
+        let bytes = fs::read(src)
             .map_err(|e| CargoDebError::IoFile("can't read an asset", e, src.clone()))?;
-        let size = file
-            .metadata()
-            .map_err(|e| CargoDebError::IoFile("can't read an asset", e, src.clone()))?
-            .len();
         let mut h = header(&mut tar, rel, false)
             .map_err(|e| CargoDebError::IoFile("can't add a file", e, rel.into()))?;
         h.set_mtime(epoch);
         h.set_mode(*mode);
-        h.set_size(size);
+        h.set_size(bytes.len() as u64);
         h.set_cksum();
-        // take(): a file that grew since it was staged cannot corrupt the
-        // archive; a shorter one fails in append.
-        let mut reader = Md5Reader {
-            inner: file.take(size),
-            md5: Md5::new(),
-        };
-        tar.append(&h, &mut reader)
+        tar.append(&h, bytes.as_slice())
             .map_err(|e| CargoDebError::IoFile("can't add a file", e, src.clone()))?;
         md5s.push((
             rel.to_string_lossy().into_owned(),
-            crate::util::hex(&reader.md5.finalize()),
+            crate::util::hex(&Md5::digest(&bytes)),
         ));
+        held.push(Held::new(dest.clone(), &bytes));
     }
     tar.into_inner().map_err(|e| {
         CargoDebError::IoFile(
@@ -294,8 +274,8 @@ mod tests {
             ),
         ];
         let host_dirs = ["/opt", "/usr", "/usr/share", "/usr/share/doc"].map(String::from);
-        let mut md5s = Vec::new();
-        let tar = data_tar(&assets, &host_dirs, 0, Vec::new(), &mut md5s).unwrap();
+        let (mut md5s, mut held) = (Vec::new(), Vec::new());
+        let tar = data_tar(&assets, &host_dirs, 0, Vec::new(), &mut md5s, &mut held).unwrap();
         let mut archive = tar::Archive::new(tar.as_slice());
         let names: Vec<String> = archive
             .entries()
@@ -313,5 +293,6 @@ mod tests {
             ]
         );
         assert_eq!(md5s.len(), 2);
+        assert_eq!(held.len(), 2);
     }
 }

@@ -4,7 +4,7 @@
 //! whatever the format adds on the way (a deb's copyright file, an rpm's
 //! licence). The writers of debs, rpms, tarballs, sysext images and the
 //! installer image give the same list from what they held before
-//! compressing (`of_file`, `Held::new`, `of_items`, `of_tar`), with no decode;
+//! compressing (`Held::new`, `of_items`, `of_tar`), with no decode;
 //! tests of `emit` hold both lists equal for each. The images bundle is read
 //! back: its layers come compressed, and listing their files is the decode.
 
@@ -83,12 +83,6 @@ fn decoder<'a>(codec: &str, r: impl Read + 'a) -> Result<Box<dyn Read + 'a>> {
         "zst" => Box::new(zstd::stream::read::Decoder::new(r)?),
         other => bail!("unknown codec {other}"),
     })
-}
-
-/// The file at `path` on disk, held in an artifact at `dest` (from the root).
-pub fn of_file(dest: &str, path: &Path) -> Result<Held> {
-    let bytes = fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-    Ok(Held::new(dest.to_string(), &bytes))
 }
 
 /// The regular files among an archive's entries, each `(its path from the
